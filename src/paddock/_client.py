@@ -1,0 +1,558 @@
+"""`Client` (blocking) and `AsyncClient` over one request-building base.
+
+`_Base` turns each operation into a `_Request` and each answer into a model or a
+`PaddockError`; the two clients only send. Models are imported lazily so that the CLI's
+hot paths (`exec`, `--version`) do not pay for pydantic.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from . import _frames
+from ._config import ClientConfig
+from ._exceptions import ConnectionFailed, InvalidRequest, PaddockError, error_from_body
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ._archive import Progress
+    from ._models import Box, BoxTypeList, ExecResult, PushResult, ServerStatus
+
+__version__ = "0.1.0"
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    path: str
+    params: dict[str, str] | None = None
+    json: Any = None
+    body: bytes | Iterable[bytes] | None = None
+    content_type: str | None = None
+
+    @property
+    def target(self) -> str:
+        return self.path + ("?" + urlencode(self.params) if self.params else "")
+
+
+def _box(ref: str) -> str:
+    if not ref or "/" in ref:
+        raise InvalidRequest(f"invalid box reference {ref!r}")
+    return "/v1/boxes/" + quote(ref, safe="")
+
+
+def _argv(cmd: str | Sequence[str]) -> list[str]:
+    # A string is a shell command line, as a person would type it; a list is exact argv.
+    return ["/bin/bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
+
+
+def _exec_body(
+    cmd: str | Sequence[str],
+    env: dict[str, str] | None,
+    workdir: str | None,
+    user: str | None,
+    **extra: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"cmd": _argv(cmd), "env": env or {}, **extra}
+    if workdir:
+        body["workdir"] = workdir
+    if user:
+        body["user"] = user
+    return body
+
+
+class ExecEvent(tuple[str, bytes]):
+    """("stdout" | "stderr", data) as the command produces it."""
+
+
+class _Base:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
+        if url is None or token is None:
+            cfg = ClientConfig.load()
+            url = url or cfg.url
+            token = token if token is not None else cfg.token
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _headers(self, req: _Request) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": f"paddock-python/{__version__}"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if req.content_type:
+            headers["Content-Type"] = req.content_type
+        elif req.json is not None:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    @staticmethod
+    def _payload(req: _Request) -> bytes | Iterable[bytes] | None:
+        return json.dumps(req.json).encode() if req.json is not None else req.body
+
+    @staticmethod
+    def _error(status: int, body: bytes) -> PaddockError:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = body.decode(errors="replace")
+        return error_from_body(status, parsed)
+
+    # -- requests -------------------------------------------------------------------
+    @staticmethod
+    def _r_create(
+        name: str | None, box_type: str | None, ttl: int | None, ttl_action: str | None
+    ) -> _Request:
+        body = {"name": name, "type": box_type, "ttl": ttl, "ttl_action": ttl_action}
+        return _Request("POST", "/v1/boxes", json={k: v for k, v in body.items() if v is not None})
+
+    @staticmethod
+    def _r_exec(ref: str, body: dict[str, Any]) -> _Request:
+        return _Request("POST", _box(ref) + "/exec", json=body)
+
+    @staticmethod
+    def _r_push(ref: str, dest: str, body: Iterable[bytes]) -> _Request:
+        return _Request(
+            "PUT", _box(ref) + "/files", {"path": dest}, body=body, content_type="application/x-tar"
+        )
+
+    @staticmethod
+    def _r_pull(ref: str, src: str) -> _Request:
+        return _Request("GET", _box(ref) + "/files", {"path": src})
+
+    @staticmethod
+    def _r_stat(ref: str, path: str) -> _Request:
+        return _Request("GET", _box(ref) + "/files/stat", {"path": path})
+
+
+class ExecStream:
+    """Iterate to get `ExecEvent`s as they happen; `exit_code` is set at the end."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.exit_code: int | None = None
+
+    def __iter__(self) -> Iterator[ExecEvent]:
+        decoder = _frames.FrameDecoder()
+        for chunk in self._chunks:
+            for kind, payload in decoder.feed(chunk):
+                if kind == _frames.STDOUT:
+                    yield ExecEvent(("stdout", payload))
+                elif kind == _frames.STDERR:
+                    yield ExecEvent(("stderr", payload))
+                elif kind == _frames.EXIT:
+                    self.exit_code = int(json.loads(payload)["exit_code"])
+                elif kind == _frames.ERROR:
+                    raise error_from_body(500, json.loads(payload))
+        if self.exit_code is None:
+            raise ConnectionFailed("the exec stream ended before the command's exit code arrived")
+
+
+class Client(_Base):
+    """Blocking client. Reads the URL and token from the CLI's config file (or
+    PADDOCK_URL / PADDOCK_TOKEN) when they are not given."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
+        super().__init__(url, token, timeout)
+        from ._http import Connection
+
+        self._conn = Connection(self.url, timeout)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self, req: _Request) -> Any:
+        resp = self._conn.request(req.method, req.target, self._headers(req), self._payload(req))
+        if resp.status >= 400:
+            raise self._error(resp.status, resp.read())
+        return resp
+
+    def _call(self, req: _Request) -> Any:
+        data = self._open(req).read()
+        return json.loads(data) if data else None
+
+    # -- boxes ------------------------------------------------------------------------
+    def create_box(
+        self,
+        name: str | None = None,
+        *,
+        box_type: str | None = None,
+        ttl: int | None = None,
+        ttl_action: str | None = None,
+    ) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(self._call(self._r_create(name, box_type, ttl, ttl_action)))
+
+    def list_boxes(self) -> list[Box]:
+        from ._models import BoxList
+
+        return BoxList.model_validate(self._call(_Request("GET", "/v1/boxes"))).boxes
+
+    def get_box(self, ref: str) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(self._call(_Request("GET", _box(ref))))
+
+    def stop_box(self, ref: str) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(self._call(_Request("POST", _box(ref) + "/stop")))
+
+    def resume_box(self, ref: str) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(self._call(_Request("POST", _box(ref) + "/resume")))
+
+    def extend_box(self, ref: str, ttl: int) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(
+            self._call(_Request("POST", _box(ref) + "/extend", json={"ttl": ttl}))
+        )
+
+    def delete_box(self, ref: str, *, force: bool = False) -> None:
+        self._call(_Request("DELETE", _box(ref), {"force": "true"} if force else None))
+
+    def box_types(self) -> BoxTypeList:
+        from ._models import BoxTypeList
+
+        return BoxTypeList.model_validate(self._call(_Request("GET", "/v1/types")))
+
+    def status(self) -> ServerStatus:
+        from ._models import ServerStatus
+
+        return ServerStatus.model_validate(self._call(_Request("GET", "/v1/status")))
+
+    # -- exec -------------------------------------------------------------------------
+    def exec_stream(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+    ) -> ExecStream:
+        """Run a command and stream its output. A string runs in `bash -lc`."""
+        resp = self._open(self._r_exec(box, _exec_body(cmd, env, workdir, user)))
+        return ExecStream(resp.iter_bytes())
+
+    def exec(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run a command to completion and return its output and exit code."""
+        from ._models import ExecResult
+
+        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user)
+        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        for kind, data in stream:
+            out[kind].append(data)
+        assert stream.exit_code is not None
+        return ExecResult(
+            exit_code=stream.exit_code,
+            stdout=b"".join(out["stdout"]).decode(errors="replace"),
+            stderr=b"".join(out["stderr"]).decode(errors="replace"),
+        )
+
+    def exec_session(self, box: str, cmd: str | Sequence[str], **options: Any) -> ExecSession:
+        """An interactive exec over a WebSocket (stdin, TTY, resize)."""
+        return ExecSession(self, box, cmd, **options)
+
+    # -- files ------------------------------------------------------------------------
+    def stat(self, box: str, path: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(self._r_stat(box, path))
+        return result
+
+    def push(
+        self,
+        box: str,
+        sources: Sequence[str | Path],
+        dest: str,
+        *,
+        exclude: Sequence[str] = (),
+        owner: tuple[int, int] = (1000, 1000),
+        progress: Progress | None = None,
+    ) -> PushResult:
+        """Copy local files or folders into the box.
+
+        One folder: its contents land in `dest`. One file: it becomes `dest`, or lands
+        inside `dest` when that is a directory in the box. Several sources: each lands in
+        `dest/<name>`. A `.paddockignore` (gitignore syntax) in a folder is honoured.
+        """
+        from ._archive import plan_push, tar_stream
+        from ._models import PushResult
+
+        paths = [Path(s) for s in sources]
+        single_file = len(paths) == 1 and paths[0].exists() and not paths[0].is_dir()
+        target, into_dir = dest, len(paths) > 1
+        if single_file:
+            st = self.stat(box, dest)
+            if not (st["exists"] and st["type"] == "dir") and not dest.endswith("/"):
+                target, into_dir = posixpath.dirname(dest.rstrip("/")) or "/", True
+                plan = plan_push(paths, list(exclude), into_dir=True)
+                plan.entries[0] = type(plan.entries[0])(
+                    plan.entries[0].local, posixpath.basename(dest.rstrip("/")), plan.entries[0].st
+                )
+            else:
+                plan = plan_push(paths, list(exclude), into_dir=True)
+        else:
+            plan = plan_push(paths, list(exclude), into_dir=into_dir)
+        body = tar_stream(plan, *owner, progress=progress)
+        data = self._call(self._r_push(box, target, body))
+        return PushResult.model_validate(data)
+
+    def push_size(self, sources: Sequence[str | Path], exclude: Sequence[str] = ()) -> int:
+        from ._archive import plan_push
+
+        return plan_push([Path(s) for s in sources], list(exclude), into_dir=True).total_bytes
+
+    def pull(
+        self,
+        box: str,
+        src: str,
+        dest: str | Path,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Copy `src` out of the box to `dest` (into it, when `dest` is a directory).
+        Never writes outside `dest`; refuses to overwrite unless `force`."""
+        from ._archive import extract_stream, pull_target
+
+        root = posixpath.basename(posixpath.normpath(src)) or "/"
+        target = pull_target(Path(dest), root)
+        if (target.exists() or target.is_symlink()) and not force:
+            from ._exceptions import Conflict
+
+            raise Conflict(f"{target} already exists; use --force to overwrite")
+        resp = self._open(self._r_pull(box, src))
+        try:
+            extract_stream(resp.iter_bytes(), root, target, force=force, progress=progress)
+        finally:
+            resp.close()
+        return target
+
+    # -- images -----------------------------------------------------------------------
+    def build_image(
+        self, *, no_cache: bool = False, rebuild_base: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """Build the box image on the server; yields progress events as they happen."""
+        req = _Request(
+            "POST", "/v1/images/build", json={"no_cache": no_cache, "rebuild_base": rebuild_base}
+        )
+        buf = b""
+        for chunk in self._open(req).iter_bytes():
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    event: dict[str, Any] = json.loads(line)
+                    if "error" in event:
+                        raise error_from_body(500, event)
+                    yield event
+
+
+class ExecSession:
+    """Bidirectional exec over a WebSocket: stdin in, framed stdout/stderr/exit out."""
+
+    def __init__(self, client: _Base, box: str, cmd: str | Sequence[str], **options: Any) -> None:
+        from websockets.sync.client import connect
+
+        ws_url = client.url.replace("http", "ws", 1) + _box(box) + "/exec/ws"
+        headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+        try:
+            self._ws = connect(
+                ws_url, additional_headers=headers, max_size=None, open_timeout=client.timeout
+            )
+        except OSError as exc:
+            raise ConnectionFailed(f"cannot open a session at {ws_url}: {exc}") from exc
+        except Exception as exc:  # websockets' InvalidStatus carries the HTTP error body
+            response = getattr(exc, "response", None)
+            if response is not None:
+                raise client._error(response.status_code, bytes(response.body or b"")) from exc
+            raise
+        body = _exec_body(
+            cmd,
+            options.get("env"),
+            options.get("workdir"),
+            options.get("user"),
+            tty=bool(options.get("tty")),
+            stdin=True,
+            cols=options.get("cols"),
+            rows=options.get("rows"),
+        )
+        self._ws.send(json.dumps(body))
+        self.exit_code: int | None = None
+
+    def send(self, data: bytes) -> None:
+        self._ws.send(data)
+
+    def close_stdin(self) -> None:
+        self._ws.send(json.dumps({"type": "eof"}))
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+
+    def __iter__(self) -> Iterator[ExecEvent]:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            for message in self._ws:
+                if isinstance(message, str):
+                    continue
+                for kind, payload in _frames.FrameDecoder().feed(message):
+                    if kind in (_frames.STDOUT, _frames.STDERR):
+                        yield ExecEvent(("stdout" if kind == _frames.STDOUT else "stderr", payload))
+                    elif kind == _frames.EXIT:
+                        self.exit_code = int(json.loads(payload)["exit_code"])
+                    elif kind == _frames.ERROR:
+                        raise error_from_body(500, json.loads(payload))
+        except ConnectionClosed:
+            pass
+
+    def close(self) -> None:
+        self._ws.close()
+
+
+class AsyncClient(_Base):
+    """Asyncio client with the same operations as `Client` (httpx underneath)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
+        super().__init__(url, token, timeout)
+        import httpx
+
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=httpx.Timeout(timeout, read=None))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _build(self, req: _Request) -> httpx.Request:
+        return self._http.build_request(
+            req.method,
+            req.path,
+            params=req.params,
+            headers=self._headers(req),
+            content=self._payload(req),  # type: ignore[arg-type]
+        )
+
+    async def _send(self, req: _Request) -> httpx.Response:
+        import httpx
+
+        try:
+            resp = await self._http.send(self._build(req), stream=True)
+        except httpx.ConnectError as exc:
+            raise ConnectionFailed(f"cannot reach the Paddock server at {self.url}: {exc}") from exc
+        if resp.status_code >= 400:
+            body = await resp.aread()
+            raise self._error(resp.status_code, body)
+        return resp
+
+    async def _call(self, req: _Request) -> Any:
+        resp = await self._send(req)
+        data = await resp.aread()
+        return json.loads(data) if data else None
+
+    async def create_box(
+        self,
+        name: str | None = None,
+        *,
+        box_type: str | None = None,
+        ttl: int | None = None,
+        ttl_action: str | None = None,
+    ) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(await self._call(self._r_create(name, box_type, ttl, ttl_action)))
+
+    async def list_boxes(self) -> list[Box]:
+        from ._models import BoxList
+
+        return BoxList.model_validate(await self._call(_Request("GET", "/v1/boxes"))).boxes
+
+    async def get_box(self, ref: str) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(await self._call(_Request("GET", _box(ref))))
+
+    async def stop_box(self, ref: str) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(await self._call(_Request("POST", _box(ref) + "/stop")))
+
+    async def resume_box(self, ref: str) -> Box:
+        from ._models import Box
+
+        return Box.model_validate(await self._call(_Request("POST", _box(ref) + "/resume")))
+
+    async def delete_box(self, ref: str, *, force: bool = False) -> None:
+        await self._call(_Request("DELETE", _box(ref), {"force": "true"} if force else None))
+
+    async def exec_stream(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+    ) -> AsyncIterator[ExecEvent | int]:
+        """Yields `ExecEvent`s, then the exit code (an int) last."""
+        resp = await self._send(self._r_exec(box, _exec_body(cmd, env, workdir, user)))
+        decoder = _frames.FrameDecoder()
+        async for chunk in resp.aiter_bytes():
+            for kind, payload in decoder.feed(chunk):
+                if kind in (_frames.STDOUT, _frames.STDERR):
+                    yield ExecEvent(("stdout" if kind == _frames.STDOUT else "stderr", payload))
+                elif kind == _frames.EXIT:
+                    yield int(json.loads(payload)["exit_code"])
+                elif kind == _frames.ERROR:
+                    raise error_from_body(500, json.loads(payload))
+
+    async def exec(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        from ._models import ExecResult
+
+        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        code = -1
+        async for event in self.exec_stream(box, cmd, env=env, workdir=workdir, user=user):
+            if isinstance(event, int):
+                code = event
+            else:
+                out[event[0]].append(event[1])
+        return ExecResult(
+            exit_code=code,
+            stdout=b"".join(out["stdout"]).decode(errors="replace"),
+            stderr=b"".join(out["stderr"]).decode(errors="replace"),
+        )

@@ -1,0 +1,94 @@
+"""The SDK's error tree, mirrored from the server's stable error codes.
+
+PaddockError
+├── ConnectionFailed      the server could not be reached
+├── AuthenticationFailed  401: missing or wrong token
+├── NotFound              404: unknown box, type, path …
+├── InvalidRequest        400/422: bad names, sizes, paths, TTLs
+├── Conflict              409: name taken, ambiguous reference, file exists
+├── InvalidState          409: e.g. exec on a stopped box
+├── CapacityExceeded      409: the server has no room for the box
+├── EngineUnavailable     503: the box engine is down
+└── ServerError           500: anything else the server reports
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PaddockError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+
+class ConnectionFailed(PaddockError):
+    code = "connection_failed"
+
+
+class AuthenticationFailed(PaddockError):
+    code = "unauthorized"
+
+
+class NotFound(PaddockError):
+    code = "not_found"
+
+
+class InvalidRequest(PaddockError):
+    code = "invalid_request"
+
+
+class Conflict(PaddockError):
+    code = "conflict"
+
+
+class InvalidState(PaddockError):
+    code = "invalid_state"
+
+
+class CapacityExceeded(PaddockError):
+    code = "capacity_exceeded"
+
+
+class EngineUnavailable(PaddockError):
+    code = "engine_unavailable"
+
+
+class ServerError(PaddockError):
+    code = "internal"
+
+
+_BY_CODE: dict[str, type[PaddockError]] = {
+    cls.code: cls
+    for cls in (
+        AuthenticationFailed,
+        NotFound,
+        InvalidRequest,
+        Conflict,
+        InvalidState,
+        CapacityExceeded,
+        EngineUnavailable,
+        ServerError,
+    )
+}
+
+
+def error_from_body(status: int, body: Any) -> PaddockError:
+    """Turn an API error body (`{"error": {"code", "message", "details"}}`) into an exception."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return ServerError(f"server answered HTTP {status}: {str(body)[:200]}")
+    code = str(err.get("code", "internal"))
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        # Codes added by a newer server still land in the right branch of the tree.
+        cls = {401: AuthenticationFailed, 404: NotFound, 409: Conflict, 503: EngineUnavailable}.get(
+            status, InvalidRequest if 400 <= status < 500 else ServerError
+        )
+    return cls(str(err.get("message", "")), code=code, details=err.get("details"))

@@ -1,0 +1,95 @@
+"""Rendering for the CLI: tables, JSON, durations, a progress line on terminals."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+
+def emit_json(data: Any) -> None:
+    if hasattr(data, "model_dump"):
+        data = data.model_dump(mode="json")
+    elif isinstance(data, list):
+        data = [d.model_dump(mode="json") if hasattr(d, "model_dump") else d for d in data]
+    print(json.dumps(data, indent=2))
+
+
+def note(message: str) -> None:
+    """Human-facing text goes to stderr, so stdout stays clean for scripts."""
+    print(message, file=sys.stderr)
+
+
+def table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    for row in [headers, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 0:
+        return "-" + duration(-seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            rest = seconds % size
+            sub = {"d": ("h", 3600), "h": ("m", 60), "m": ("s", 1)}[unit]
+            return f"{seconds // size}{unit}" + (f"{rest // sub[1]}{sub[0]}" if rest // sub[1] else "")
+    return f"{seconds}s"
+
+
+def since(when: datetime | None) -> str:
+    if when is None:
+        return "-"
+    return duration((datetime.now(timezone.utc) - when).total_seconds()) + " ago"
+
+
+def until(when: datetime | None) -> str:
+    if when is None:
+        return "-"
+    left = (when - datetime.now(timezone.utc)).total_seconds()
+    return "in " + duration(left) if left > 0 else "now"
+
+
+def size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+class ProgressLine:
+    """`\\r`-updated transfer progress on stderr, only when stderr is a terminal."""
+
+    def __init__(self, verb: str, total: int | None = None, enabled: bool | None = None) -> None:
+        self.verb = verb
+        self.total = total
+        self.done = 0
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._start = time.monotonic()
+        self._last = 0.0
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and now - self._last > 0.1:
+            self._last = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        rate = self.done / max(now - self._start, 1e-6)
+        text = f"{self.verb} {size(self.done)}"
+        if self.total:
+            text += f" / {size(self.total)} {100 * self.done / self.total:3.0f}%"
+        sys.stderr.write(f"\r{text}  {size(rate)}/s   ")
+        sys.stderr.flush()
+
+    def finish(self) -> float:
+        elapsed = time.monotonic() - self._start
+        if self.enabled:
+            self._draw(time.monotonic())
+            sys.stderr.write("\n")
+        return elapsed

@@ -1,0 +1,202 @@
+"""Box lifecycle commands: new, ls, show, use, stop, resume, rm, extend, types."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from .._config import ClientConfig
+from ._common import add_json, box_ref, client, set_current
+from ._output import duration, emit_json, note, since, table, until
+
+if TYPE_CHECKING:
+    from .._models import Box
+
+
+def _ttl(text: str) -> int:
+    """Seconds, or a number with s/m/h/d."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if text and text[-1] in units:
+            return int(text[:-1]) * units[text[-1]]
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid TTL {text!r}: use seconds, or e.g. 90m, 2h, 1d") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "new", help="create and start a box (it becomes `current`)",
+        description="Create and start a box, print its name, and make it the current box.",
+        epilog="examples:\n  paddock new --type small --ttl 3600\n  paddock new --name api-tests --ttl 2h --ttl-action delete",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--type", dest="box_type", metavar="TYPE", help="box type (see `paddock types`)")
+    p.add_argument("--ttl", type=_ttl, metavar="SECONDS", help="stop the box after this long (0: never); also 90m, 2h, 1d")
+    p.add_argument("--ttl-action", choices=["stop", "delete"], help="what the TTL does (default: stop, snapshot kept)")
+    p.add_argument("--name", help="box name (lowercase letters, digits, hyphens); generated if absent")
+    add_json(p)
+    p.set_defaults(run=cmd_new)
+
+    p = sub.add_parser("ls", help="list boxes", description="List boxes; * marks the current one.")
+    add_json(p)
+    p.set_defaults(run=cmd_ls)
+
+    p = sub.add_parser("show", help="show one box", description="Show a box by name, id prefix or `current`.")
+    p.add_argument("box", metavar="BOX")
+    add_json(p)
+    p.set_defaults(run=cmd_show)
+
+    p = sub.add_parser("use", help="make a box the current one")
+    p.add_argument("box", metavar="BOX")
+    p.set_defaults(run=cmd_use)
+
+    p = sub.add_parser(
+        "stop", help="stop a box and snapshot its files",
+        description="Stop a box. Its files (all of its filesystem) are kept in a snapshot; "
+        "running processes and memory are not. `paddock resume` brings it back.",
+    )
+    p.add_argument("box", metavar="BOX")
+    add_json(p)
+    p.set_defaults(run=cmd_stop)
+
+    p = sub.add_parser("resume", help="start a stopped box again (files as they were)")
+    p.add_argument("box", metavar="BOX")
+    add_json(p)
+    p.set_defaults(run=cmd_resume)
+
+    p = sub.add_parser(
+        "rm", help="delete a box, its files and snapshots",
+        description="Delete a box with its files and snapshots. A running box needs --force. "
+        "Pull what you need first (`paddock pull`).",
+    )
+    p.add_argument("box", metavar="BOX")
+    p.add_argument("-f", "--force", action="store_true", help="delete even if it is running")
+    p.set_defaults(run=cmd_rm)
+
+    p = sub.add_parser("extend", help="give a box a new TTL, counted from now")
+    p.add_argument("box", metavar="BOX")
+    p.add_argument("--ttl", type=_ttl, required=True, metavar="SECONDS", help="new TTL (0: never); also 90m, 2h")
+    add_json(p)
+    p.set_defaults(run=cmd_extend)
+
+    p = sub.add_parser("types", help="list box types and their limits")
+    add_json(p)
+    p.set_defaults(run=cmd_types)
+
+
+def _print_box(box: Box, as_json: bool) -> None:
+    if as_json:
+        emit_json(box)
+        return
+    rows = [
+        ("name", box.name), ("id", box.id), ("state", box.state), ("type", box.type),
+        ("created", since(box.created_at)),
+        ("expires", f"{until(box.expires_at)} ({box.ttl_action})" if box.expires_at else "never"),
+        ("ttl", duration(box.ttl) if box.ttl else "none"), ("snapshots", str(box.snapshots)),
+        ("profile", box.profile), ("image", box.image),
+    ]
+    if box.message:
+        rows.append(("note", box.message))
+    for key, value in rows:
+        print(f"{key + ':':<11}{value}")
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.create_box(args.name, box_type=args.box_type, ttl=args.ttl, ttl_action=args.ttl_action)
+    set_current(box.name)
+    if args.json:
+        emit_json(box)
+    else:
+        print(box.name)
+        lifetime = f"{args.ttl_action or box.ttl_action}s {until(box.expires_at)}" if box.expires_at else "no TTL"
+        note(f"box {box.name} is running ({box.type}, {lifetime}); it is now `current`")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        boxes = c.list_boxes()
+    if args.json:
+        emit_json(boxes)
+        return 0
+    current = ClientConfig.load().current
+    rows = [
+        [("* " if b.name == current else "  ") + b.name, b.id, b.state, b.type, since(b.created_at),
+         until(b.expires_at) if b.expires_at else "-"]
+        for b in boxes
+    ]
+    table(["  NAME", "ID", "STATE", "TYPE", "CREATED", "EXPIRES"], rows)
+    if not boxes:
+        note("no boxes yet: create one with `paddock new`")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        _print_box(c.get_box(box_ref(args.box)), args.json)
+    return 0
+
+
+def cmd_use(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.get_box(box_ref(args.box))
+    set_current(box.name)
+    note(f"current box: {box.name}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.stop_box(box_ref(args.box))
+    if args.json:
+        emit_json(box)
+    else:
+        note(f"box {box.name} stopped; snapshot {box.snapshots} keeps its files (`paddock resume {box.name}`)")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.resume_box(box_ref(args.box))
+    if args.json:
+        emit_json(box)
+    else:
+        note(f"box {box.name} is running again" + (f" ({box.message})" if box.message else ""))
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    ref = box_ref(args.box)
+    with client(args) as c:
+        box = c.get_box(ref)
+        c.delete_box(box.id, force=args.force)
+    if ClientConfig.load().current == box.name:
+        set_current(None)
+    note(f"box {box.name} deleted")
+    return 0
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.extend_box(box_ref(args.box), args.ttl)
+    if args.json:
+        emit_json(box)
+    else:
+        note(f"box {box.name} now expires {until(box.expires_at)}" if box.expires_at else f"box {box.name} has no TTL now")
+    return 0
+
+
+def cmd_types(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        types = c.box_types()
+    if args.json:
+        emit_json(types)
+        return 0
+    rows = [
+        [t.name + (" (default)" if t.name == types.default else ""), f"{t.cpus:g}", f"{t.memory_mb} MiB", str(t.pids), t.description]
+        for t in types.types
+    ]
+    table(["TYPE", "CPUS", "MEMORY", "PIDS", "FOR"], rows)
+    return 0

@@ -1,0 +1,125 @@
+"""exec and shell: run commands in a box, streamed, with the command's exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from typing import Any
+
+from .._exceptions import InvalidRequest
+from ._common import box_ref, client
+
+# Like `docker exec`: when Paddock itself fails (not the command), exit with 125.
+EXIT_PADDOCK_ERROR = 125
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "exec", help="run a command in a box",
+        description="Run a command in a box as the box user (abc, in /config). Output streams "
+        "as it is produced; paddock exits with the command's exit code (125 when Paddock "
+        "itself fails). The command is argv, not a shell line: use bash -lc '...' for one.",
+        epilog="examples:\n  paddock exec current -- bash -lc 'cd /config/project && npm test'\n"
+        "  paddock exec -t current -- htop\n  echo hi | paddock exec -i current -- cat",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")
+    p.add_argument("-i", "--interactive", action="store_true", help="send stdin to the command")
+    p.add_argument("-w", "--workdir", metavar="DIR", help="working directory (default /config)")
+    p.add_argument("-e", "--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
+    p.add_argument("-u", "--user", help="user to run as (default abc; e.g. root)")
+    p.add_argument("box", metavar="BOX", help="box name, id prefix, or `current`")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command and its arguments")
+    p.set_defaults(run=cmd_exec)
+
+    p = sub.add_parser("shell", help="an interactive shell in a box", description="Open a login shell (bash) in a box with a terminal.")
+    p.add_argument("-u", "--user", help="user (default abc)")
+    p.add_argument("box", metavar="BOX", nargs="?", default="current")
+    p.set_defaults(run=cmd_shell)
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidRequest(f"--env takes KEY=VALUE, not {pair!r}")
+        env[key] = value
+    return env
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise InvalidRequest("no command given: paddock exec BOX -- CMD [ARGS...]")
+    options = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
+    if args.tty or args.interactive:
+        return _interactive(args, cmd, tty=args.tty, **options)
+    out, err = sys.stdout.buffer, sys.stderr.buffer
+    with client(args) as c:
+        stream = c.exec_stream(box_ref(args.box), cmd, **options)
+        for kind, data in stream:
+            target = out if kind == "stdout" else err
+            target.write(data)
+            target.flush()
+    assert stream.exit_code is not None
+    return stream.exit_code
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    return _interactive(args, ["/bin/bash", "-l"], tty=True, env={}, workdir=None, user=args.user)
+
+
+def _interactive(args: argparse.Namespace, cmd: list[str], tty: bool, **options: Any) -> int:
+    tty = tty and sys.stdin.isatty()
+    size = os.get_terminal_size() if tty else None
+    with client(args) as c:
+        session = c.exec_session(
+            box_ref(args.box), cmd, tty=tty, cols=size.columns if size else None,
+            rows=size.lines if size else None, **options,
+        )
+        restore = _raw_terminal() if tty else None
+        if tty and hasattr(__import__("signal"), "SIGWINCH"):
+            import signal
+
+            def on_resize(*_: object) -> None:
+                s = os.get_terminal_size()
+                session.resize(s.columns, s.lines)
+
+            signal.signal(signal.SIGWINCH, on_resize)
+
+        def pump_stdin() -> None:
+            fd = sys.stdin.fileno()
+            try:
+                while data := os.read(fd, 65536):
+                    session.send(data)
+                session.close_stdin()
+            except Exception:  # the session ended while we were reading: nothing to do
+                return
+
+        threading.Thread(target=pump_stdin, daemon=True).start()
+        try:
+            for kind, data in session:
+                target = sys.stdout.buffer if kind == "stdout" else sys.stderr.buffer
+                target.write(data)
+                target.flush()
+        finally:
+            if restore:
+                restore()
+            session.close()
+    return session.exit_code if session.exit_code is not None else EXIT_PADDOCK_ERROR
+
+
+def _raw_terminal() -> Any:
+    """Put the local terminal in raw mode so keys (Ctrl-C included) go to the box."""
+    try:
+        import termios
+        import tty as tty_mod
+    except ImportError:  # Windows: the console stays cooked; line editing is local
+        return None
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty_mod.setraw(fd)
+    return lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved)

@@ -1,0 +1,68 @@
+"""Entry point of `paddock`: parse, run one command, turn errors into messages."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .._client import __version__
+from .._exceptions import ConnectionFailed, PaddockError
+
+DESCRIPTION = """Paddock: isolated Linux boxes for coding agents, on your own server.
+
+Start here:
+  paddock new --type small --ttl 3600          create a box (it becomes `current`)
+  paddock push current . --to /config/project copy this folder into it
+  paddock exec current -- bash -lc 'cd /config/project && npm test'
+  paddock stop current                         stop it; its files are kept
+
+BOX is a box name, an id prefix, or `current`."""
+
+
+def parser() -> argparse.ArgumentParser:
+    from . import box, exec, files, server
+
+    p = argparse.ArgumentParser(
+        prog="paddock", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"paddock {__version__}")
+    p.add_argument("--url", help="server URL (default: from `paddock login`, or PADDOCK_URL)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (box, exec, files, server):
+        module.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:  # the fastest path: no parser, no imports
+        print(f"paddock {__version__}")
+        return 0
+    p = parser()
+    args = p.parse_args(argv)
+    if not getattr(args, "run", None):
+        p.print_help()
+        return 2
+    try:
+        code: int = args.run(args)
+        return code
+    except ConnectionFailed as exc:
+        print(
+            f"paddock: {exc.message}\n  Is paddockd running? On the server: `sudo ./install.sh` "
+            "(or `sudo paddockd serve`); elsewhere: `paddock login URL`.",
+            file=sys.stderr,
+        )
+    except PaddockError as exc:
+        print(f"paddock: {exc.message}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("paddock: interrupted", file=sys.stderr)
+        return 130
+    return 125 if getattr(args, "command", None) == "exec" else 1
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,85 @@
+"""Commands about the server: login, status, image build."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+
+from .._config import ClientConfig
+from ._common import add_json, client
+from ._output import emit_json, note
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "login", help="point the CLI at a Paddock server",
+        description="Save the server URL and an API token (asked for, or from PADDOCK_TOKEN "
+        "or --token-stdin) after checking that they work.",
+    )
+    p.add_argument("server_url", metavar="URL", help="e.g. https://paddock.example.com")
+    p.add_argument("--token-stdin", action="store_true", help="read the token from stdin")
+    p.set_defaults(run=cmd_login)
+
+    p = sub.add_parser("status", help="server, engine, runtime profile and capacity")
+    add_json(p)
+    p.set_defaults(run=cmd_status)
+
+    p = sub.add_parser("image", help="the box image")
+    image = p.add_subparsers(dest="image_command", required=True, metavar="COMMAND")
+    b = image.add_parser("build", help="build (or refresh) the box image on the server")
+    b.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    b.add_argument("--rebuild-base", action="store_true", help="make a fresh base with mmdebstrap")
+    b.add_argument("-q", "--quiet", action="store_true", help="print only the result")
+    b.set_defaults(run=cmd_image_build)
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    from .. import Client
+
+    if args.token_stdin:
+        token = sys.stdin.readline().strip()
+    else:
+        token = os.environ.get("PADDOCK_TOKEN") or getpass.getpass("API token: ").strip()
+    url = args.server_url.rstrip("/")
+    with Client(url=url, token=token) as c:
+        status = c.status()
+    cfg = ClientConfig.load(apply_env=False)
+    cfg.url, cfg.token = url, token
+    path = cfg.save()
+    note(f"logged in to {url} (paddockd {status.version}); settings saved in {path}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        st = c.status()
+        url = c.url
+    if args.json:
+        emit_json(st)
+        return 0
+    e, cap = st.engine, st.capacity
+    engine = (
+        f"running (Docker {e.version}, profile {e.profile})" if e.reachable else f"DOWN: {e.error}"
+    )
+    print(f"server:    {url} (paddockd {st.version})")
+    print(f"engine:    {engine}")
+    print(f"image:     {e.image} ({'present' if e.image_present else 'missing: run `paddock image build`'})")
+    print(f"boxes:     {st.boxes_running} running, {st.boxes_stopped} stopped")
+    print(
+        f"capacity:  CPU {cap.cpus_used:g}/{cap.cpus_total:g} used, "
+        f"memory {cap.memory_used_mb}/{cap.memory_total_mb} MiB used"
+    )
+    return 0 if e.reachable else 1
+
+
+def cmd_image_build(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        for event in c.build_image(no_cache=args.no_cache, rebuild_base=args.rebuild_base):
+            if event.get("done"):
+                note(f"image {event['image']} ready in {event['seconds']}s")
+            elif not args.quiet and "line" in event:
+                sys.stderr.write(f"[{event['step']}] {event['line']}")
+                sys.stderr.flush()
+    return 0

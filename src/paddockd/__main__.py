@@ -1,0 +1,205 @@
+"""paddockd's composition root: config -> adapters -> services -> app -> uvicorn.
+
+Also the server's admin commands (engine, tokens, OpenAPI export), run as root on the
+server itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__, config
+from .domain.errors import PaddockError
+
+log = logging.getLogger("paddockd")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def build(cfg: config.Config):  # type: ignore[no-untyped-def]
+    """Wire everything; returns (app, services). No module-level globals anywhere."""
+    from fastapi import FastAPI
+
+    from .api.app import create_app
+    from .api.deps import Services
+    from .images.builder import ImageBuilder
+    from .netpolicy.nftables import NftablesPolicy
+    from .runtime import engine
+    from .runtime.docker import DockerRuntime
+    from .services.boxes import BoxService
+    from .services.capacity import Capacity
+    from .services.reaper import Reaper
+    from .services.reconciler import Reconciler
+    from .services.system import SystemService
+    from .store.boxes import BoxRepository
+    from .store.db import Database
+    from .store.tokens import TokenRepository
+
+    cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = Database(cfg.db_url)
+    db.migrate()
+    runtime = DockerRuntime(cfg.engine.socket, engine.userns_base(cfg.engine.userns_user))
+    network = NftablesPolicy(cfg.engine.bridge, cfg.engine.bridge_cidr)
+    repo = BoxRepository(db)
+    reconciler = Reconciler(
+        repo,
+        runtime,
+        network,
+        instance=cfg.instance,
+        boxes_dir=cfg.boxes_dir,
+        stop_timeout=cfg.stop_timeout,
+        now=utcnow,
+    )
+    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow)
+    system = SystemService(boxes, runtime, cfg.image.name)
+    services = Services(
+        config=cfg,
+        boxes=boxes,
+        system=system,
+        tokens=TokenRepository(db),
+        images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
+    )
+    reaper = Reaper(boxes, utcnow)
+
+    async def keep_engine_up() -> None:
+        if cfg.engine.manage and not engine.is_running(cfg.engine):
+            log.warning("the box engine is down; starting it")
+            await asyncio.to_thread(engine.start_detached, cfg.engine)
+            await system.refresh_profile()
+
+    async def every(seconds: float, job: Callable[[], Awaitable[object]], name: str) -> None:
+        while True:
+            try:
+                await job()
+            except PaddockError as exc:
+                log.error("%s: %s", name, exc.message)
+            except Exception:
+                log.exception("%s failed", name)
+            await asyncio.sleep(seconds)
+
+    async def reconcile_pass() -> None:
+        await keep_engine_up()
+        await reconciler.reconcile_all()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            await system.refresh_profile()
+        except PaddockError as exc:
+            log.error("engine: %s", exc.message)
+        tasks = [
+            asyncio.create_task(every(cfg.reconcile_interval, reconcile_pass, "reconcile")),
+            asyncio.create_task(every(cfg.reap_interval, reaper.reap, "ttl reaper")),
+        ]
+        log.info(
+            "paddockd %s listening on %s (instance %s)", __version__, cfg.base_url, cfg.instance
+        )
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            db.close()
+
+    return create_app(services, lifespan), services
+
+
+def serve(cfg: config.Config) -> None:
+    import uvicorn
+
+    from .runtime import engine
+
+    if cfg.engine.manage:
+        engine.start_detached(cfg.engine)
+    app, _ = build(cfg)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="info", access_log=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="paddockd", description="The Paddock server.")
+    parser.add_argument(
+        "--config", type=Path, help="config file (default /etc/paddock/paddockd.toml)"
+    )
+    parser.add_argument("--version", action="version", version=f"paddockd {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", help="run the API server (the default)")
+    eng = sub.add_parser("engine", help="the box engine (Paddock's own dockerd)")
+    eng.add_argument(
+        "action",
+        choices=["run", "start", "stop", "status"],
+        help="run: foreground (systemd); start: detached; stop; status",
+    )
+    tok = sub.add_parser("token", help="API tokens")
+    tok.add_argument("action", choices=["create"])
+    tok.add_argument("--name", default="cli", help="a label for the token")
+    sub.add_parser("openapi", help="print the OpenAPI document")
+    sub.add_parser("migrate", help="create or upgrade the database")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        cfg = config.load(args.config)
+    except (OSError, ValueError) as exc:
+        print(f"paddockd: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _dispatch(args, cfg)
+    except PaddockError as exc:
+        print(f"paddockd: {exc.message}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
+    from .runtime import engine
+
+    if args.command in (None, "serve"):
+        serve(cfg)
+    elif args.command == "engine":
+        if args.action == "run":
+            engine.run_foreground(cfg.engine)
+        elif args.action == "start":
+            engine.start_detached(cfg.engine)
+            print(f"box engine running at {cfg.engine.socket}")
+        elif args.action == "stop":
+            print("box engine stopped" if engine.stop(cfg.engine) else "box engine was not running")
+        else:
+            up = engine.is_running(cfg.engine)
+            print(f"box engine {'running' if up else 'not running'} ({cfg.engine.socket})")
+            return 0 if up else 1
+    elif args.command == "token":
+        from .store.db import Database
+        from .store.tokens import TokenRepository
+
+        cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        db = Database(cfg.db_url)
+        db.migrate()
+        print(TokenRepository(db).create_sync(args.name))
+    elif args.command == "openapi":
+        from .api.app import create_app
+
+        app = create_app(None)  # type: ignore[arg-type]
+        print(json.dumps(app.openapi(), indent=2, sort_keys=True))
+    elif args.command == "migrate":
+        from .store.db import Database
+
+        print(f"database at schema version {Database(cfg.db_url).migrate()}")
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""HTTP API: app factory, error mapping, auth, one route module per resource."""

@@ -1,0 +1,42 @@
+"""`create_app(services)`: the FastAPI application, routes under /v1, OpenAPI at /openapi.json."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import Depends, FastAPI
+
+from .. import __version__
+from . import errors
+from .deps import Services, require_token
+from .routes import boxes, exec, files, images, system
+
+DESCRIPTION = """Paddock runs **boxes**: isolated Linux computers for coding agents.
+
+Every endpoint but `/v1/health` needs `Authorization: Bearer <token>`. Errors are JSON:
+`{"error": {"code": "...", "message": "...", "details": ...}}` with a stable `code`.
+A box is addressed by its name, its id, or a unique id prefix."""
+
+
+def create_app(
+    services: Services,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
+    app = FastAPI(
+        title="Paddock API",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.services = services
+    errors.install(app)
+    auth = [Depends(require_token)]
+    app.include_router(system.public, prefix="/v1")
+    for module in (system, boxes, exec, files, images):
+        app.include_router(module.router, prefix="/v1", dependencies=auth)
+    # WebSockets authenticate inside the handler, where an error can still be framed.
+    app.include_router(exec.ws_router, prefix="/v1")
+    return app

@@ -1,0 +1,48 @@
+"""What routes receive: the services (from app state) and the caller's verified token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
+
+from ..config import Config
+from ..domain.errors import Unauthorized
+from ..images.builder import ImageBuilder
+from ..services.boxes import BoxService
+from ..services.system import SystemService
+from ..store.tokens import TokenRepository
+
+
+@dataclass(frozen=True)
+class Services:
+    config: Config
+    boxes: BoxService
+    system: SystemService
+    tokens: TokenRepository
+    images: ImageBuilder
+
+
+def services(conn: HTTPConnection) -> Services:
+    svc: Services = conn.app.state.services
+    return svc
+
+
+async def authenticate(conn: HTTPConnection) -> None:
+    header = conn.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized(
+            "missing API token: run `paddock login URL --token TOKEN` or set PADDOCK_TOKEN"
+        )
+    if not await services(conn).tokens.verify(token.strip()):
+        raise Unauthorized("the API token was not accepted (wrong, or revoked)")
+
+
+async def require_token(request: Request) -> None:
+    await authenticate(request)
+
+
+Svc = Annotated[Services, Depends(services)]

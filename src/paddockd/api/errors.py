@@ -1,0 +1,67 @@
+"""Every error leaves the API as JSON `{"error": {"code", "message", "details"}}`;
+each error class maps to exactly one status."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..domain import errors as e
+
+log = logging.getLogger("paddockd.api")
+
+STATUS: dict[type[e.PaddockError], int] = {
+    e.NotFound: 404,
+    e.InvalidRequest: 400,
+    e.Conflict: 409,
+    e.InvalidState: 409,
+    e.CapacityExceeded: 409,
+    e.Unauthorized: 401,
+    e.EngineUnavailable: 503,
+    e.PaddockError: 500,
+}
+
+
+def error_body(code: str, message: str, details: object | None = None) -> dict[str, object]:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def status_of(exc: e.PaddockError) -> int:
+    return STATUS.get(type(exc), 500)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(e.PaddockError)
+    async def paddock_error(_: Request, exc: e.PaddockError) -> JSONResponse:
+        if status_of(exc) >= 500:
+            log.error("%s: %s", exc.code, exc.message)
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, e.Unauthorized) else None
+        return JSONResponse(
+            error_body(exc.code, exc.message, exc.details), status_of(exc), headers=headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in err['loc'] if p != 'body')}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        return JSONResponse(
+            error_body("invalid_request", "; ".join(problems), {"errors": problems}), 422
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(
+            error_body("internal", "internal server error; see the paddockd log"), 500
+        )

@@ -1,0 +1,69 @@
+"""/v1/boxes: create, list, show, stop, resume, extend, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from paddock._models import Box as BoxModel
+from paddock._models import BoxCreate, BoxList, ExtendRequest
+
+from ...domain.box import Box
+from ..deps import Services, Svc
+
+router = APIRouter(prefix="/boxes", tags=["boxes"])
+
+
+async def present(svc: Services, box: Box) -> BoxModel:
+    return BoxModel(
+        id=box.id,
+        name=box.name,
+        state=box.state.value,
+        desired_state=box.desired.value,
+        type=box.type,
+        image=box.image,
+        created_at=box.created_at,
+        started_at=box.started_at,
+        expires_at=box.expires_at,
+        ttl=box.ttl,
+        ttl_action=box.ttl_action.value,
+        snapshots=await svc.boxes.snapshot_count(box),
+        profile=svc.system.profile,
+        message=box.message,
+    )
+
+
+@router.post("", status_code=201, response_model=BoxModel, summary="Create and start a box")
+async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
+    box = await svc.boxes.create(body.name, body.type, body.ttl, body.ttl_action)
+    return await present(svc, box)
+
+
+@router.get("", response_model=BoxList, summary="List boxes")
+async def list_boxes(svc: Svc) -> BoxList:
+    return BoxList(boxes=[await present(svc, b) for b in await svc.boxes.list()])
+
+
+@router.get("/{ref}", response_model=BoxModel, summary="Show a box (by name, id or id prefix)")
+async def get_box(ref: str, svc: Svc) -> BoxModel:
+    return await present(svc, await svc.boxes.resolve(ref))
+
+
+@router.post("/{ref}/stop", response_model=BoxModel, summary="Stop a box and snapshot its files")
+async def stop_box(ref: str, svc: Svc) -> BoxModel:
+    return await present(svc, await svc.boxes.stop(ref))
+
+
+@router.post("/{ref}/resume", response_model=BoxModel, summary="Start a stopped box again")
+async def resume_box(ref: str, svc: Svc) -> BoxModel:
+    return await present(svc, await svc.boxes.resume(ref))
+
+
+@router.post("/{ref}/extend", response_model=BoxModel, summary="Set a new TTL, counted from now")
+async def extend_box(ref: str, body: ExtendRequest, svc: Svc) -> BoxModel:
+    return await present(svc, await svc.boxes.extend(ref, body.ttl))
+
+
+@router.delete("/{ref}", status_code=204, summary="Delete a box, its container and snapshots")
+async def delete_box(ref: str, svc: Svc, force: bool = False) -> Response:
+    await svc.boxes.delete(ref, force)
+    return Response(status_code=204)

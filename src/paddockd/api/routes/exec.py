@@ -1,0 +1,119 @@
+"""/v1/boxes/{ref}/exec: run a command, streamed (framed) or buffered; interactive over a
+WebSocket with stdin, TTY and resize."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import anyio
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+
+from paddock import _frames
+from paddock._models import ExecRequest, ExecResult
+
+from ...domain.errors import PaddockError
+from ...runtime.base import ExecProcess
+from ..deps import Svc, authenticate, services
+from ..errors import error_body
+
+router = APIRouter(prefix="/boxes", tags=["exec"])
+ws_router = APIRouter(prefix="/boxes", tags=["exec"])
+
+
+async def _frames_of(proc: ExecProcess) -> AsyncIterator[bytes]:
+    try:
+        async for kind, data in proc.output():
+            yield _frames.encode(kind, data)
+        yield _frames.encode_json(_frames.EXIT, {"exit_code": await proc.wait()})
+    except PaddockError as exc:
+        yield _frames.encode_json(_frames.ERROR, error_body(exc.code, exc.message))
+    finally:
+        await proc.close()
+
+
+@router.post(
+    "/{ref}/exec",
+    summary="Run a command in a box",
+    description=(
+        f"Streams `{_frames.MEDIA_TYPE}` frames: 1 byte kind (1 stdout, 2 stderr, 3 exit, "
+        "4 error), 4 bytes big-endian length, payload. With `wait=true` the command runs "
+        "to completion and the answer is an `ExecResult` JSON object."
+    ),
+    response_model=None,
+    responses={200: {"content": {_frames.MEDIA_TYPE: {}, "application/json": {}}}},
+)
+async def exec_command(
+    ref: str, body: ExecRequest, svc: Svc, wait: bool = False
+) -> StreamingResponse | ExecResult:
+    proc = await svc.boxes.exec(ref, body.cmd, body.env, body.workdir, body.user)
+    if not wait:
+        return StreamingResponse(_frames_of(proc), media_type=_frames.MEDIA_TYPE)
+    out: dict[int, list[bytes]] = {1: [], 2: []}
+    try:
+        async for kind, data in proc.output():
+            out[kind].append(data)
+        code = await proc.wait()
+    finally:
+        await proc.close()
+    return ExecResult(
+        exit_code=code,
+        stdout=b"".join(out[1]).decode(errors="replace"),
+        stderr=b"".join(out[2]).decode(errors="replace"),
+    )
+
+
+@ws_router.websocket("/{ref}/exec/ws")
+async def exec_session(ws: WebSocket, ref: str) -> None:
+    """First message: an ExecRequest (JSON). Then binary messages are stdin; text messages
+    are controls: {"type": "resize", "cols", "rows"} or {"type": "eof"}."""
+    await ws.accept()
+    try:
+        await authenticate(ws)
+        req = ExecRequest.model_validate_json(await ws.receive_text())
+        proc = await services(ws).boxes.exec(
+            ref, req.cmd, req.env, req.workdir, req.user, tty=req.tty, stdin=True
+        )
+    except PaddockError as exc:
+        await ws.send_bytes(_frames.encode_json(_frames.ERROR, error_body(exc.code, exc.message)))
+        await ws.close()
+        return
+    except (ValueError, WebSocketDisconnect):
+        await ws.close(code=1003)
+        return
+    if req.tty and req.cols and req.rows:
+        await proc.resize(req.cols, req.rows)
+
+    async def pump_output(scope: anyio.CancelScope) -> None:
+        async for frame in _frames_of(proc):
+            await ws.send_bytes(frame)
+        scope.cancel()
+
+    async def pump_input() -> None:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                return
+            if msg.get("bytes") is not None:
+                await proc.write(msg["bytes"])
+            elif msg.get("text"):
+                control = json.loads(msg["text"])
+                if control.get("type") == "resize":
+                    await proc.resize(int(control["cols"]), int(control["rows"]))
+                elif control.get("type") == "eof":
+                    await proc.close_stdin()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_output, tg.cancel_scope)
+            await pump_input()
+            tg.cancel_scope.cancel()
+    except WebSocketDisconnect:
+        pass
+    finally:
+        await proc.close()
+    try:
+        await ws.close()
+    except RuntimeError:
+        pass  # already closed by the client

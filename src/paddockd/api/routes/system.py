@@ -1,0 +1,40 @@
+"""/v1/health (no auth), /v1/status, /v1/types."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from paddock._models import BoxType, BoxTypeList, ServerStatus
+
+from ... import __version__
+from ..deps import Svc
+
+public = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"])
+
+
+@public.get("/health", summary="Liveness (no token needed)")
+async def health() -> dict[str, str]:
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/status", response_model=ServerStatus, summary="Server, engine and capacity")
+async def status(svc: Svc) -> ServerStatus:
+    return await svc.system.status()
+
+
+@router.get("/types", response_model=BoxTypeList, summary="Box types and their limits")
+async def types(svc: Svc) -> BoxTypeList:
+    return BoxTypeList(
+        types=[
+            BoxType(
+                name=t.name,
+                cpus=t.cpus,
+                memory_mb=t.memory_mb,
+                pids=t.pids,
+                description=t.description,
+            )
+            for t in svc.boxes.types.values()
+        ],
+        default=svc.config.default_type,
+    )

@@ -1,0 +1,121 @@
+"""Server configuration: one TOML file (default /etc/paddock/paddockd.toml), with a few
+environment overrides for scripts and tests. The only input of the composition root."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from .domain.box import BoxType, TtlAction
+
+DEFAULT_CONFIG_PATH = Path("/etc/paddock/paddockd.toml")
+
+DEFAULT_TYPES = {
+    "small": BoxType("small", 1.0, 1024, 1024, "1 CPU, 1 GiB memory: scripts, small projects"),
+    "medium": BoxType("medium", 2.0, 4096, 4096, "2 CPUs, 4 GiB: builds, test suites, a desktop"),
+    "large": BoxType("large", 4.0, 8192, 8192, "4 CPUs, 8 GiB: heavy builds, Docker inside"),
+}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    socket: str = "/run/paddock/docker.sock"
+    # paddockd starts (and restarts) its own dockerd unless a service manager does.
+    manage: bool = True
+    dockerd: str = "dockerd"
+    data_root: str = "/var/lib/paddock/engine"
+    exec_root: str = "/run/paddock/engine"
+    pidfile: str = "/run/paddock/dockerd.pid"
+    log_file: str = "/var/log/paddock/engine.log"
+    bridge: str = "paddock0"
+    bridge_cidr: str = "10.213.0.1/16"
+    userns_user: str = "paddock"
+    cgroup_parent: str = "paddock"
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    name: str = "paddock-box:latest"
+    suite: str = "bookworm"
+    mirror: str = "http://deb.debian.org/debian"
+    security_mirror: str = "http://deb.debian.org/debian-security"
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 7423
+    # Containers are labelled with it, so two servers on one engine (say, tests beside an
+    # installed server) never reconcile each other's boxes away.
+    instance: str = "default"
+    data_dir: Path = Path("/var/lib/paddock")
+    default_type: str = "small"
+    default_ttl: int = 3600
+    ttl_action: TtlAction = TtlAction.STOP
+    stop_timeout: int = 10
+    reap_interval: float = 5.0
+    reconcile_interval: float = 30.0
+    capacity_cpus: float = 0.0  # 0: host cores x cpu_overcommit
+    cpu_overcommit: float = 4.0
+    capacity_memory_mb: int = 0  # 0: host memory - memory_reserve_mb
+    memory_reserve_mb: int = 1024
+    types: dict[str, BoxType] = field(default_factory=lambda: dict(DEFAULT_TYPES))
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    image: ImageConfig = field(default_factory=ImageConfig)
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.data_dir / 'paddock.db'}"
+
+    @property
+    def boxes_dir(self) -> Path:
+        return self.data_dir / "boxes"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def _section(cls: type[Any], data: dict[str, Any], where: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"unknown setting(s) in [{where}]: {', '.join(sorted(unknown))}")
+    return cls(**data)
+
+
+def load(path: Path | None = None) -> Config:
+    path = path or Path(os.environ.get("PADDOCKD_CONFIG", DEFAULT_CONFIG_PATH))
+    raw: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
+    server = dict(raw.get("server", {}))
+    boxes = dict(raw.get("boxes", {}))
+    capacity = raw.get("capacity", {})
+    flat: dict[str, Any] = {**server, **boxes}
+    if "data_dir" in flat:
+        flat["data_dir"] = Path(flat["data_dir"])
+    if "ttl_action" in flat:
+        flat["ttl_action"] = TtlAction(flat["ttl_action"])
+    for key, value in capacity.items():
+        flat[key if key in ("cpu_overcommit", "memory_reserve_mb") else f"capacity_{key}"] = value
+    types = dict(DEFAULT_TYPES)
+    for name, spec in raw.get("types", {}).items():
+        types[name] = BoxType(name=name, **spec)
+    cfg = _section(Config, flat, "server/boxes/capacity")
+    cfg = replace(
+        cfg,
+        types=types,
+        engine=_section(EngineConfig, raw.get("engine", {}), "engine"),
+        image=_section(ImageConfig, raw.get("image", {}), "image"),
+    )
+    env = os.environ
+    if "PADDOCKD_PORT" in env:
+        cfg = replace(cfg, port=int(env["PADDOCKD_PORT"]))
+    if "PADDOCKD_HOST" in env:
+        cfg = replace(cfg, host=env["PADDOCKD_HOST"])
+    if cfg.default_type not in cfg.types:
+        raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
+    return cfg

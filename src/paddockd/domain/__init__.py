@@ -1,0 +1,1 @@
+"""Plain data and rules of the domain; imports nothing else of Paddock."""

@@ -1,0 +1,168 @@
+"""A box, its lifecycle states and the transitions between them."""
+
+from __future__ import annotations
+
+import enum
+import re
+import secrets
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from .errors import InvalidRequest, InvalidState
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
+RESERVED_NAMES = frozenset({"current", "all", "new"})
+MAX_TTL = 30 * 24 * 3600
+
+
+class BoxState(str, enum.Enum):
+    CREATING = "creating"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    DELETING = "deleting"
+    ERROR = "error"
+
+
+class Desired(str, enum.Enum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+    DELETED = "deleted"
+
+
+class TtlAction(str, enum.Enum):
+    STOP = "stop"
+    DELETE = "delete"
+
+
+# What a user may ask for, from each observed state. The reconciler does the work.
+_ALLOWED: dict[Desired, frozenset[BoxState]] = {
+    Desired.STOPPED: frozenset(
+        {BoxState.RUNNING, BoxState.STARTING, BoxState.CREATING, BoxState.ERROR}
+    ),
+    Desired.RUNNING: frozenset({BoxState.STOPPED, BoxState.ERROR}),
+    Desired.DELETED: frozenset(BoxState) - {BoxState.DELETING},
+}
+
+
+@dataclass(frozen=True)
+class BoxType:
+    name: str
+    cpus: float
+    memory_mb: int
+    pids: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Box:
+    id: str
+    name: str
+    type: str
+    image: str
+    state: BoxState
+    desired: Desired
+    created_at: datetime
+    ttl: int
+    ttl_action: TtlAction
+    cpus: float
+    memory_mb: int
+    pids: int
+    started_at: datetime | None = None
+    expires_at: datetime | None = None
+    container_id: str | None = None
+    message: str | None = None
+
+    def wants(self, desired: Desired) -> Box:
+        """Record a new desired state, or say why it is not possible now."""
+        if self.desired == desired and desired != Desired.RUNNING:
+            return self
+        if self.state not in _ALLOWED[desired]:
+            verb = {Desired.RUNNING: "resume", Desired.STOPPED: "stop", Desired.DELETED: "delete"}
+            hint = {
+                BoxState.RUNNING: "it is already running",
+                BoxState.STOPPED: "it is already stopped",
+                BoxState.STOPPING: "it is stopping; try again in a moment",
+                BoxState.STARTING: "it is starting; try again in a moment",
+                BoxState.CREATING: "it is being created; try again in a moment",
+                BoxState.DELETING: "it is being deleted",
+            }.get(self.state, f"it is {self.state.value}")
+            raise InvalidState(f"cannot {verb[desired]} box {self.name}: {hint}")
+        return replace(self, desired=desired)
+
+    def deadline_from(self, now: datetime) -> datetime | None:
+        return now + timedelta(seconds=self.ttl) if self.ttl > 0 else None
+
+
+def new_box_id() -> str:
+    return secrets.token_hex(6)
+
+
+def validate_name(name: str) -> str:
+    if name in RESERVED_NAMES:
+        raise InvalidRequest(f"{name!r} is reserved; choose another box name")
+    if not NAME_RE.match(name):
+        raise InvalidRequest(
+            f"invalid box name {name!r}: use 1-40 lowercase letters, digits and hyphens, "
+            "starting with a letter and not ending with a hyphen"
+        )
+    return name
+
+
+def validate_ttl(ttl: int) -> int:
+    if ttl < 0:
+        raise InvalidRequest(f"TTL must be 0 (no limit) or a positive number of seconds, not {ttl}")
+    if ttl > MAX_TTL:
+        raise InvalidRequest(f"TTL {ttl}s is longer than the maximum of {MAX_TTL}s (30 days)")
+    return ttl
+
+
+_ADJECTIVES = (
+    "amber",
+    "brisk",
+    "calm",
+    "deft",
+    "eager",
+    "fleet",
+    "gentle",
+    "hardy",
+    "keen",
+    "lively",
+    "mellow",
+    "nimble",
+    "proud",
+    "quick",
+    "rapid",
+    "steady",
+    "swift",
+    "tidy",
+    "vivid",
+    "wise",
+)
+_NOUNS = (
+    "bay",
+    "colt",
+    "filly",
+    "foal",
+    "mare",
+    "pony",
+    "roan",
+    "stallion",
+    "trotter",
+    "mustang",
+    "arabian",
+    "shire",
+    "cob",
+    "palomino",
+    "pinto",
+    "grey",
+    "sorrel",
+    "dun",
+    "chestnut",
+    "bronco",
+)
+
+
+def generated_name() -> str:
+    return f"{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}-{secrets.token_hex(2)}"

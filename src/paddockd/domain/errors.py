@@ -1,0 +1,51 @@
+"""The server's error tree. Each class carries a client-safe message and a stable code;
+`api/errors.py` maps each class to exactly one HTTP status.
+
+    PaddockError
+    ├── NotFound            unknown box, type, path
+    ├── InvalidRequest      bad names, sizes, paths, TTLs
+    ├── Conflict            name taken, ambiguous reference, existing file
+    ├── InvalidState        the box is not in a state that allows this
+    ├── CapacityExceeded    the server has no room left
+    ├── Unauthorized        missing or wrong token
+    └── EngineUnavailable   the box engine does not answer
+"""
+
+from __future__ import annotations
+
+
+class PaddockError(Exception):
+    code = "internal"
+
+    def __init__(self, message: str, details: object | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(PaddockError):
+    code = "not_found"
+
+
+class InvalidRequest(PaddockError):
+    code = "invalid_request"
+
+
+class Conflict(PaddockError):
+    code = "conflict"
+
+
+class InvalidState(PaddockError):
+    code = "invalid_state"
+
+
+class CapacityExceeded(PaddockError):
+    code = "capacity_exceeded"
+
+
+class Unauthorized(PaddockError):
+    code = "unauthorized"
+
+
+class EngineUnavailable(PaddockError):
+    code = "engine_unavailable"

@@ -1,0 +1,1 @@
+"""The box image: base from mmdebstrap (or a registry image), then cached layers."""

@@ -1,0 +1,1 @@
+"""Box network rules: Paddock's own nftables table (NAT, metadata block; policies next)."""

@@ -1,0 +1,1 @@
+"""The box engine driver: a Protocol (`base`), Docker (`docker`), a fake for tests."""

@@ -1,0 +1,114 @@
+"""What the services need from a container engine, and nothing more."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+Profile = Literal["sysbox", "userns", "plain"]
+
+STDOUT = 1
+STDERR = 2
+
+LABEL_BOX = "paddock.box"
+LABEL_INSTANCE = "paddock.instance"
+LABEL_NAME = "paddock.name"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    version: str
+    profile: Profile
+    userns_base: int | None = None
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    box_id: str
+    hostname: str
+    image: str
+    cpus: float
+    memory_mb: int
+    pids: int
+    run_dir: Path
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    id: str
+    box_id: str
+    running: bool
+    status: str
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    cmd: list[str]
+    env: dict[str, str]
+    workdir: str
+    user: str
+    tty: bool = False
+    stdin: bool = False
+
+
+class ExecProcess(Protocol):
+    """A command running in a box."""
+
+    def output(self) -> AsyncIterator[tuple[int, bytes]]: ...
+
+    async def wait(self) -> int: ...
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def close_stdin(self) -> None: ...
+
+    async def resize(self, cols: int, rows: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Runtime(Protocol):
+    async def info(self) -> EngineInfo: ...
+
+    async def image_exists(self, ref: str) -> bool: ...
+
+    async def remove_image(self, ref: str) -> None: ...
+
+    async def create(self, spec: ContainerSpec) -> str: ...
+
+    async def start(self, cid: str) -> None: ...
+
+    async def stop(self, cid: str, timeout: int) -> None: ...
+
+    async def remove(self, cid: str) -> None: ...
+
+    async def inspect(self, cid: str) -> ContainerInfo | None: ...
+
+    async def list(self, labels: dict[str, str]) -> list[ContainerInfo]: ...
+
+    async def commit(self, cid: str, repository: str, tag: str) -> str: ...
+
+    async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess: ...
+
+    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None: ...
+
+    async def get_archive(
+        self, cid: str, path: str
+    ) -> tuple[AsyncIterator[bytes], dict[str, Any]]: ...
+
+    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None: ...
+
+
+class ImageEngine(Protocol):
+    """Building and importing images (the box image and its base)."""
+
+    async def image_exists(self, ref: str) -> bool: ...
+
+    async def import_tarball(self, path: Path, ref: str) -> None: ...
+
+    def build(
+        self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
+    ) -> AsyncIterator[str]: ...

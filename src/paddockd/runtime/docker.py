@@ -1,0 +1,333 @@
+"""The Docker driver: docker-py calls, each on a worker thread, errors translated once."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import docker
+import docker.errors
+import requests.exceptions
+from docker.utils.socket import frames_iter
+
+from ..domain.errors import EngineUnavailable, InvalidRequest, NotFound, PaddockError
+from .base import (
+    LABEL_BOX,
+    ContainerInfo,
+    ContainerSpec,
+    EngineInfo,
+    ExecSpec,
+    Profile,
+)
+
+T = TypeVar("T")
+_CHUNK = 1024 * 1024
+
+
+def translate(exc: Exception) -> PaddockError:
+    """The one place where docker-py's errors become Paddock's."""
+    if isinstance(exc, PaddockError):
+        return exc
+    if isinstance(exc, docker.errors.NotFound):
+        return NotFound(str(exc.explanation or exc))
+    if isinstance(exc, docker.errors.APIError):
+        status = exc.status_code or 500
+        text = str(exc.explanation or exc)
+        if status < 500:
+            return InvalidRequest(text)
+        return PaddockError(f"the box engine failed: {text}")
+    if isinstance(
+        exc, (requests.exceptions.ConnectionError, docker.errors.DockerException, OSError)
+    ):
+        return EngineUnavailable(
+            "the box engine is not answering; check `paddock status` and the engine log "
+            f"({exc.__class__.__name__}: {exc})"
+        )
+    return PaddockError(f"unexpected engine error: {exc}")
+
+
+class DockerRuntime:
+    def __init__(self, socket_path: str, userns_base: int | None = None) -> None:
+        self._api = (
+            docker.APIClient(
+                base_url=f"unix://{socket_path}", version="auto", timeout=120, max_pool_size=64
+            )
+            if Path(socket_path).exists()
+            else None
+        )
+        self._socket_path = socket_path
+        self._userns_base = userns_base
+        # Stream readers block a thread for as long as a command runs; they must not starve
+        # the default pool that every other call uses.
+        self._streams = anyio.CapacityLimiter(1024)
+
+    @property
+    def api(self) -> docker.APIClient:
+        if self._api is None:
+            if not Path(self._socket_path).exists():
+                raise EngineUnavailable(f"the box engine socket {self._socket_path} does not exist")
+            self._api = docker.APIClient(
+                base_url=f"unix://{self._socket_path}",
+                version="auto",
+                timeout=120,
+                max_pool_size=64,
+            )
+        return self._api
+
+    async def _run(self, fn: Callable[[], T], *, stream: bool = False) -> T:
+        def guarded() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                raise translate(exc) from exc
+
+        return await anyio.to_thread.run_sync(guarded, limiter=self._streams if stream else None)
+
+    async def _aiter(self, it: Iterator[T]) -> AsyncIterator[T]:
+        sentinel = object()
+        while True:
+            item = await self._run(lambda: next(it, sentinel), stream=True)  # type: ignore[arg-type]
+            if item is sentinel:
+                return
+            yield item  # type: ignore[misc]
+
+    # -- engine -----------------------------------------------------------------------
+    async def info(self) -> EngineInfo:
+        data = await self._run(lambda: self.api.info())
+        runtimes = data.get("Runtimes") or {}
+        security = " ".join(data.get("SecurityOptions") or [])
+        profile: Profile = (
+            "sysbox"
+            if "sysbox-runc" in runtimes
+            else "userns"
+            if "name=userns" in security
+            else "plain"
+        )
+        return EngineInfo(str(data.get("ServerVersion", "?")), profile, self._userns_base)
+
+    async def image_exists(self, ref: str) -> bool:
+        try:
+            await self._run(lambda: self.api.inspect_image(ref))
+            return True
+        except NotFound:
+            return False
+
+    async def remove_image(self, ref: str) -> None:
+        try:
+            await self._run(lambda: self.api.remove_image(ref, noprune=False))
+        except NotFound:
+            pass
+
+    # -- containers -------------------------------------------------------------------
+    async def create(self, spec: ContainerSpec) -> str:
+        def work() -> str:
+            # The box's socket folder belongs to the box's root, which is an unprivileged
+            # host uid under the user-namespace remap.
+            spec.run_dir.mkdir(parents=True, exist_ok=True)
+            if self._userns_base is not None:
+                os.chown(spec.run_dir, self._userns_base, self._userns_base)
+            host_config = self.api.create_host_config(
+                nano_cpus=int(spec.cpus * 1e9),
+                mem_limit=f"{spec.memory_mb}m",
+                memswap_limit=f"{spec.memory_mb}m",
+                pids_limit=spec.pids,
+                binds={str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"}},
+                shm_size="256m",
+            )
+            created = self.api.create_container(
+                spec.image,
+                name=f"paddock-{spec.box_id}",
+                hostname=spec.hostname,
+                labels={LABEL_BOX: spec.box_id, **spec.labels},
+                environment={"PADDOCK_BOX": spec.hostname},
+                host_config=host_config,
+                detach=True,
+            )
+            return str(created["Id"])
+
+        return await self._run(work)
+
+    async def start(self, cid: str) -> None:
+        await self._run(lambda: self.api.start(cid))
+
+    async def stop(self, cid: str, timeout: int) -> None:
+        await self._run(lambda: self.api.stop(cid, timeout=timeout))
+
+    async def remove(self, cid: str) -> None:
+        try:
+            await self._run(lambda: self.api.remove_container(cid, force=True, v=True))
+        except NotFound:
+            pass
+
+    @staticmethod
+    def _info(data: dict[str, Any]) -> ContainerInfo:
+        labels = (data.get("Config") or {}).get("Labels") or data.get("Labels") or {}
+        state = data.get("State")
+        if isinstance(state, dict):
+            running, status = bool(state.get("Running")), str(state.get("Status", ""))
+        else:
+            running, status = state == "running", str(state or "")
+        return ContainerInfo(str(data["Id"]), str(labels.get(LABEL_BOX, "")), running, status)
+
+    async def inspect(self, cid: str) -> ContainerInfo | None:
+        try:
+            return self._info(await self._run(lambda: self.api.inspect_container(cid)))
+        except NotFound:
+            return None
+
+    async def list(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        rows = await self._run(lambda: self.api.containers(all=True, filters=filters))
+        return [self._info(row) for row in rows]
+
+    async def commit(self, cid: str, repository: str, tag: str) -> str:
+        result = await self._run(
+            lambda: self.api.commit(cid, repository=repository, tag=tag, pause=True)
+        )
+        return str(result["Id"])
+
+    # -- exec -------------------------------------------------------------------------
+    async def exec(self, cid: str, spec: ExecSpec) -> _DockerExec:
+        def work() -> _DockerExec:
+            created = self.api.exec_create(
+                cid,
+                spec.cmd,
+                stdout=True,
+                stderr=True,
+                stdin=spec.stdin,
+                tty=spec.tty,
+                environment=spec.env or None,
+                workdir=spec.workdir,
+                user=spec.user,
+            )
+            exec_id = created["Id"]
+            sock = self.api.exec_start(exec_id, tty=spec.tty, socket=True)
+            return _DockerExec(self, exec_id, sock, spec.tty)
+
+        return await self._run(work)
+
+    # -- files ------------------------------------------------------------------------
+    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+        def body() -> Iterator[bytes]:
+            while True:
+                chunk = anyio.from_thread.run(_next_or_none, chunks)
+                if chunk is None:
+                    return
+                yield chunk
+
+        def work() -> None:
+            # docker-py's put_archive has no copyUIDGID: without it the engine chowns every
+            # file to the box's root, and the box user could not edit what it was given.
+            url = self.api._url("/containers/{0}/archive", cid)
+            res = self.api._put(url, params={"path": path, "copyUIDGID": "1"}, data=body())
+            self.api._raise_for_status(res)
+
+        await self._run(work, stream=True)
+
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        stream, stat = await self._run(
+            lambda: self.api.get_archive(cid, path, chunk_size=_CHUNK, encode_stream=False)
+        )
+        return self._aiter(iter(stream)), dict(stat)
+
+    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
+        def work() -> dict[str, Any] | None:
+            res = self.api.head(
+                self.api._url("/containers/{0}/archive", cid), params={"path": path}
+            )
+            if res.status_code == 404:
+                return None
+            self.api._raise_for_status(res)
+            header = res.headers.get("X-Docker-Container-Path-Stat", "")
+            return dict(json.loads(base64.b64decode(header))) if header else None
+
+        return await self._run(work)
+
+    # -- images -----------------------------------------------------------------------
+    async def import_tarball(self, path: Path, ref: str) -> None:
+        repo, _, tag = ref.rpartition(":")
+        await self._run(
+            lambda: self.api.import_image_from_file(str(path), repository=repo, tag=tag)
+        )
+
+    async def build(
+        self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
+    ) -> AsyncIterator[str]:
+        events = await self._run(
+            lambda: self.api.build(
+                path=str(context),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs=buildargs,
+                nocache=nocache,
+                rm=True,
+                forcerm=True,
+                decode=True,
+            )
+        )
+        async for event in self._aiter(iter(events)):
+            if "error" in event:
+                raise PaddockError(f"image build failed: {event['error'].strip()}")
+            if text := event.get("stream") or event.get("status"):
+                yield str(text)
+
+
+async def _next_or_none(chunks: AsyncIterator[bytes]) -> bytes | None:
+    try:
+        return await chunks.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+class _DockerExec:
+    def __init__(self, runtime: DockerRuntime, exec_id: str, sock: Any, tty: bool) -> None:
+        self._rt = runtime
+        self._id = exec_id
+        self._sock = sock
+        self._raw: socket.socket = getattr(sock, "_sock", sock)
+        self._tty = tty
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        async for kind, data in self._rt._aiter(frames_iter(self._sock, self._tty)):
+            if data:
+                yield kind, data
+
+    async def wait(self) -> int:
+        def work() -> int:
+            # The stream can end a moment before the engine records the exit code.
+            for _ in range(200):
+                data = self._rt.api.exec_inspect(self._id)
+                if not data.get("Running") and data.get("ExitCode") is not None:
+                    return int(data["ExitCode"])
+                time.sleep(0.01)
+            return -1
+
+        return await self._rt._run(work)
+
+    async def write(self, data: bytes) -> None:
+        await self._rt._run(lambda: self._raw.sendall(data), stream=True)
+
+    async def close_stdin(self) -> None:
+        try:
+            await self._rt._run(lambda: self._raw.shutdown(socket.SHUT_WR))
+        except (OSError, PaddockError):
+            pass
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await self._rt._run(lambda: self._rt.api.exec_resize(self._id, height=rows, width=cols))
+
+    async def close(self) -> None:
+        try:
+            self._sock.close()
+            self._raw.close()
+        except OSError:
+            pass

@@ -1,0 +1,149 @@
+"""Paddock's own dockerd ("the box engine"): its bridge, its flags, starting and stopping it.
+
+It never touches a Docker the user already runs: own data root, exec root, socket,
+pidfile and bridge; `--iptables=false` because Paddock owns its network rules. The bridge
+is created here, before the engine starts, because dockerd with `--bridge=none` would
+delete the host's docker0.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from ..config import EngineConfig
+from ..domain.errors import EngineUnavailable
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=2)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(2)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+def is_running(cfg: EngineConfig) -> bool:
+    try:
+        conn = _UnixHTTPConnection(cfg.socket)
+        conn.request("GET", "/_ping")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+
+
+def userns_base(user: str, subuid: Path = Path("/etc/subuid")) -> int | None:
+    """First host uid of the range the engine maps box root to."""
+    try:
+        for line in subuid.read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name == user:
+                return int(rest.split(":")[0])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def daemon_args(cfg: EngineConfig, config_file: Path) -> list[str]:
+    return [
+        cfg.dockerd,
+        f"--config-file={config_file}",
+        f"--data-root={cfg.data_root}",
+        f"--exec-root={cfg.exec_root}",
+        f"--host=unix://{cfg.socket}",
+        f"--pidfile={cfg.pidfile}",
+        f"--bridge={cfg.bridge}",
+        "--iptables=false",
+        "--ip-masq=false",
+        f"--userns-remap={cfg.userns_user}",
+        f"--cgroup-parent={cfg.cgroup_parent}",
+    ]
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True)
+
+
+def ensure_bridge(cfg: EngineConfig) -> None:
+    if _ip("link", "show", cfg.bridge).returncode != 0:
+        created = _ip("link", "add", cfg.bridge, "type", "bridge")
+        if created.returncode != 0:
+            raise EngineUnavailable(f"cannot create bridge {cfg.bridge}: {created.stderr.strip()}")
+    if cfg.bridge_cidr.split("/")[0] not in _ip("-4", "addr", "show", "dev", cfg.bridge).stdout:
+        _ip("addr", "add", cfg.bridge_cidr, "dev", cfg.bridge)
+    _ip("link", "set", cfg.bridge, "up")
+    # Boxes reach the package registries through NAT; that needs forwarding.
+    Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+
+
+def prepare(cfg: EngineConfig) -> Path:
+    """Everything the engine needs before it starts; returns its config file."""
+    if userns_base(cfg.userns_user) is None:
+        raise EngineUnavailable(
+            f"no subordinate uid range for user {cfg.userns_user!r} in /etc/subuid; "
+            "run ./install.sh (it creates the user and its range)"
+        )
+    for d in (cfg.data_root, cfg.exec_root, Path(cfg.pidfile).parent, Path(cfg.log_file).parent):
+        Path(d).mkdir(parents=True, exist_ok=True)
+    ensure_bridge(cfg)
+    # An explicit, empty-ish config file so /etc/docker/daemon.json (the system Docker's)
+    # never leaks into the box engine.
+    config_file = Path(cfg.data_root).parent / "engine.json"
+    config_file.write_text(json.dumps({"log-driver": "json-file", "log-opts": {"max-size": "10m"}}))
+    return config_file
+
+
+def run_foreground(cfg: EngineConfig) -> None:
+    """Replace this process with dockerd (for systemd's ExecStart)."""
+    args = daemon_args(cfg, prepare(cfg))
+    os.execvp(args[0], args)
+
+
+def start_detached(cfg: EngineConfig, wait: float = 60.0) -> None:
+    """Start dockerd in its own session (it outlives paddockd restarts) and wait for it."""
+    if is_running(cfg):
+        return
+    args = daemon_args(cfg, prepare(cfg))
+    with open(cfg.log_file, "ab") as log:
+        subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if is_running(cfg):
+            return
+        time.sleep(0.2)
+    tail = Path(cfg.log_file).read_text(errors="replace").splitlines()[-15:]
+    raise EngineUnavailable(
+        f"the box engine did not start within {wait:.0f}s; last lines of {cfg.log_file}:\n"
+        + "\n".join(tail)
+    )
+
+
+def stop(cfg: EngineConfig, wait: float = 30.0) -> bool:
+    try:
+        pid = int(Path(cfg.pidfile).read_text().strip())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False

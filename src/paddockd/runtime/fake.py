@@ -1,0 +1,165 @@
+"""An in-memory engine for unit tests: containers are dicts, exec echoes its argv."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from ..domain.errors import NotFound
+from .base import (
+    LABEL_BOX,
+    STDERR,
+    STDOUT,
+    ContainerInfo,
+    ContainerSpec,
+    EngineInfo,
+    ExecSpec,
+)
+
+
+class FakeExec:
+    def __init__(self, spec: ExecSpec) -> None:
+        self.spec = spec
+        self.stdin = b""
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        cmd = self.spec.cmd
+        if cmd[0] == "fail":
+            yield STDERR, b"failed\n"
+        else:
+            yield STDOUT, (" ".join(cmd) + "\n").encode()
+
+    async def wait(self) -> int:
+        return 3 if self.spec.cmd[0] == "fail" else 0
+
+    async def write(self, data: bytes) -> None:
+        self.stdin += data
+
+    async def close_stdin(self) -> None:
+        pass
+
+    async def resize(self, cols: int, rows: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+class FakeRuntime:
+    def __init__(self) -> None:
+        self.containers: dict[str, dict[str, Any]] = {}
+        self.images: set[str] = {"paddock-box:latest"}
+        self.files: dict[tuple[str, str], bytes] = {}
+        self.execs: list[ExecSpec] = []
+        self.calls: list[str] = []
+        self.fail_next: dict[str, Exception] = {}
+        self._n = 0
+
+    def _maybe_fail(self, op: str) -> None:
+        self.calls.append(op)
+        if op in self.fail_next:
+            raise self.fail_next.pop(op)
+
+    async def info(self) -> EngineInfo:
+        self._maybe_fail("info")
+        return EngineInfo("fake", "userns", 200000)
+
+    async def image_exists(self, ref: str) -> bool:
+        return ref in self.images
+
+    async def remove_image(self, ref: str) -> None:
+        self.images.discard(ref)
+
+    async def create(self, spec: ContainerSpec) -> str:
+        self._maybe_fail("create")
+        if spec.image not in self.images:
+            raise NotFound(f"no such image: {spec.image}")
+        self._n += 1
+        cid = f"c{self._n:04d}"
+        self.containers[cid] = {
+            "spec": spec,
+            "running": False,
+            "labels": {LABEL_BOX: spec.box_id, **spec.labels},
+        }
+        return cid
+
+    def _get(self, cid: str) -> dict[str, Any]:
+        if cid not in self.containers:
+            raise NotFound(f"no such container: {cid}")
+        return self.containers[cid]
+
+    async def start(self, cid: str) -> None:
+        self._maybe_fail("start")
+        self._get(cid)["running"] = True
+
+    async def stop(self, cid: str, timeout: int) -> None:
+        self._maybe_fail("stop")
+        self._get(cid)["running"] = False
+
+    async def remove(self, cid: str) -> None:
+        self.containers.pop(cid, None)
+
+    async def inspect(self, cid: str) -> ContainerInfo | None:
+        c = self.containers.get(cid)
+        if c is None:
+            return None
+        return ContainerInfo(
+            cid, c["labels"][LABEL_BOX], c["running"], "running" if c["running"] else "exited"
+        )
+
+    async def list(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        out = []
+        for cid, c in self.containers.items():
+            if all(c["labels"].get(k) == v for k, v in labels.items()):
+                info = await self.inspect(cid)
+                assert info is not None
+                out.append(info)
+        return out
+
+    async def commit(self, cid: str, repository: str, tag: str) -> str:
+        self._maybe_fail("commit")
+        self._get(cid)
+        self.images.add(f"{repository}:{tag}")
+        return f"sha256:{repository}:{tag}"
+
+    async def exec(self, cid: str, spec: ExecSpec) -> FakeExec:
+        self._maybe_fail("exec")
+        self._get(cid)
+        self.execs.append(spec)
+        return FakeExec(spec)
+
+    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+        self._get(cid)
+        self.files[(cid, path)] = b"".join([c async for c in chunks])
+
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        self._get(cid)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(Path(path).name)
+            data = b"hello from the fake box\n"
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield buf.getvalue()
+
+        return chunks(), {"name": Path(path).name, "mode": 0o644}
+
+    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
+        self._get(cid)
+        return (
+            {"name": Path(path).name, "mode": 0o20000000755} if path.startswith("/config") else None
+        )
+
+    async def import_tarball(self, path: Path, ref: str) -> None:
+        self.images.add(ref)
+
+    async def build(
+        self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
+    ) -> AsyncIterator[str]:
+        self.images.add(tag)
+        yield f"built {tag} from {dockerfile}\n"

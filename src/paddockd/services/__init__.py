@@ -1,0 +1,1 @@
+"""Use cases: box lifecycle, files, exec, TTL, reconciliation, image builds."""

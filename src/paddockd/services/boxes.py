@@ -1,0 +1,290 @@
+"""Box lifecycle and work inside boxes: the use cases behind every box route."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from ..config import Config
+from ..domain.box import (
+    Box,
+    BoxState,
+    BoxType,
+    Desired,
+    TtlAction,
+    generated_name,
+    new_box_id,
+    validate_name,
+    validate_ttl,
+)
+from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+from ..runtime.base import ExecProcess, ExecSpec, Runtime
+from ..store.boxes import BoxRepository
+from .capacity import Capacity
+from .reconciler import Reconciler
+
+HOME = "/config"
+BOX_USER = "abc"
+_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}(:[0-9]{1,10})?$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Creates each missing component of $1 owned by $2:$3, so a push into a new folder under
+# /config leaves the box user owning all of it; existing folders are left untouched.
+_MKDIRS = (
+    'set -f; p=""; IFS=/; for c in $1; do [ -z "$c" ] && continue; p="$p/$c"; '
+    '[ -e "$p" ] || install -d -o "$2" -g "$3" -- "$p" || exit 1; done; [ -d "$1" ]'
+)
+
+
+def box_path(path: str) -> str:
+    """A path in the box: relative ones are under the box user's home."""
+    if not path or "\x00" in path:
+        raise InvalidRequest("a path in the box must be a non-empty string without NUL bytes")
+    if len(path) > 4096:
+        raise InvalidRequest("path is longer than 4096 characters")
+    return posixpath.normpath(path if path.startswith("/") else posixpath.join(HOME, path))
+
+
+class BoxService:
+    def __init__(
+        self,
+        cfg: Config,
+        repo: BoxRepository,
+        runtime: Runtime,
+        reconciler: Reconciler,
+        capacity: Capacity,
+        now: Callable[[], datetime],
+    ) -> None:
+        self._cfg = cfg
+        self._repo = repo
+        self._rt = runtime
+        self._reconciler = reconciler
+        self.capacity = capacity
+        self._now = now
+        # Capacity is checked and claimed under one lock, so two concurrent `new`s can never
+        # both take the last slot.
+        self._claim = asyncio.Lock()
+
+    # -- reading ----------------------------------------------------------------------
+    @property
+    def types(self) -> dict[str, BoxType]:
+        return self._cfg.types
+
+    async def list(self) -> list[Box]:
+        return await self._repo.list()
+
+    async def resolve(self, ref: str) -> Box:
+        matches = await self._repo.find(ref)
+        if not matches:
+            raise NotFound(f"no box named or with id {ref!r} (see `paddock ls`)")
+        if len(matches) > 1:
+            names = ", ".join(sorted(b.name for b in matches))
+            raise Conflict(f"{ref!r} matches several boxes ({names}); use more of the id or a name")
+        return matches[0]
+
+    async def snapshot_count(self, box: Box) -> int:
+        return len(await self._repo.snapshot_images(box.id))
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def create(
+        self,
+        name: str | None,
+        type_name: str | None,
+        ttl: int | None,
+        ttl_action: str | None,
+    ) -> Box:
+        type_name = type_name or self._cfg.default_type
+        box_type = self._cfg.types.get(type_name)
+        if box_type is None:
+            known = ", ".join(sorted(self._cfg.types))
+            raise NotFound(f"unknown box type {type_name!r}; known types: {known}")
+        ttl = validate_ttl(self._cfg.default_ttl if ttl is None else ttl)
+        action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
+        now = self._now()
+        async with self._claim:
+            boxes = await self._repo.list()
+            if name is None:
+                taken = {b.name for b in boxes}
+                name = next(n for n in iter(generated_name, None) if n not in taken)
+            else:
+                validate_name(name)
+            self.capacity.check(boxes, box_type)
+            box = Box(
+                id=new_box_id(),
+                name=name,
+                type=box_type.name,
+                image=self._cfg.image.name,
+                state=BoxState.CREATING,
+                desired=Desired.RUNNING,
+                created_at=now,
+                ttl=ttl,
+                ttl_action=action,
+                cpus=box_type.cpus,
+                memory_mb=box_type.memory_mb,
+                pids=box_type.pids,
+                started_at=now,
+                expires_at=None,
+            )
+            box = replace(box, expires_at=box.deadline_from(now))
+            await self._repo.add(box)
+        try:
+            created = await self._reconciler.reconcile(box.id)
+        except PaddockError:
+            # Never leave a half-made box behind: undo, then report the original failure.
+            await self._repo.save(replace(box, desired=Desired.DELETED, state=BoxState.ERROR))
+            try:
+                await self._reconciler.reconcile(box.id)
+            except PaddockError:
+                pass
+            raise
+        assert created is not None
+        return created
+
+    async def _want(self, ref: str, desired: Desired) -> Box:
+        box = await self.resolve(ref)
+        wanted = box.wants(desired)
+        if desired == Desired.RUNNING:
+            now = self._now()
+            async with self._claim:
+                self.capacity.check(
+                    [b for b in await self._repo.list() if b.id != box.id], self._type_of(box)
+                )
+                wanted = replace(wanted, started_at=now, expires_at=wanted.deadline_from(now))
+                await self._repo.save(wanted)
+        elif wanted is not box:
+            await self._repo.save(wanted)
+        result = await self._reconciler.reconcile(box.id)
+        return result if result is not None else wanted
+
+    def _type_of(self, box: Box) -> BoxType:
+        return BoxType(box.type, box.cpus, box.memory_mb, box.pids)
+
+    async def stop(self, ref: str) -> Box:
+        return await self._want(ref, Desired.STOPPED)
+
+    async def resume(self, ref: str) -> Box:
+        return await self._want(ref, Desired.RUNNING)
+
+    async def delete(self, ref: str, force: bool = False) -> None:
+        box = await self.resolve(ref)
+        if box.state == BoxState.RUNNING and not force:
+            raise InvalidState(
+                f"box {box.name} is running; stop it first or use --force "
+                "(deleting throws away its files and snapshots)"
+            )
+        await self._want(box.id, Desired.DELETED)
+
+    async def extend(self, ref: str, ttl: int) -> Box:
+        box = await self.resolve(ref)
+        if validate_ttl(ttl) == 0:
+            box = replace(box, ttl=0, expires_at=None)
+        else:
+            box = replace(box, ttl=ttl)
+            if box.desired == Desired.RUNNING:
+                box = replace(box, expires_at=box.deadline_from(self._now()))
+        await self._repo.save(box)
+        return box
+
+    async def expire(self, box: Box) -> None:
+        """Apply a box's TTL action (called by the reaper)."""
+        desired = Desired.DELETED if box.ttl_action == TtlAction.DELETE else Desired.STOPPED
+        await self._want(box.id, desired)
+
+    # -- inside a box -----------------------------------------------------------------
+    async def _running(self, ref: str) -> Box:
+        box = await self.resolve(ref)
+        if box.state != BoxState.RUNNING or box.container_id is None:
+            hint = f"; run `paddock resume {box.name}`" if box.state == BoxState.STOPPED else ""
+            raise InvalidState(f"box {box.name} is {box.state.value}{hint}")
+        return box
+
+    async def exec(
+        self,
+        ref: str,
+        cmd: list[str],
+        env: dict[str, str],
+        workdir: str | None,
+        user: str | None,
+        tty: bool = False,
+        stdin: bool = False,
+    ) -> ExecProcess:
+        for key, value in env.items():
+            if not _ENV_KEY_RE.match(key) or "\x00" in value:
+                raise InvalidRequest(f"invalid environment variable {key!r}")
+        if user is not None and not _USER_RE.match(user):
+            raise InvalidRequest(f"invalid user {user!r}")
+        if any("\x00" in arg for arg in cmd):
+            raise InvalidRequest("command arguments cannot contain NUL bytes")
+        box = await self._running(ref)
+        spec = ExecSpec(
+            cmd=cmd,
+            env=env,
+            workdir=box_path(workdir or HOME),
+            user=user or BOX_USER,
+            tty=tty,
+            stdin=stdin,
+        )
+        assert box.container_id is not None
+        return await self._rt.exec(box.container_id, spec)
+
+    async def push(
+        self, ref: str, dest: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> tuple[str, int]:
+        box = await self._running(ref)
+        assert box.container_id is not None
+        dest = box_path(dest)
+        mkdir = await self._rt.exec(
+            box.container_id,
+            ExecSpec(
+                ["sh", "-c", _MKDIRS, "sh", dest, str(owner[0]), str(owner[1])], {}, "/", "root"
+            ),
+        )
+        errors = b"".join([data async for _, data in mkdir.output()])
+        if await mkdir.wait() != 0:
+            raise InvalidRequest(
+                f"cannot use {dest} in box {box.name} as a folder: {errors.decode(errors='replace').strip() or 'it is not a directory'}"
+            )
+        total = 0
+
+        async def counted() -> AsyncIterator[bytes]:
+            nonlocal total
+            async for chunk in chunks:
+                total += len(chunk)
+                yield chunk
+
+        await self._rt.put_archive(box.container_id, dest, counted())
+        return dest, total
+
+    async def pull(self, ref: str, src: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        box = await self.resolve(ref)
+        if box.container_id is None or box.state in (BoxState.CREATING, BoxState.DELETING):
+            raise InvalidState(f"box {box.name} is {box.state.value}")
+        src = box_path(src)
+        try:
+            return await self._rt.get_archive(box.container_id, src)
+        except NotFound:
+            raise NotFound(f"no such file or directory in box {box.name}: {src}") from None
+
+    async def stat(self, ref: str, path: str) -> dict[str, Any]:
+        box = await self.resolve(ref)
+        if box.container_id is None:
+            raise InvalidState(f"box {box.name} is {box.state.value}")
+        path = box_path(path)
+        st = await self._rt.stat_path(box.container_id, path)
+        if st is None:
+            return {"path": path, "exists": False, "type": None}
+        mode = int(st.get("mode", 0))
+        # Go's os.FileMode: the type lives in the high bits.
+        kind = "dir" if mode & (1 << 31) else "symlink" if mode & (1 << 27) else "file"
+        return {
+            "path": path,
+            "exists": True,
+            "type": kind,
+            "size": st.get("size"),
+            "mode": mode & 0o7777,
+        }

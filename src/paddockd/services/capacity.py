@@ -1,0 +1,42 @@
+"""How much of the server boxes may claim, and whether one more fits."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..config import Config
+from ..domain.box import Box, BoxType, Desired
+from ..domain.errors import CapacityExceeded
+
+
+def host_memory_mb() -> int:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpus: float
+    memory_mb: int
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Capacity:
+        cpus = cfg.capacity_cpus or (os.cpu_count() or 1) * cfg.cpu_overcommit
+        memory = cfg.capacity_memory_mb or max(host_memory_mb() - cfg.memory_reserve_mb, 0)
+        return cls(float(cpus), int(memory))
+
+    @staticmethod
+    def used(boxes: list[Box]) -> tuple[float, int]:
+        claiming = [b for b in boxes if b.desired == Desired.RUNNING]
+        return sum(b.cpus for b in claiming), sum(b.memory_mb for b in claiming)
+
+    def check(self, boxes: list[Box], want: BoxType) -> None:
+        cpus, memory = self.used(boxes)
+        if cpus + want.cpus > self.cpus + 1e-9 or memory + want.memory_mb > self.memory_mb:
+            raise CapacityExceeded(
+                f"the server is full: a {want.name} box needs {want.cpus:g} CPU and "
+                f"{want.memory_mb} MiB, but only {max(self.cpus - cpus, 0):g} CPU and "
+                f"{max(self.memory_mb - memory, 0)} MiB are left. Stop or remove a box "
+                "(`paddock ls`), or choose a smaller type (`paddock types`).",
+                details={"cpus_left": self.cpus - cpus, "memory_mb_left": self.memory_mb - memory},
+            )

@@ -1,0 +1,52 @@
+"""Server-wide facts: engine health and profile, capacity, image presence."""
+
+from __future__ import annotations
+
+from paddock._models import Capacity as CapacityModel
+from paddock._models import EngineStatus, ServerStatus
+
+from .. import __version__
+from ..domain.box import BoxState, Desired
+from ..domain.errors import PaddockError
+from ..runtime.base import Profile, Runtime
+from .boxes import BoxService
+
+
+class SystemService:
+    def __init__(self, boxes: BoxService, runtime: Runtime, image: str) -> None:
+        self._boxes = boxes
+        self._rt = runtime
+        self._image = image
+        self.profile: Profile = "plain"
+
+    async def refresh_profile(self) -> Profile:
+        self.profile = (await self._rt.info()).profile
+        return self.profile
+
+    async def status(self) -> ServerStatus:
+        try:
+            info = await self._rt.info()
+            self.profile = info.profile
+            engine = EngineStatus(
+                reachable=True,
+                version=info.version,
+                profile=info.profile,
+                image=self._image,
+                image_present=await self._rt.image_exists(self._image),
+            )
+        except PaddockError as exc:
+            engine = EngineStatus(reachable=False, image=self._image, error=exc.message)
+        boxes = await self._boxes.list()
+        cpus, memory = self._boxes.capacity.used(boxes)
+        return ServerStatus(
+            version=__version__,
+            engine=engine,
+            capacity=CapacityModel(
+                cpus_total=self._boxes.capacity.cpus,
+                cpus_used=cpus,
+                memory_total_mb=self._boxes.capacity.memory_mb,
+                memory_used_mb=memory,
+            ),
+            boxes_running=sum(b.desired == Desired.RUNNING for b in boxes),
+            boxes_stopped=sum(b.state == BoxState.STOPPED for b in boxes),
+        )

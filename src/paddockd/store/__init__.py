@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy Core tables, migrations and repositories."""

@@ -1,0 +1,142 @@
+"""Box and snapshot rows <-> domain objects."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..domain.box import Box, BoxState, Desired, TtlAction
+from ..domain.errors import Conflict
+from .db import Database, boxes, snapshots
+
+_TIMES = ("created_at", "started_at", "expires_at")
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _dt(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, timezone.utc) if value is not None else None
+
+
+def _to_row(box: Box) -> dict[str, Any]:
+    row = asdict(box)
+    row["state"] = box.state.value
+    row["desired"] = box.desired.value
+    row["ttl_action"] = box.ttl_action.value
+    for key in _TIMES:
+        row[key] = _ts(row[key])
+    return row
+
+
+def _from_row(row: sa.Row[Any]) -> Box:
+    data = dict(row._mapping)
+    for key in _TIMES:
+        data[key] = _dt(data[key])
+    data["state"] = BoxState(data["state"])
+    data["desired"] = Desired(data["desired"])
+    data["ttl_action"] = TtlAction(data["ttl_action"])
+    return Box(**data)
+
+
+class BoxRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add(self, box: Box) -> None:
+        def work(conn: Connection) -> None:
+            taken = conn.execute(sa.select(boxes.c.id).where(boxes.c.name == box.name)).first()
+            if taken:
+                raise Conflict(f"a box named {box.name!r} already exists")
+            conn.execute(boxes.insert().values(**_to_row(box)))
+
+        await self._db.run(work)
+
+    async def save(self, box: Box) -> None:
+        row = _to_row(box)
+        await self._db.run(
+            lambda conn: conn.execute(boxes.update().where(boxes.c.id == box.id).values(**row))
+        )
+
+    async def get(self, box_id: str) -> Box | None:
+        row = await self._db.run(
+            lambda conn: conn.execute(sa.select(boxes).where(boxes.c.id == box_id)).first()
+        )
+        return _from_row(row) if row else None
+
+    async def find(self, ref: str) -> list[Box]:
+        """Boxes matching a name exactly, else an id exactly, else an id prefix."""
+
+        def work(conn: Connection) -> list[sa.Row[Any]]:
+            for cond in (boxes.c.name == ref, boxes.c.id == ref):
+                rows = conn.execute(sa.select(boxes).where(cond)).all()
+                if rows:
+                    return list(rows)
+            if len(ref) < 3:
+                return []
+            like = ref.replace("%", "").replace("_", "") + "%"
+            return list(conn.execute(sa.select(boxes).where(boxes.c.id.like(like))).all())
+
+        return [_from_row(r) for r in await self._db.run(work)]
+
+    async def list(self) -> list[Box]:
+        rows = await self._db.run(
+            lambda conn: conn.execute(sa.select(boxes).order_by(boxes.c.created_at)).all()
+        )
+        return [_from_row(r) for r in rows]
+
+    async def delete(self, box_id: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(snapshots.delete().where(snapshots.c.box_id == box_id))
+            conn.execute(boxes.delete().where(boxes.c.id == box_id))
+
+        await self._db.run(work)
+
+    async def add_snapshot(
+        self, box_id: str, image: str, kind: str, label: str | None = None
+    ) -> int:
+        def work(conn: Connection) -> int:
+            seq = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.max(snapshots.c.seq), 0)).where(
+                    snapshots.c.box_id == box_id
+                )
+            ).scalar_one()
+            conn.execute(
+                snapshots.insert().values(
+                    box_id=box_id,
+                    seq=seq + 1,
+                    image=image,
+                    label=label,
+                    kind=kind,
+                    created_at=datetime.now(timezone.utc).timestamp(),
+                )
+            )
+            return int(seq) + 1
+
+        return await self._db.run(work)
+
+    async def snapshot_images(self, box_id: str) -> list[str]:
+        """Snapshot images of a box, newest first."""
+        rows = await self._db.run(
+            lambda conn: conn.execute(
+                sa.select(snapshots.c.image)
+                .where(snapshots.c.box_id == box_id)
+                .order_by(snapshots.c.seq.desc())
+            ).all()
+        )
+        return [r[0] for r in rows]
+
+    async def next_snapshot_seq(self, box_id: str) -> int:
+        seq = await self._db.run(
+            lambda conn: conn.execute(
+                sa.select(sa.func.coalesce(sa.func.max(snapshots.c.seq), 0)).where(
+                    snapshots.c.box_id == box_id
+                )
+            ).scalar_one()
+        )
+        return int(seq) + 1

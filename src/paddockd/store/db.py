@@ -1,0 +1,129 @@
+"""The database: tables, ordered migrations, and the one thread hop for every query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio.to_thread
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+T = TypeVar("T")
+
+metadata = sa.MetaData()
+
+boxes = sa.Table(
+    "boxes",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("image", sa.String(255), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("desired", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float),
+    sa.Column("expires_at", sa.Float),
+    sa.Column("ttl", sa.Integer, nullable=False),
+    sa.Column("ttl_action", sa.String(16), nullable=False),
+    sa.Column("cpus", sa.Float, nullable=False),
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("pids", sa.Integer, nullable=False),
+    sa.Column("container_id", sa.String(80)),
+    sa.Column("message", sa.Text),
+)
+
+snapshots = sa.Table(
+    "snapshots",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("box_id", sa.String(32), nullable=False, index=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("image", sa.String(255), nullable=False),
+    sa.Column("label", sa.String(128)),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("hash", sa.String(128), nullable=False, unique=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
+)
+
+# Ordered, append-only. Each entry is plain DDL so an old database can always be brought
+# forward, whatever the tables above look like today.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE boxes (
+                id VARCHAR(32) PRIMARY KEY, name VARCHAR(64) NOT NULL UNIQUE,
+                type VARCHAR(64) NOT NULL, image VARCHAR(255) NOT NULL,
+                state VARCHAR(16) NOT NULL, desired VARCHAR(16) NOT NULL,
+                created_at FLOAT NOT NULL, started_at FLOAT, expires_at FLOAT,
+                ttl INTEGER NOT NULL, ttl_action VARCHAR(16) NOT NULL,
+                cpus FLOAT NOT NULL, memory_mb INTEGER NOT NULL, pids INTEGER NOT NULL,
+                container_id VARCHAR(80), message TEXT)""",
+            """CREATE TABLE snapshots (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, box_id VARCHAR(32) NOT NULL,
+                seq INTEGER NOT NULL, image VARCHAR(255) NOT NULL, label VARCHAR(128),
+                kind VARCHAR(16) NOT NULL, created_at FLOAT NOT NULL)""",
+            "CREATE INDEX ix_snapshots_box_id ON snapshots (box_id)",
+            """CREATE TABLE tokens (
+                id VARCHAR(32) PRIMARY KEY, name VARCHAR(128) NOT NULL,
+                hash VARCHAR(128) NOT NULL UNIQUE, created_at FLOAT NOT NULL,
+                last_used_at FLOAT)""",
+        ],
+    ),
+]
+
+
+def _on_connect(dbapi_conn: object, _record: object) -> None:
+    cur = dbapi_conn.cursor()  # type: ignore[attr-defined]
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.engine: Engine = sa.create_engine(url, connect_args={"check_same_thread": False})
+        if url.startswith("sqlite"):
+            sa.event.listen(self.engine, "connect", _on_connect)
+
+    def migrate(self) -> int:
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
+                )
+            )
+            done = {
+                row[0] for row in conn.execute(sa.text("SELECT version FROM schema_migrations"))
+            }
+            for version, statements in MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in statements:
+                    conn.execute(sa.text(statement))
+                conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:v)"), {"v": version})
+        return MIGRATIONS[-1][0]
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` in a transaction on a worker thread, off the event loop."""
+
+        def work() -> T:
+            with self.engine.begin() as conn:
+                return fn(conn)
+
+        return await anyio.to_thread.run_sync(work)
+
+    def close(self) -> None:
+        self.engine.dispose()

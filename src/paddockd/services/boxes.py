@@ -136,7 +136,8 @@ class BoxService:
             created = await self._reconciler.reconcile(box.id)
         except PaddockError:
             # Never leave a half-made box behind: undo, then report the original failure.
-            await self._repo.save(replace(box, desired=Desired.DELETED, state=BoxState.ERROR))
+            current = await self._repo.get(box.id) or box
+            await self._repo.save(replace(current, desired=Desired.DELETED, state=BoxState.ERROR))
             try:
                 await self._reconciler.reconcile(box.id)
             except PaddockError:

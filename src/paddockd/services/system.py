@@ -17,16 +17,25 @@ class SystemService:
         self._boxes = boxes
         self._rt = runtime
         self._image = image
-        self.profile: Profile = "plain"
+        self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
-        self.profile = (await self._rt.info()).profile
-        return self.profile
+        self._profile = (await self._rt.info()).profile
+        return self._profile
+
+    async def profile(self) -> Profile:
+        """The engine's runtime profile, asked once and then remembered."""
+        if self._profile is None:
+            try:
+                return await self.refresh_profile()
+            except PaddockError:
+                return "plain"
+        return self._profile
 
     async def status(self) -> ServerStatus:
         try:
             info = await self._rt.info()
-            self.profile = info.profile
+            self._profile = info.profile
             engine = EngineStatus(
                 reachable=True,
                 version=info.version,

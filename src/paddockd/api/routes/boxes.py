@@ -27,7 +27,7 @@ async def present(svc: Services, box: Box) -> BoxModel:
         ttl=box.ttl,
         ttl_action=box.ttl_action.value,
         snapshots=await svc.boxes.snapshot_count(box),
-        profile=svc.system.profile,
+        profile=await svc.system.profile(),
         message=box.message,
     )
 

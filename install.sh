@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Brings Paddock up on this machine: packages, the box engine, paddockd on
+# http://127.0.0.1:7423 (SQLite, local engine), the CLI logged in, the box image built.
+# Debian 12 / Ubuntu 22.04+ as root. Safe and quick to run again.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PREFIX=${PADDOCK_PREFIX:-/opt/paddock}
+VENV=$PREFIX/venv
+CONFIG=/etc/paddock/paddockd.toml
+PORT=${PADDOCK_PORT:-7423}
+URL=http://127.0.0.1:$PORT
+LOG_DIR=/var/log/paddock
+SUBID_START=200000
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (sudo ./install.sh)"
+[ "$(uname -s)" = Linux ] || die "the Paddock server runs on Linux"
+systemd=false
+[ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
+
+step "Debian packages"
+packages=(docker.io nftables mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+    echo "all present"
+fi
+
+step "User-namespace range for boxes (box root is never host root)"
+id paddock >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin paddock
+for f in /etc/subuid /etc/subgid; do
+    touch "$f"
+    if ! grep -q '^paddock:' "$f"; then
+        # Refuse to overlap another user's range.
+        if awk -F: -v s=$SUBID_START '$2 < s+65536 && $2+$3 > s {bad=1} END {exit !bad}' "$f"; then
+            die "$f already has a range overlapping $SUBID_START-$((SUBID_START + 65535)); add 'paddock:START:65536' by hand"
+        fi
+        echo "paddock:$SUBID_START:65536" >> "$f"
+    fi
+done
+grep '^paddock:' /etc/subuid
+
+step "Python environment ($VENV)"
+py=$(command -v python3)
+"$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "Python 3.10 or newer is needed"
+[ -x "$VENV/bin/python" ] || "$py" -m venv "$VENV"
+stamp="$VENV/.paddock-installed"
+want="$(cat "$HERE/pyproject.toml" | sha256sum | cut -c1-16) $HERE"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e "$HERE[server]"
+    echo "$want" > "$stamp"
+else
+    echo "up to date"
+fi
+ln -sf "$VENV/bin/paddock" /usr/local/bin/paddock
+ln -sf "$VENV/bin/paddockd" /usr/local/bin/paddockd
+
+step "Configuration ($CONFIG)"
+mkdir -p /etc/paddock "$LOG_DIR"
+if [ ! -f "$CONFIG" ]; then
+    manage=true; $systemd && manage=false
+    sed -e "s/@PORT@/$PORT/" -e "s/@MANAGE@/$manage/" "$HERE/deploy/paddockd.toml" > "$CONFIG"
+    echo "written"
+else
+    echo "kept (edit it and restart paddockd to change settings)"
+fi
+
+step "Box engine and paddockd"
+if $systemd; then
+    install -m 0644 "$HERE"/deploy/systemd/*.service /etc/systemd/system/
+    systemctl daemon-reload
+    systemctl enable --now paddock-engine.service paddockd.service
+else
+    # No service manager (containers, CI): paddockd starts the engine itself, and a small
+    # supervisor restarts paddockd if it dies.
+    paddockd engine start
+    if ! curl -fsS "$URL/v1/health" >/dev/null 2>&1; then
+        setsid "$HERE/deploy/paddockd-supervise" >/dev/null 2>&1 < /dev/null &
+    fi
+fi
+for _ in $(seq 1 100); do
+    curl -fsS "$URL/v1/health" >/dev/null 2>&1 && break
+    sleep 0.2
+done
+curl -fsS "$URL/v1/health" >/dev/null || die "paddockd did not come up; see $LOG_DIR/paddockd.log"
+echo "paddockd is up at $URL"
+
+step "CLI login"
+if paddock status >/dev/null 2>&1; then
+    echo "already logged in"
+else
+    paddockd token create --name "cli@$(hostname)" | paddock login "$URL" --token-stdin
+fi
+
+step "Box image (first build takes a few minutes; later runs use the cache)"
+paddock image build --quiet
+
+cat <<MSG
+
+Paddock is ready. Try:
+  paddock new --type small --ttl 3600
+  paddock push current . --to /config/project
+  paddock exec current -- bash -lc 'cd /config/project && ls'
+  paddock stop current
+More: paddock --help, docs/cli.md. Server log: $LOG_DIR/paddockd.log
+MSG

@@ -1,0 +1,143 @@
+"""The HTTP API on fakes: auth, JSON errors with stable codes, exec framing, files."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from paddock import _frames
+from paddockd.api.app import create_app
+
+from ..conftest import World
+
+
+@pytest.fixture
+def api(world: World) -> Iterator[TestClient]:
+    with TestClient(create_app(world.services)) as client:
+        client.headers["Authorization"] = f"Bearer {world.token}"
+        yield client
+
+
+def test_health_needs_no_token(world: World) -> None:
+    with TestClient(create_app(world.services)) as anon:
+        assert anon.get("/v1/health").json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic abc", "Bearer "])
+def test_everything_else_needs_a_valid_token(world: World, header: str | None) -> None:
+    with TestClient(create_app(world.services)) as anon:
+        headers = {"Authorization": header} if header else {}
+        resp = anon.get("/v1/boxes", headers=headers)
+        assert resp.status_code == 401
+        assert resp.json()["error"]["code"] == "unauthorized"
+
+
+def test_create_show_list_stop_resume_delete(api: TestClient) -> None:
+    created = api.post("/v1/boxes", json={"name": "web", "type": "small", "ttl": 60})
+    assert created.status_code == 201
+    box = created.json()
+    for key in ("name", "id", "state", "type", "created_at", "expires_at"):
+        assert key in box
+    assert box["state"] == "running" and box["profile"] == "userns"
+    assert api.get(f"/v1/boxes/{box['id'][:5]}").json()["name"] == "web"
+    assert [b["name"] for b in api.get("/v1/boxes").json()["boxes"]] == ["web"]
+    assert api.post("/v1/boxes/web/stop").json()["state"] == "stopped"
+    assert api.post("/v1/boxes/web/stop").json()["state"] == "stopped"  # idempotent
+    assert api.post("/v1/boxes/web/resume").json()["state"] == "running"
+    assert api.delete("/v1/boxes/web").status_code == 409
+    assert api.delete("/v1/boxes/web", params={"force": "true"}).status_code == 204
+    assert api.get("/v1/boxes/web").json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"type": "nope"}, 404, "not_found"),
+        ({"name": "../etc"}, 400, "invalid_request"),
+        ({"ttl": -1}, 400, "invalid_request"),
+        ({"ttl": "soon"}, 422, "invalid_request"),
+        ({"ttl_action": "explode"}, 422, "invalid_request"),
+    ],
+)
+def test_bad_create_requests(api: TestClient, body: dict[str, object], status: int, code: str) -> None:
+    resp = api.post("/v1/boxes", json=body)
+    assert resp.status_code == status
+    assert resp.json()["error"]["code"] == code and resp.json()["error"]["message"]
+
+
+def test_capacity_error_code(api: TestClient) -> None:
+    api.post("/v1/boxes", json={"type": "medium"})
+    resp = api.post("/v1/boxes", json={"type": "medium"})
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "capacity_exceeded"
+
+
+def test_unknown_route_is_json(api: TestClient) -> None:
+    assert api.get("/v1/nothing").json()["error"]["code"] == "not_found"
+
+
+def test_exec_streams_frames_and_exit_code(api: TestClient) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    resp = api.post("/v1/boxes/b/exec", json={"cmd": ["fail"]})
+    assert resp.headers["content-type"] == _frames.MEDIA_TYPE
+    frames = list(_frames.FrameDecoder().feed(resp.content))
+    assert frames == [(_frames.STDERR, b"failed\n"), (_frames.EXIT, b'{"exit_code": 3}')]
+
+
+def test_exec_wait_returns_json(api: TestClient) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    result = api.post("/v1/boxes/b/exec", params={"wait": "true"}, json={"cmd": ["echo", "hi"]}).json()
+    assert result == {"exit_code": 0, "stdout": "echo hi\n", "stderr": ""}
+
+
+def test_exec_session_over_websocket(api: TestClient, world: World) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    with api.websocket_connect("/v1/boxes/b/exec/ws", headers={"Authorization": f"Bearer {world.token}"}) as ws:
+        ws.send_text(json.dumps({"cmd": ["cat"], "tty": True}))
+        got = []
+        while True:
+            (frame,) = _frames.FrameDecoder().feed(ws.receive_bytes())
+            got.append(frame)
+            if frame[0] == _frames.EXIT:
+                break
+    assert got[0] == (_frames.STDOUT, b"cat\n") and json.loads(got[-1][1]) == {"exit_code": 0}
+
+
+def test_exec_session_refuses_a_bad_token(api: TestClient) -> None:
+    with api.websocket_connect("/v1/boxes/b/exec/ws", headers={"Authorization": "Bearer nope"}) as ws:
+        kind, payload = next(_frames.FrameDecoder().feed(ws.receive_bytes()))
+    assert kind == _frames.ERROR and json.loads(payload)["error"]["code"] == "unauthorized"
+
+
+def test_push_and_pull(api: TestClient, world: World) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("a.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    resp = api.put("/v1/boxes/b/files", params={"path": "project"}, content=buf.getvalue())
+    assert resp.json() == {"path": "/config/project", "bytes": len(buf.getvalue())}
+    assert any(path == "/config/project" for (_, path) in world.runtime.files)
+    pulled = api.get("/v1/boxes/b/files", params={"path": "/config/x.txt"})
+    assert pulled.headers["content-type"] == "application/x-tar"
+    assert tarfile.open(fileobj=io.BytesIO(pulled.content)).getnames() == ["x.txt"]
+    bad = api.put("/v1/boxes/b/files", params={"path": "p", "owner": "root"}, content=b"")
+    assert bad.json()["error"]["code"] == "invalid_request"
+
+
+def test_stat(api: TestClient) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    assert api.get("/v1/boxes/b/files/stat", params={"path": "/config"}).json()["type"] == "dir"
+    assert api.get("/v1/boxes/b/files/stat", params={"path": "/nope"}).json()["exists"] is False
+
+
+def test_status_and_types(api: TestClient) -> None:
+    status = api.get("/v1/status").json()
+    assert status["engine"]["reachable"] and status["capacity"]["cpus_total"] == 4
+    types = api.get("/v1/types").json()
+    assert types["default"] == "small" and {t["name"] for t in types["types"]} >= {"small", "medium", "large"}

@@ -1,0 +1,191 @@
+"""Box lifecycle on the fake engine: capacity, snapshots, TTL, repair, cleanup."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddockd.domain.box import BoxState, Desired
+from paddockd.domain.errors import (
+    CapacityExceeded,
+    Conflict,
+    EngineUnavailable,
+    InvalidRequest,
+    InvalidState,
+    NotFound,
+)
+from paddockd.runtime.base import LABEL_INSTANCE, ContainerSpec
+
+from ..conftest import World
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_create_starts_a_container_with_the_type_limits(world: World) -> None:
+    box = await world.boxes.create("web", "small", 600, None)
+    assert box.state == BoxState.RUNNING and box.name == "web"
+    c = world.runtime.containers[box.container_id or ""]
+    spec: ContainerSpec = c["spec"]
+    assert c["running"] and spec.cpus == 1.0 and spec.memory_mb == 1024
+    assert c["labels"][LABEL_INSTANCE] == "test"
+    assert box.expires_at is not None and (box.expires_at - box.created_at).total_seconds() == 600
+
+
+async def test_generated_names_are_valid_and_unique(world: World) -> None:
+    a = await world.boxes.create(None, None, None, None)
+    b = await world.boxes.create(None, None, None, None)
+    assert a.name != b.name
+
+
+async def test_bad_input_creates_nothing(world: World) -> None:
+    with pytest.raises(NotFound, match="unknown box type 'huge'"):
+        await world.boxes.create(None, "huge", None, None)
+    with pytest.raises(InvalidRequest):
+        await world.boxes.create("Bad_Name", None, None, None)
+    with pytest.raises(InvalidRequest):
+        await world.boxes.create(None, None, -5, None)
+    await world.boxes.create("dup", None, None, None)
+    with pytest.raises(Conflict):
+        await world.boxes.create("dup", None, None, None)
+    assert len(world.runtime.containers) == 1
+
+
+async def test_capacity_refusal_is_clear_and_leaves_nothing(world: World) -> None:
+    await world.boxes.create("one", "small", None, None)
+    await world.boxes.create("two", "small", None, None)
+    before = dict(world.runtime.containers)
+    with pytest.raises(CapacityExceeded, match="server is full"):
+        await world.boxes.create("three", "medium", None, None)
+    assert world.runtime.containers == before
+    assert [b.name for b in await world.boxes.list()] == ["one", "two"]
+
+
+async def test_stopped_boxes_free_capacity_and_resume_rechecks(world: World) -> None:
+    await world.boxes.create("one", "small", None, None)
+    await world.boxes.create("two", "small", None, None)
+    await world.boxes.stop("one")
+    await world.boxes.create("three", "small", None, None)
+    await world.boxes.create("four", "small", None, None)
+    with pytest.raises(CapacityExceeded):
+        await world.boxes.resume("one")
+
+
+async def test_engine_failure_on_create_leaves_no_half_made_box(world: World) -> None:
+    world.runtime.fail_next["start"] = EngineUnavailable("engine down")
+    with pytest.raises(EngineUnavailable):
+        await world.boxes.create("half", None, None, None)
+    assert await world.boxes.list() == []
+    assert world.runtime.containers == {}
+
+
+async def test_stop_snapshots_and_resume_restarts_the_same_container(world: World) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    stopped = await world.boxes.stop("b")
+    assert stopped.state == BoxState.STOPPED
+    assert "paddock-snapshots/" + box.id + ":1" in world.runtime.images
+    resumed = await world.boxes.resume("b")
+    assert resumed.state == BoxState.RUNNING and resumed.container_id == box.container_id
+
+
+async def test_reconcile_recreates_a_lost_container_from_its_snapshot(world: World) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    await world.boxes.stop("b")
+    await world.boxes.resume("b")
+    await world.runtime.remove(box.container_id or "")
+    repaired = await world.reconciler.reconcile(box.id)
+    assert repaired is not None and repaired.state == BoxState.RUNNING
+    spec: ContainerSpec = world.runtime.containers[repaired.container_id or ""]["spec"]
+    assert spec.image == f"paddock-snapshots/{box.id}:1"
+    assert repaired.message and "recreated" in repaired.message
+
+
+async def test_reconcile_restarts_a_box_whose_container_stopped(world: World) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    world.runtime.containers[box.container_id or ""]["running"] = False
+    await world.reconciler.reconcile_all()
+    assert world.runtime.containers[box.container_id or ""]["running"]
+    await world.reconciler.reconcile_all()  # idempotent
+    assert len(world.runtime.containers) == 1
+
+
+async def test_orphans_of_this_instance_are_removed_others_left_alone(world: World) -> None:
+    await world.runtime.create(
+        ContainerSpec("gone", "x", "paddock-box:latest", 1, 1, 1, world.cfg.boxes_dir,
+                      labels={LABEL_INSTANCE: "test"})
+    )
+    await world.runtime.create(
+        ContainerSpec("theirs", "y", "paddock-box:latest", 1, 1, 1, world.cfg.boxes_dir,
+                      labels={LABEL_INSTANCE: "someone-else"})
+    )
+    await world.reconciler.reconcile_all()
+    assert [c["labels"][LABEL_INSTANCE] for c in world.runtime.containers.values()] == ["someone-else"]
+    assert world.network.ensured == 1
+
+
+async def test_delete_removes_container_snapshots_and_row(world: World) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    await world.boxes.stop("b")
+    await world.boxes.delete("b")
+    assert world.runtime.containers == {}
+    assert not any(i.startswith("paddock-snapshots/") for i in world.runtime.images)
+    with pytest.raises(NotFound):
+        await world.boxes.resolve(box.id)
+
+
+async def test_delete_running_needs_force(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    with pytest.raises(InvalidState, match="--force"):
+        await world.boxes.delete("b")
+    await world.boxes.delete("b", force=True)
+
+
+async def test_ttl_stop_keeps_a_snapshot_and_delete_removes(world: World) -> None:
+    await world.boxes.create("keep", None, 10, "stop")
+    await world.boxes.create("toss", None, 10, "delete")
+    await world.boxes.create("later", None, 100, None)
+    world.clock.advance(11)
+    assert sorted(await world.reaper.reap()) == ["keep", "toss"]
+    boxes = {b.name: b for b in await world.boxes.list()}
+    assert boxes["keep"].state == BoxState.STOPPED and boxes["keep"].desired == Desired.STOPPED
+    assert "toss" not in boxes and boxes["later"].state == BoxState.RUNNING
+    assert await world.reaper.reap() == []
+
+
+async def test_extend_moves_the_deadline_from_now(world: World) -> None:
+    await world.boxes.create("b", None, 10, None)
+    world.clock.advance(8)
+    box = await world.boxes.extend("b", 60)
+    assert box.expires_at == world.clock.now.replace() + (box.expires_at - world.clock.now)
+    world.clock.advance(30)
+    assert await world.reaper.reap() == []
+    with pytest.raises(InvalidRequest):
+        await world.boxes.extend("b", -1)
+
+
+async def test_exec_on_a_stopped_box_says_how_to_resume(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    await world.boxes.stop("b")
+    with pytest.raises(InvalidState, match="paddock resume b"):
+        await world.boxes.exec("b", ["true"], {}, None, None)
+
+
+async def test_exec_validates_env_user_and_defaults(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    with pytest.raises(InvalidRequest):
+        await world.boxes.exec("b", ["true"], {"BAD KEY": "1"}, None, None)
+    with pytest.raises(InvalidRequest):
+        await world.boxes.exec("b", ["true"], {}, None, "root;rm")
+    await world.boxes.exec("b", ["true"], {}, "project", None)
+    spec = world.runtime.execs[-1]
+    assert spec.user == "abc" and spec.workdir == "/config/project"
+
+
+async def test_resolve_by_id_prefix_and_ambiguity(world: World) -> None:
+    a = await world.boxes.create("a", None, None, None)
+    assert (await world.boxes.resolve(a.id[:6])).name == "a"
+    with pytest.raises(NotFound):
+        await world.boxes.resolve("zz")

@@ -244,7 +244,9 @@ class DockerRuntime:
             res = self.api.head(
                 self.api._url("/containers/{0}/archive", cid), params={"path": path}
             )
-            if res.status_code == 404:
+            # The engine answers 404 for a missing path and 500 for one that runs through a
+            # file (ENOTDIR); for a stat both mean "nothing there".
+            if res.status_code in (404, 500):
                 return None
             self.api._raise_for_status(res)
             header = res.headers.get("X-Docker-Container-Path-Stat", "")

@@ -1,0 +1,186 @@
+"""Integration harness: real box engine, real paddockd processes, the real CLI.
+
+Each test server is its own paddockd (own data dir, port and instance label) on the
+machine's box engine, so tests never touch boxes of an installed Paddock and can kill and
+restart their server at will.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from paddock import Client
+
+BIN = Path(sys.executable).parent
+PADDOCKD = str(BIN / "paddockd")
+PADDOCK = str(BIN / "paddock")
+ENGINE_SOCKET = "/run/paddock/docker.sock"
+IMAGE = "paddock-box:latest"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, workdir: Path, **settings: object) -> None:
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.instance = f"itest-{uuid.uuid4().hex[:8]}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = self.dir / "paddockd.toml"
+        server = {"port": self.port, "instance": self.instance, "data_dir": str(self.dir / "data")}
+        boxes = {"reap_interval": 0.5, "reconcile_interval": 2.0, "stop_timeout": 3}
+        capacity = {"cpus": 64, "memory_mb": 65536}
+        for key, value in settings.items():
+            section = capacity if key.startswith("capacity_") else boxes
+            section[key.removeprefix("capacity_")] = value
+        lines = []
+        for name, section in (("server", server), ("boxes", boxes), ("capacity", capacity)):
+            lines.append(f"[{name}]")
+            lines += [f"{k} = {v!r}".replace("'", '"') for k, v in section.items()]
+        self.config.write_text("\n".join(lines) + "\n")
+        self.token = subprocess.run(
+            [PADDOCKD, "--config", str(self.config), "token", "create", "--name", "itest"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+        self.cli_config = self.dir / "cli.json"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ, "PADDOCK_URL": self.url, "PADDOCK_TOKEN": self.token,
+            "PADDOCK_CONFIG": str(self.cli_config),
+        }
+
+    def start(self) -> None:
+        log = open(self.dir / "paddockd.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [PADDOCKD, "--config", str(self.config), "serve"], stdout=log, stderr=log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        raise RuntimeError(f"paddockd did not start:\n{(self.dir / 'paddockd.log').read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, not a shutdown."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def client(self) -> Client:
+        return Client(url=self.url, token=self.token)
+
+    def cli(self, *args: str, input: bytes | None = None, check: bool = False, timeout: float = 300
+            ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [PADDOCK, *args], env=self.env, capture_output=True, timeout=timeout,
+            input=input.decode() if input is not None else None, text=True,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"paddock {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+        return done
+
+    def containers(self) -> list[dict[str, object]]:
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        return list(api.containers(all=True, filters={"label": f"paddock.instance={self.instance}"}))
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            with self.client() as c:
+                for box in c.list_boxes():
+                    try:
+                        c.delete_box(box.id, force=True)
+                    except Exception:  # best effort; the check below reports leftovers
+                        pass
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        for c in self.containers():
+            api.remove_container(c["Id"], force=True)
+
+
+@pytest.fixture(scope="session")
+def engine() -> None:
+    """The machine's box engine, started if needed, with the box image built."""
+    subprocess.run([PADDOCKD, "engine", "start"], check=True, capture_output=True)
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+    try:
+        api.inspect_image(IMAGE)
+    except docker.errors.NotFound:
+        pytest.fail(f"the box image {IMAGE} is missing: run ./install.sh (or `paddock image build`)")
+
+
+@pytest.fixture(scope="session")
+def workdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="paddock-itest-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server(engine: None, workdir: Path) -> Iterator[Server]:
+    srv = Server(workdir / "main")
+    yield srv
+    srv.close()
+    assert srv.containers() == [], "the test run left containers behind"
+
+
+@pytest.fixture
+def make_server(engine: None, workdir: Path) -> Iterator[type[Server]]:
+    made: list[Server] = []
+
+    def factory(**settings: object) -> Server:
+        srv = Server(workdir / uuid.uuid4().hex[:6], **settings)
+        made.append(srv)
+        return srv
+
+    yield factory  # type: ignore[misc]
+    for srv in made:
+        srv.close()
+
+
+@pytest.fixture
+def box(server: Server) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    with server.client() as c:
+        c.create_box(name, ttl=900)
+    yield name
+    with server.client() as c:
+        try:
+            c.delete_box(name, force=True)
+        except Exception:  # the test may have deleted it already
+            pass
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)

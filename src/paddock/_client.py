@@ -457,7 +457,7 @@ class AsyncClient(_Base):
             req.path,
             params=req.params,
             headers=self._headers(req),
-            content=self._payload(req),  # type: ignore[arg-type]
+            content=self._payload(req),
         )
 
     async def _send(self, req: _Request) -> httpx.Response:

@@ -105,7 +105,8 @@ class Connection:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
         except OSError as exc:
             raise ConnectionFailed(
-                f"cannot reach the Paddock server at {self.host}:{self.port} ({exc.strerror or exc})"
+                f"cannot reach the Paddock server at {self.host}:{self.port} "
+                f"({exc.strerror or exc})"
             ) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.tls:

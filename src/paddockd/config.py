@@ -104,7 +104,7 @@ def load(path: Path | None = None) -> Config:
     types = dict(DEFAULT_TYPES)
     for name, spec in raw.get("types", {}).items():
         types[name] = BoxType(name=name, **spec)
-    cfg = _section(Config, flat, "server/boxes/capacity")
+    cfg: Config = _section(Config, flat, "server/boxes/capacity")
     cfg = replace(
         cfg,
         types=types,

@@ -7,6 +7,7 @@ restart their server at will.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -59,7 +60,9 @@ class Server:
         self.config.write_text("\n".join(lines) + "\n")
         self.token = subprocess.run(
             [PADDOCKD, "--config", str(self.config), "token", "create", "--name", "itest"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         self.cli_config = self.dir / "cli.json"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -68,14 +71,18 @@ class Server:
     @property
     def env(self) -> dict[str, str]:
         return {
-            **os.environ, "PADDOCK_URL": self.url, "PADDOCK_TOKEN": self.token,
+            **os.environ,
+            "PADDOCK_URL": self.url,
+            "PADDOCK_TOKEN": self.token,
             "PADDOCK_CONFIG": str(self.cli_config),
         }
 
     def start(self) -> None:
         log = open(self.dir / "paddockd.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
-            [PADDOCKD, "--config", str(self.config), "serve"], stdout=log, stderr=log,
+            [PADDOCKD, "--config", str(self.config), "serve"],
+            stdout=log,
+            stderr=log,
             start_new_session=True,
         )
         deadline = time.monotonic() + 30
@@ -87,7 +94,9 @@ class Server:
                 if self.proc.poll() is not None:
                     break
                 time.sleep(0.1)
-        raise RuntimeError(f"paddockd did not start:\n{(self.dir / 'paddockd.log').read_text()[-3000:]}")
+        raise RuntimeError(
+            f"paddockd did not start:\n{(self.dir / 'paddockd.log').read_text()[-3000:]}"
+        )
 
     def kill(self) -> None:
         """SIGKILL: a crash, not a shutdown."""
@@ -98,28 +107,36 @@ class Server:
     def client(self) -> Client:
         return Client(url=self.url, token=self.token)
 
-    def cli(self, *args: str, input: bytes | None = None, check: bool = False, timeout: float = 300
-            ) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, stdin: bytes | None = None, check: bool = False, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [PADDOCK, *args], env=self.env, capture_output=True, timeout=timeout,
-            input=input.decode() if input is not None else None, text=True,
+            [PADDOCK, *args],
+            env=self.env,
+            capture_output=True,
+            timeout=timeout,
+            input=stdin.decode() if stdin is not None else None,
+            text=True,
         )
         if check and done.returncode != 0:
-            raise AssertionError(f"paddock {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+            raise AssertionError(
+                f"paddock {' '.join(args)} failed ({done.returncode}):\n{done.stderr}"
+            )
         return done
 
     def containers(self) -> list[dict[str, object]]:
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
-        return list(api.containers(all=True, filters={"label": f"paddock.instance={self.instance}"}))
+        return list(
+            api.containers(all=True, filters={"label": f"paddock.instance={self.instance}"})
+        )
 
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:
             with self.client() as c:
                 for box in c.list_boxes():
-                    try:
+                    # Best effort; the check in the `server` fixture reports leftovers.
+                    with contextlib.suppress(Exception):
                         c.delete_box(box.id, force=True)
-                    except Exception:  # best effort; the check below reports leftovers
-                        pass
             self.proc.terminate()
             self.proc.wait(timeout=20)
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
@@ -135,7 +152,9 @@ def engine() -> None:
     try:
         api.inspect_image(IMAGE)
     except docker.errors.NotFound:
-        pytest.fail(f"the box image {IMAGE} is missing: run ./install.sh (or `paddock image build`)")
+        pytest.fail(
+            f"the box image {IMAGE} is missing: run ./install.sh (or `paddock image build`)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -173,11 +192,9 @@ def box(server: Server) -> Iterator[str]:
     with server.client() as c:
         c.create_box(name, ttl=900)
     yield name
-    with server.client() as c:
-        try:
-            c.delete_box(name, force=True)
-        except Exception:  # the test may have deleted it already
-            pass
+    # The test may have deleted it already.
+    with server.client() as c, contextlib.suppress(Exception):
+        c.delete_box(name, force=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,7 +20,9 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def test_round_trip_keeps_bytes_modes_links_and_empty_dirs(server: Server, box: str, tmp_path: Path) -> None:
+def test_round_trip_keeps_bytes_modes_links_and_empty_dirs(
+    server: Server, box: str, tmp_path: Path
+) -> None:
     src = tmp_path / "src"
     (src / "empty").mkdir(parents=True)
     (src / "deep" / "er").mkdir(parents=True)
@@ -35,7 +37,15 @@ def test_round_trip_keeps_bytes_modes_links_and_empty_dirs(server: Server, box: 
         f.seek(50 * 1024 * 1024)
         f.write(os.urandom(4096))
     server.cli("push", box, str(src), "--to", "/config/rt", check=True)
-    inside = server.cli("exec", box, "--", "bash", "-c", "stat -c '%U %a' /config/rt/tool.sh; ./rt/tool.sh", check=True)
+    inside = server.cli(
+        "exec",
+        box,
+        "--",
+        "bash",
+        "-c",
+        "stat -c '%U %a' /config/rt/tool.sh; ./rt/tool.sh",
+        check=True,
+    )
     assert inside.stdout.splitlines() == ["abc 750", "tool"]
     out = tmp_path / "out"
     server.cli("pull", box, "/config/rt", "--to", str(out), check=True)
@@ -71,15 +81,23 @@ def test_paddockignore_and_exclude(server: Server, box: str, tmp_path: Path) -> 
 
 
 def test_pull_refuses_symlinks_out_of_dest(server: Server, box: str, tmp_path: Path) -> None:
-    server.cli("exec", box, "--", "bash", "-c",
-               "mkdir -p /config/evil && ln -s /etc/passwd /config/evil/pw && echo x > /config/evil/ok",
-               check=True)
+    server.cli(
+        "exec",
+        box,
+        "--",
+        "bash",
+        "-c",
+        "mkdir -p /config/evil && ln -s /etc/passwd /config/evil/pw && echo x > /config/evil/ok",
+        check=True,
+    )
     done = server.cli("pull", box, "/config/evil", "--to", str(tmp_path / "dest"))
     assert done.returncode == 1 and "points outside" in done.stderr
     assert not (tmp_path / "dest" / "pw").exists()
 
 
-def test_pull_never_writes_through_a_symlink_left_in_dest(server: Server, box: str, tmp_path: Path) -> None:
+def test_pull_never_writes_through_a_symlink_left_in_dest(
+    server: Server, box: str, tmp_path: Path
+) -> None:
     # An earlier pull (or anything) left dest/out/link -> outside; the box now offers
     # out/link as a real folder with a file in it. Writing it must not follow the link.
     outside = tmp_path / "outside"
@@ -87,7 +105,15 @@ def test_pull_never_writes_through_a_symlink_left_in_dest(server: Server, box: s
     dest = tmp_path / "dest"
     (dest / "out").mkdir(parents=True)
     os.symlink(outside, dest / "out" / "link")
-    server.cli("exec", box, "--", "bash", "-c", "mkdir -p /config/out/link && echo pwned > /config/out/link/f", check=True)
+    server.cli(
+        "exec",
+        box,
+        "--",
+        "bash",
+        "-c",
+        "mkdir -p /config/out/link && echo pwned > /config/out/link/f",
+        check=True,
+    )
     refused = server.cli("pull", box, "/config/out", "--to", str(dest))
     assert refused.returncode == 1 and "--force" in refused.stderr
     # With --force the planted link is replaced by the real folder; nothing goes through it.

@@ -15,7 +15,14 @@ def test_walkthrough(server: Server, example: str, expected_exit: int) -> None:
     name = created.stdout.strip()
     assert json.loads(server.cli_config.read_text())["current"] == name
     try:
-        server.cli("push", "current", str(ROOT / "examples" / example), "--to", "/config/project", check=True)
+        server.cli(
+            "push",
+            "current",
+            str(ROOT / "examples" / example),
+            "--to",
+            "/config/project",
+            check=True,
+        )
         ran = server.cli("exec", "current", "--", "bash", "-lc", "cd /config/project && npm test")
         assert ran.returncode == expected_exit, ran.stderr
         assert ("# pass 1" if expected_exit == 0 else "# fail 1") in ran.stdout

@@ -62,11 +62,22 @@ def world(tmp_path: Path) -> Iterator[World]:
     boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), clock)
     tokens = TokenRepository(db)
     services = Services(
-        config=cfg, boxes=boxes, system=SystemService(boxes, runtime, cfg.image.name),
-        tokens=tokens, images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
+        config=cfg,
+        boxes=boxes,
+        system=SystemService(boxes, runtime, cfg.image.name),
+        tokens=tokens,
+        images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
     )
     yield World(
-        cfg, runtime, network, repo, reconciler, boxes, Reaper(boxes, clock), services, clock,
+        cfg,
+        runtime,
+        network,
+        repo,
+        reconciler,
+        boxes,
+        Reaper(boxes, clock),
+        services,
+        clock,
         tokens.create_sync("test"),
     )
     db.close()

@@ -31,7 +31,9 @@ def evil_tar(*members: tuple[str, str, str]) -> bytes:
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
                 continue
-            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[kind]
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[
+                kind
+            ]
             info.linkname = extra
             tar.addfile(info)
     return buf.getvalue()
@@ -53,7 +55,9 @@ def tree(tmp_path: Path) -> Path:
     return src
 
 
-def test_push_then_extract_round_trip_keeps_modes_links_and_empty_dirs(tree: Path, tmp_path: Path) -> None:
+def test_push_then_extract_round_trip_keeps_modes_links_and_empty_dirs(
+    tree: Path, tmp_path: Path
+) -> None:
     plan = plan_push([tree], [], into_dir=False)
     names = {e.arcname for e in plan.entries}
     assert "node_modules" not in names and "secret.env" not in names  # .paddockignore
@@ -68,7 +72,7 @@ def test_push_then_extract_round_trip_keeps_modes_links_and_empty_dirs(tree: Pat
 
 def _rooted(data: bytes, root: str) -> Iterator[bytes]:
     """Re-root a push archive under one directory, as the engine returns a pull."""
-    src = tarfile.open(fileobj=io.BytesIO(data))
+    src = tarfile.open(fileobj=io.BytesIO(data))  # noqa: SIM115 - read within this function
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as dst:
         top = tarfile.TarInfo(root)

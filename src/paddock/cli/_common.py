@@ -25,7 +25,8 @@ def box_ref(ref: str) -> str:
     current = ClientConfig.load().current
     if not current:
         raise InvalidRequest(
-            "there is no current box: create one with `paddock new` or pick one with `paddock use BOX`"
+            "there is no current box: create one with `paddock new` "
+            "or pick one with `paddock use BOX`"
         )
     return current
 

@@ -23,9 +23,11 @@ def note(message: str) -> None:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     for row in [headers, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def duration(seconds: float) -> str:
@@ -36,7 +38,9 @@ def duration(seconds: float) -> str:
         if seconds >= size:
             rest = seconds % size
             sub = {"d": ("h", 3600), "h": ("m", 60), "m": ("s", 1)}[unit]
-            return f"{seconds // size}{unit}" + (f"{rest // sub[1]}{sub[0]}" if rest // sub[1] else "")
+            return f"{seconds // size}{unit}" + (
+                f"{rest // sub[1]}{sub[0]}" if rest // sub[1] else ""
+            )
     return f"{seconds}s"
 
 

@@ -21,20 +21,35 @@ def _ttl(text: str) -> int:
             return int(text[:-1]) * units[text[-1]]
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid TTL {text!r}: use seconds, or e.g. 90m, 2h, 1d") from None
+        raise argparse.ArgumentTypeError(
+            f"invalid TTL {text!r}: use seconds, or e.g. 90m, 2h, 1d"
+        ) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "new", help="create and start a box (it becomes `current`)",
+        "new",
+        help="create and start a box (it becomes `current`)",
         description="Create and start a box, print its name, and make it the current box.",
-        epilog="examples:\n  paddock new --type small --ttl 3600\n  paddock new --name api-tests --ttl 2h --ttl-action delete",
+        epilog="examples:\n  paddock new --type small --ttl 3600\n"
+        "  paddock new --name api-tests --ttl 2h --ttl-action delete",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--type", dest="box_type", metavar="TYPE", help="box type (see `paddock types`)")
-    p.add_argument("--ttl", type=_ttl, metavar="SECONDS", help="stop the box after this long (0: never); also 90m, 2h, 1d")
-    p.add_argument("--ttl-action", choices=["stop", "delete"], help="what the TTL does (default: stop, snapshot kept)")
-    p.add_argument("--name", help="box name (lowercase letters, digits, hyphens); generated if absent")
+    p.add_argument(
+        "--ttl",
+        type=_ttl,
+        metavar="SECONDS",
+        help="stop the box after this long (0: never); also 90m, 2h, 1d",
+    )
+    p.add_argument(
+        "--ttl-action",
+        choices=["stop", "delete"],
+        help="what the TTL does (default: stop, snapshot kept)",
+    )
+    p.add_argument(
+        "--name", help="box name (lowercase letters, digits, hyphens); generated if absent"
+    )
     add_json(p)
     p.set_defaults(run=cmd_new)
 
@@ -42,7 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_json(p)
     p.set_defaults(run=cmd_ls)
 
-    p = sub.add_parser("show", help="show one box", description="Show a box by name, id prefix or `current`.")
+    p = sub.add_parser(
+        "show", help="show one box", description="Show a box by name, id prefix or `current`."
+    )
     p.add_argument("box", metavar="BOX")
     add_json(p)
     p.set_defaults(run=cmd_show)
@@ -52,7 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=cmd_use)
 
     p = sub.add_parser(
-        "stop", help="stop a box and snapshot its files",
+        "stop",
+        help="stop a box and snapshot its files",
         description="Stop a box. Its files (all of its filesystem) are kept in a snapshot; "
         "running processes and memory are not. `paddock resume` brings it back.",
     )
@@ -66,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=cmd_resume)
 
     p = sub.add_parser(
-        "rm", help="delete a box, its files and snapshots",
+        "rm",
+        help="delete a box, its files and snapshots",
         description="Delete a box with its files and snapshots. A running box needs --force. "
         "Pull what you need first (`paddock pull`).",
     )
@@ -76,7 +95,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser("extend", help="give a box a new TTL, counted from now")
     p.add_argument("box", metavar="BOX")
-    p.add_argument("--ttl", type=_ttl, required=True, metavar="SECONDS", help="new TTL (0: never); also 90m, 2h")
+    p.add_argument(
+        "--ttl",
+        type=_ttl,
+        required=True,
+        metavar="SECONDS",
+        help="new TTL (0: never); also 90m, 2h",
+    )
     add_json(p)
     p.set_defaults(run=cmd_extend)
 
@@ -90,11 +115,16 @@ def _print_box(box: Box, as_json: bool) -> None:
         emit_json(box)
         return
     rows = [
-        ("name", box.name), ("id", box.id), ("state", box.state), ("type", box.type),
+        ("name", box.name),
+        ("id", box.id),
+        ("state", box.state),
+        ("type", box.type),
         ("created", since(box.created_at)),
         ("expires", f"{until(box.expires_at)} ({box.ttl_action})" if box.expires_at else "never"),
-        ("ttl", duration(box.ttl) if box.ttl else "none"), ("snapshots", str(box.snapshots)),
-        ("profile", box.profile), ("image", box.image),
+        ("ttl", duration(box.ttl) if box.ttl else "none"),
+        ("snapshots", str(box.snapshots)),
+        ("profile", box.profile),
+        ("image", box.image),
     ]
     if box.message:
         rows.append(("note", box.message))
@@ -104,13 +134,19 @@ def _print_box(box: Box, as_json: bool) -> None:
 
 def cmd_new(args: argparse.Namespace) -> int:
     with client(args) as c:
-        box = c.create_box(args.name, box_type=args.box_type, ttl=args.ttl, ttl_action=args.ttl_action)
+        box = c.create_box(
+            args.name, box_type=args.box_type, ttl=args.ttl, ttl_action=args.ttl_action
+        )
     set_current(box.name)
     if args.json:
         emit_json(box)
     else:
         print(box.name)
-        lifetime = f"{args.ttl_action or box.ttl_action}s {until(box.expires_at)}" if box.expires_at else "no TTL"
+        lifetime = (
+            f"{args.ttl_action or box.ttl_action}s {until(box.expires_at)}"
+            if box.expires_at
+            else "no TTL"
+        )
         note(f"box {box.name} is running ({box.type}, {lifetime}); it is now `current`")
     return 0
 
@@ -123,8 +159,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     current = ClientConfig.load().current
     rows = [
-        [("* " if b.name == current else "  ") + b.name, b.id, b.state, b.type, since(b.created_at),
-         until(b.expires_at) if b.expires_at else "-"]
+        [
+            ("* " if b.name == current else "  ") + b.name,
+            b.id,
+            b.state,
+            b.type,
+            since(b.created_at),
+            until(b.expires_at) if b.expires_at else "-",
+        ]
         for b in boxes
     ]
     table(["  NAME", "ID", "STATE", "TYPE", "CREATED", "EXPIRES"], rows)
@@ -153,7 +195,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(box)
     else:
-        note(f"box {box.name} stopped; snapshot {box.snapshots} keeps its files (`paddock resume {box.name}`)")
+        note(
+            f"box {box.name} stopped; snapshot {box.snapshots} keeps its files "
+            f"(`paddock resume {box.name}`)"
+        )
     return 0
 
 
@@ -184,7 +229,11 @@ def cmd_extend(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(box)
     else:
-        note(f"box {box.name} now expires {until(box.expires_at)}" if box.expires_at else f"box {box.name} has no TTL now")
+        note(
+            f"box {box.name} now expires {until(box.expires_at)}"
+            if box.expires_at
+            else f"box {box.name} has no TTL now"
+        )
     return 0
 
 
@@ -195,7 +244,13 @@ def cmd_types(args: argparse.Namespace) -> int:
         emit_json(types)
         return 0
     rows = [
-        [t.name + (" (default)" if t.name == types.default else ""), f"{t.cpus:g}", f"{t.memory_mb} MiB", str(t.pids), t.description]
+        [
+            t.name + (" (default)" if t.name == types.default else ""),
+            f"{t.cpus:g}",
+            f"{t.memory_mb} MiB",
+            str(t.pids),
+            t.description,
+        ]
         for t in types.types
     ]
     table(["TYPE", "CPUS", "MEMORY", "PIDS", "FOR"], rows)

@@ -20,15 +20,17 @@ BOX is a box name, an id prefix, or `current`."""
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import box, exec, files, server
+    from . import box, execs, files, server
 
     p = argparse.ArgumentParser(
-        prog="paddock", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="paddock",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"paddock {__version__}")
     p.add_argument("--url", help="server URL (default: from `paddock login`, or PADDOCK_URL)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (box, exec, files, server):
+    for module in (box, execs, files, server):
         module.register(sub)
     return p
 

@@ -14,7 +14,8 @@ from ._output import emit_json, note
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "login", help="point the CLI at a Paddock server",
+        "login",
+        help="point the CLI at a Paddock server",
         description="Save the server URL and an API token (asked for, or from PADDOCK_TOKEN "
         "or --token-stdin) after checking that they work.",
     )
@@ -65,7 +66,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     print(f"server:    {url} (paddockd {st.version})")
     print(f"engine:    {engine}")
-    print(f"image:     {e.image} ({'present' if e.image_present else 'missing: run `paddock image build`'})")
+    image = "present" if e.image_present else "missing: run `paddock image build`"
+    print(f"image:     {e.image} ({image})")
     print(f"boxes:     {st.boxes_running} running, {st.boxes_stopped} stopped")
     print(
         f"capacity:  CPU {cap.cpus_used:g}/{cap.cpus_total:g} used, "

@@ -77,7 +77,9 @@ class Box:
     def wants(self, desired: Desired) -> Box:
         """Record a new desired state, or say why it is not possible now."""
         # Asking again for what is already wanted is a no-op, like `docker stop` twice.
-        if self.desired == desired and (desired != Desired.RUNNING or self.state == BoxState.RUNNING):
+        if self.desired == desired and (
+            desired != Desired.RUNNING or self.state == BoxState.RUNNING
+        ):
             return self
         if self.state not in _ALLOWED[desired]:
             verb = {Desired.RUNNING: "resume", Desired.STOPPED: "stop", Desired.DELETED: "delete"}

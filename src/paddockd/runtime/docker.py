@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -17,7 +18,7 @@ import anyio.to_thread
 import docker
 import docker.errors
 import requests.exceptions
-from docker.utils.socket import frames_iter
+from docker.utils import socket as docker_socket
 
 from ..domain.errors import EngineUnavailable, InvalidRequest, NotFound, PaddockError
 from .base import (
@@ -71,7 +72,9 @@ class DockerRuntime:
         self._streams = anyio.CapacityLimiter(1024)
 
     @property
-    def api(self) -> docker.APIClient:
+    def api(self) -> Any:
+        # docker-py is only partly typed, and we need a few of its private helpers
+        # (archive upload with copyUIDGID); typing it as Any keeps that honest in one spot.
         if self._api is None:
             if not Path(self._socket_path).exists():
                 raise EngineUnavailable(f"the box engine socket {self._socket_path} does not exist")
@@ -95,7 +98,7 @@ class DockerRuntime:
     async def _aiter(self, it: Iterator[T]) -> AsyncIterator[T]:
         sentinel = object()
         while True:
-            item = await self._run(lambda: next(it, sentinel), stream=True)  # type: ignore[arg-type]
+            item = await self._run(lambda: next(it, sentinel), stream=True)
             if item is sentinel:
                 return
             yield item  # type: ignore[misc]
@@ -122,10 +125,8 @@ class DockerRuntime:
             return False
 
     async def remove_image(self, ref: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             await self._run(lambda: self.api.remove_image(ref, noprune=False))
-        except NotFound:
-            pass
 
     # -- containers -------------------------------------------------------------------
     async def create(self, spec: ContainerSpec) -> str:
@@ -163,10 +164,8 @@ class DockerRuntime:
         await self._run(lambda: self.api.stop(cid, timeout=timeout))
 
     async def remove(self, cid: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             await self._run(lambda: self.api.remove_container(cid, force=True, v=True))
-        except NotFound:
-            pass
 
     @staticmethod
     def _info(data: dict[str, Any]) -> ContainerInfo:
@@ -184,7 +183,7 @@ class DockerRuntime:
         except NotFound:
             return None
 
-    async def list(self, labels: dict[str, str]) -> list[ContainerInfo]:
+    async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         rows = await self._run(lambda: self.api.containers(all=True, filters=filters))
         return [self._info(row) for row in rows]
@@ -283,6 +282,11 @@ class DockerRuntime:
                 yield str(text)
 
 
+def _frames_iter(sock: Any, tty: bool) -> Iterator[tuple[int, bytes]]:
+    frames: Iterator[tuple[int, bytes]] = cast(Any, docker_socket).frames_iter(sock, tty)
+    return frames
+
+
 async def _next_or_none(chunks: AsyncIterator[bytes]) -> bytes | None:
     try:
         return await chunks.__anext__()
@@ -299,7 +303,7 @@ class _DockerExec:
         self._tty = tty
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
-        async for kind, data in self._rt._aiter(frames_iter(self._sock, self._tty)):
+        async for kind, data in self._rt._aiter(_frames_iter(self._sock, self._tty)):
             if data:
                 yield kind, data
 
@@ -319,10 +323,8 @@ class _DockerExec:
         await self._rt._run(lambda: self._raw.sendall(data), stream=True)
 
     async def close_stdin(self) -> None:
-        try:
+        with contextlib.suppress(OSError, PaddockError):
             await self._rt._run(lambda: self._raw.shutdown(socket.SHUT_WR))
-        except (OSError, PaddockError):
-            pass
 
     async def resize(self, cols: int, rows: int) -> None:
         await self._rt._run(lambda: self._rt.api.exec_resize(self._id, height=rows, width=cols))

@@ -50,7 +50,7 @@ class FakeExec:
 
 class FakeRuntime:
     def __init__(self) -> None:
-        self.containers: dict[str, dict[str, Any]] = {}
+        self.by_id: dict[str, dict[str, Any]] = {}
         self.images: set[str] = {"paddock-box:latest"}
         self.files: dict[tuple[str, str], bytes] = {}
         self.execs: list[ExecSpec] = []
@@ -79,7 +79,7 @@ class FakeRuntime:
             raise NotFound(f"no such image: {spec.image}")
         self._n += 1
         cid = f"c{self._n:04d}"
-        self.containers[cid] = {
+        self.by_id[cid] = {
             "spec": spec,
             "running": False,
             "labels": {LABEL_BOX: spec.box_id, **spec.labels},
@@ -87,9 +87,9 @@ class FakeRuntime:
         return cid
 
     def _get(self, cid: str) -> dict[str, Any]:
-        if cid not in self.containers:
+        if cid not in self.by_id:
             raise NotFound(f"no such container: {cid}")
-        return self.containers[cid]
+        return self.by_id[cid]
 
     async def start(self, cid: str) -> None:
         self._maybe_fail("start")
@@ -100,19 +100,19 @@ class FakeRuntime:
         self._get(cid)["running"] = False
 
     async def remove(self, cid: str) -> None:
-        self.containers.pop(cid, None)
+        self.by_id.pop(cid, None)
 
     async def inspect(self, cid: str) -> ContainerInfo | None:
-        c = self.containers.get(cid)
+        c = self.by_id.get(cid)
         if c is None:
             return None
         return ContainerInfo(
             cid, c["labels"][LABEL_BOX], c["running"], "running" if c["running"] else "exited"
         )
 
-    async def list(self, labels: dict[str, str]) -> list[ContainerInfo]:
+    async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         out = []
-        for cid, c in self.containers.items():
+        for cid, c in self.by_id.items():
             if all(c["labels"].get(k) == v for k, v in labels.items()):
                 info = await self.inspect(cid)
                 assert info is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import posixpath
 import re
 from collections.abc import AsyncIterator, Callable
@@ -75,8 +76,8 @@ class BoxService:
     def types(self) -> dict[str, BoxType]:
         return self._cfg.types
 
-    async def list(self) -> list[Box]:
-        return await self._repo.list()
+    async def all(self) -> list[Box]:
+        return await self._repo.all()
 
     async def resolve(self, ref: str) -> Box:
         matches = await self._repo.find(ref)
@@ -107,7 +108,7 @@ class BoxService:
         action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
         now = self._now()
         async with self._claim:
-            boxes = await self._repo.list()
+            boxes = await self._repo.all()
             if name is None:
                 taken = {b.name for b in boxes}
                 name = next(n for n in iter(generated_name, None) if n not in taken)
@@ -138,10 +139,8 @@ class BoxService:
             # Never leave a half-made box behind: undo, then report the original failure.
             current = await self._repo.get(box.id) or box
             await self._repo.save(replace(current, desired=Desired.DELETED, state=BoxState.ERROR))
-            try:
+            with contextlib.suppress(PaddockError):
                 await self._reconciler.reconcile(box.id)
-            except PaddockError:
-                pass
             raise
         assert created is not None
         return created
@@ -153,7 +152,7 @@ class BoxService:
             now = self._now()
             async with self._claim:
                 self.capacity.check(
-                    [b for b in await self._repo.list() if b.id != box.id], self._type_of(box)
+                    [b for b in await self._repo.all() if b.id != box.id], self._type_of(box)
                 )
                 wanted = replace(wanted, started_at=now, expires_at=wanted.deadline_from(now))
                 await self._repo.save(wanted)
@@ -247,9 +246,8 @@ class BoxService:
         )
         errors = b"".join([data async for _, data in mkdir.output()])
         if await mkdir.wait() != 0:
-            raise InvalidRequest(
-                f"cannot use {dest} in box {box.name} as a folder: {errors.decode(errors='replace').strip() or 'it is not a directory'}"
-            )
+            why = errors.decode(errors="replace").strip() or "it is not a directory"
+            raise InvalidRequest(f"cannot use {dest} in box {box.name} as a folder: {why}")
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:

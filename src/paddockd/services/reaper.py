@@ -25,7 +25,7 @@ class Reaper:
     async def reap(self) -> list[str]:
         now = self._now()
         reaped = []
-        for box in await self._boxes.list():
+        for box in await self._boxes.all():
             if (
                 box.desired == Desired.RUNNING
                 and box.expires_at is not None

@@ -101,14 +101,15 @@ class Reconciler:
             box = await self._save(
                 box, state=BoxState.STARTING if box.container_id else BoxState.CREATING
             )
-            cid = await self._rt.create(self._spec(box, image))
-            box = await self._save(box, container_id=cid)
-            info = await self._rt.inspect(cid)
-        assert box.container_id is not None
+            created = await self._rt.create(self._spec(box, image))
+            box = await self._save(box, container_id=created)
+            info = await self._rt.inspect(created)
+        cid = box.container_id
+        assert cid is not None
         if info is None or not info.running:
             if box.state != BoxState.CREATING:
                 box = await self._save(box, state=BoxState.STARTING)
-            await self._rt.start(box.container_id)
+            await self._rt.start(cid)
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box
@@ -154,13 +155,13 @@ class Reconciler:
         """One full pass: network rules, every box, then containers nobody owns."""
         await self._net.ensure()
         known = set()
-        for box in await self._repo.list():
+        for box in await self._repo.all():
             known.add(box.id)
             try:
                 await self.reconcile(box.id)
             except PaddockError as exc:
                 log.error("box %s could not be reconciled: %s", box.name, exc.message)
-        for info in await self._rt.list({LABEL_INSTANCE: self._instance}):
+        for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
             # Reread: a box created after the listing above is not an orphan.
             if info.box_id not in known and await self._repo.get(info.box_id) is None:
                 log.warning("removing orphan container %s (box %s)", info.id[:12], info.box_id)

@@ -45,7 +45,7 @@ class SystemService:
             )
         except PaddockError as exc:
             engine = EngineStatus(reachable=False, image=self._image, error=exc.message)
-        boxes = await self._boxes.list()
+        boxes = await self._boxes.all()
         cpus, memory = self._boxes.capacity.used(boxes)
         return ServerStatus(
             version=__version__,

@@ -84,7 +84,7 @@ class BoxRepository:
 
         return [_from_row(r) for r in await self._db.run(work)]
 
-    async def list(self) -> list[Box]:
+    async def all(self) -> list[Box]:
         rows = await self._db.run(
             lambda conn: conn.execute(sa.select(boxes).order_by(boxes.c.created_at)).all()
         )

@@ -64,7 +64,9 @@ def test_create_show_list_stop_resume_delete(api: TestClient) -> None:
         ({"ttl_action": "explode"}, 422, "invalid_request"),
     ],
 )
-def test_bad_create_requests(api: TestClient, body: dict[str, object], status: int, code: str) -> None:
+def test_bad_create_requests(
+    api: TestClient, body: dict[str, object], status: int, code: str
+) -> None:
     resp = api.post("/v1/boxes", json=body)
     assert resp.status_code == status
     assert resp.json()["error"]["code"] == code and resp.json()["error"]["message"]
@@ -90,13 +92,17 @@ def test_exec_streams_frames_and_exit_code(api: TestClient) -> None:
 
 def test_exec_wait_returns_json(api: TestClient) -> None:
     api.post("/v1/boxes", json={"name": "b"})
-    result = api.post("/v1/boxes/b/exec", params={"wait": "true"}, json={"cmd": ["echo", "hi"]}).json()
+    result = api.post(
+        "/v1/boxes/b/exec", params={"wait": "true"}, json={"cmd": ["echo", "hi"]}
+    ).json()
     assert result == {"exit_code": 0, "stdout": "echo hi\n", "stderr": ""}
 
 
 def test_exec_session_over_websocket(api: TestClient, world: World) -> None:
     api.post("/v1/boxes", json={"name": "b"})
-    with api.websocket_connect("/v1/boxes/b/exec/ws", headers={"Authorization": f"Bearer {world.token}"}) as ws:
+    with api.websocket_connect(
+        "/v1/boxes/b/exec/ws", headers={"Authorization": f"Bearer {world.token}"}
+    ) as ws:
         ws.send_text(json.dumps({"cmd": ["cat"], "tty": True}))
         got = []
         while True:
@@ -108,7 +114,9 @@ def test_exec_session_over_websocket(api: TestClient, world: World) -> None:
 
 
 def test_exec_session_refuses_a_bad_token(api: TestClient) -> None:
-    with api.websocket_connect("/v1/boxes/b/exec/ws", headers={"Authorization": "Bearer nope"}) as ws:
+    with api.websocket_connect(
+        "/v1/boxes/b/exec/ws", headers={"Authorization": "Bearer nope"}
+    ) as ws:
         kind, payload = next(_frames.FrameDecoder().feed(ws.receive_bytes()))
     assert kind == _frames.ERROR and json.loads(payload)["error"]["code"] == "unauthorized"
 
@@ -125,7 +133,8 @@ def test_push_and_pull(api: TestClient, world: World) -> None:
     assert any(path == "/config/project" for (_, path) in world.runtime.files)
     pulled = api.get("/v1/boxes/b/files", params={"path": "/config/x.txt"})
     assert pulled.headers["content-type"] == "application/x-tar"
-    assert tarfile.open(fileobj=io.BytesIO(pulled.content)).getnames() == ["x.txt"]
+    with tarfile.open(fileobj=io.BytesIO(pulled.content)) as tar:
+        assert tar.getnames() == ["x.txt"]
     bad = api.put("/v1/boxes/b/files", params={"path": "p", "owner": "root"}, content=b"")
     assert bad.json()["error"]["code"] == "invalid_request"
 
@@ -140,4 +149,8 @@ def test_status_and_types(api: TestClient) -> None:
     status = api.get("/v1/status").json()
     assert status["engine"]["reachable"] and status["capacity"]["cpus_total"] == 4
     types = api.get("/v1/types").json()
-    assert types["default"] == "small" and {t["name"] for t in types["types"]} >= {"small", "medium", "large"}
+    assert types["default"] == "small" and {t["name"] for t in types["types"]} >= {
+        "small",
+        "medium",
+        "large",
+    }

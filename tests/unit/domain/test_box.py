@@ -13,8 +13,18 @@ NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 def make(state: BoxState = BoxState.RUNNING, desired: Desired = Desired.RUNNING) -> Box:
     return Box(
-        id="abc123", name="b1", type="small", image="img", state=state, desired=desired,
-        created_at=NOW, ttl=60, ttl_action=TtlAction.STOP, cpus=1, memory_mb=1024, pids=100,
+        id="abc123",
+        name="b1",
+        type="small",
+        image="img",
+        state=state,
+        desired=desired,
+        created_at=NOW,
+        ttl=60,
+        ttl_action=TtlAction.STOP,
+        cpus=1,
+        memory_mb=1024,
+        pids=100,
     )
 
 

@@ -28,7 +28,7 @@ def anyio_backend() -> str:
 async def test_create_starts_a_container_with_the_type_limits(world: World) -> None:
     box = await world.boxes.create("web", "small", 600, None)
     assert box.state == BoxState.RUNNING and box.name == "web"
-    c = world.runtime.containers[box.container_id or ""]
+    c = world.runtime.by_id[box.container_id or ""]
     spec: ContainerSpec = c["spec"]
     assert c["running"] and spec.cpus == 1.0 and spec.memory_mb == 1024
     assert c["labels"][LABEL_INSTANCE] == "test"
@@ -51,17 +51,17 @@ async def test_bad_input_creates_nothing(world: World) -> None:
     await world.boxes.create("dup", None, None, None)
     with pytest.raises(Conflict):
         await world.boxes.create("dup", None, None, None)
-    assert len(world.runtime.containers) == 1
+    assert len(world.runtime.by_id) == 1
 
 
 async def test_capacity_refusal_is_clear_and_leaves_nothing(world: World) -> None:
     await world.boxes.create("one", "small", None, None)
     await world.boxes.create("two", "small", None, None)
-    before = dict(world.runtime.containers)
+    before = dict(world.runtime.by_id)
     with pytest.raises(CapacityExceeded, match="server is full"):
         await world.boxes.create("three", "medium", None, None)
-    assert world.runtime.containers == before
-    assert [b.name for b in await world.boxes.list()] == ["one", "two"]
+    assert world.runtime.by_id == before
+    assert [b.name for b in await world.boxes.all()] == ["one", "two"]
 
 
 async def test_stopped_boxes_free_capacity_and_resume_rechecks(world: World) -> None:
@@ -78,8 +78,8 @@ async def test_engine_failure_on_create_leaves_no_half_made_box(world: World) ->
     world.runtime.fail_next["start"] = EngineUnavailable("engine down")
     with pytest.raises(EngineUnavailable):
         await world.boxes.create("half", None, None, None)
-    assert await world.boxes.list() == []
-    assert world.runtime.containers == {}
+    assert await world.boxes.all() == []
+    assert world.runtime.by_id == {}
 
 
 async def test_stop_snapshots_and_resume_restarts_the_same_container(world: World) -> None:
@@ -98,31 +98,47 @@ async def test_reconcile_recreates_a_lost_container_from_its_snapshot(world: Wor
     await world.runtime.remove(box.container_id or "")
     repaired = await world.reconciler.reconcile(box.id)
     assert repaired is not None and repaired.state == BoxState.RUNNING
-    spec: ContainerSpec = world.runtime.containers[repaired.container_id or ""]["spec"]
+    spec: ContainerSpec = world.runtime.by_id[repaired.container_id or ""]["spec"]
     assert spec.image == f"paddock-snapshots/{box.id}:1"
     assert repaired.message and "recreated" in repaired.message
 
 
 async def test_reconcile_restarts_a_box_whose_container_stopped(world: World) -> None:
     box = await world.boxes.create("b", None, None, None)
-    world.runtime.containers[box.container_id or ""]["running"] = False
+    world.runtime.by_id[box.container_id or ""]["running"] = False
     await world.reconciler.reconcile_all()
-    assert world.runtime.containers[box.container_id or ""]["running"]
+    assert world.runtime.by_id[box.container_id or ""]["running"]
     await world.reconciler.reconcile_all()  # idempotent
-    assert len(world.runtime.containers) == 1
+    assert len(world.runtime.by_id) == 1
 
 
 async def test_orphans_of_this_instance_are_removed_others_left_alone(world: World) -> None:
     await world.runtime.create(
-        ContainerSpec("gone", "x", "paddock-box:latest", 1, 1, 1, world.cfg.boxes_dir,
-                      labels={LABEL_INSTANCE: "test"})
+        ContainerSpec(
+            "gone",
+            "x",
+            "paddock-box:latest",
+            1,
+            1,
+            1,
+            world.cfg.boxes_dir,
+            labels={LABEL_INSTANCE: "test"},
+        )
     )
     await world.runtime.create(
-        ContainerSpec("theirs", "y", "paddock-box:latest", 1, 1, 1, world.cfg.boxes_dir,
-                      labels={LABEL_INSTANCE: "someone-else"})
+        ContainerSpec(
+            "theirs",
+            "y",
+            "paddock-box:latest",
+            1,
+            1,
+            1,
+            world.cfg.boxes_dir,
+            labels={LABEL_INSTANCE: "someone-else"},
+        )
     )
     await world.reconciler.reconcile_all()
-    assert [c["labels"][LABEL_INSTANCE] for c in world.runtime.containers.values()] == ["someone-else"]
+    assert [c["labels"][LABEL_INSTANCE] for c in world.runtime.by_id.values()] == ["someone-else"]
     assert world.network.ensured == 1
 
 
@@ -130,7 +146,7 @@ async def test_delete_removes_container_snapshots_and_row(world: World) -> None:
     box = await world.boxes.create("b", None, None, None)
     await world.boxes.stop("b")
     await world.boxes.delete("b")
-    assert world.runtime.containers == {}
+    assert world.runtime.by_id == {}
     assert not any(i.startswith("paddock-snapshots/") for i in world.runtime.images)
     with pytest.raises(NotFound):
         await world.boxes.resolve(box.id)
@@ -149,7 +165,7 @@ async def test_ttl_stop_keeps_a_snapshot_and_delete_removes(world: World) -> Non
     await world.boxes.create("later", None, 100, None)
     world.clock.advance(11)
     assert sorted(await world.reaper.reap()) == ["keep", "toss"]
-    boxes = {b.name: b for b in await world.boxes.list()}
+    boxes = {b.name: b for b in await world.boxes.all()}
     assert boxes["keep"].state == BoxState.STOPPED and boxes["keep"].desired == Desired.STOPPED
     assert "toss" not in boxes and boxes["later"].state == BoxState.RUNNING
     assert await world.reaper.reap() == []

@@ -17,7 +17,8 @@ EXIT_PADDOCK_ERROR = 125
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "exec", help="run a command in a box",
+        "exec",
+        help="run a command in a box",
         description="Run a command in a box as the box user (abc, in /config). Output streams "
         "as it is produced; paddock exits with the command's exit code (125 when Paddock "
         "itself fails). The command is argv, not a shell line: use bash -lc '...' for one.",
@@ -28,13 +29,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")
     p.add_argument("-i", "--interactive", action="store_true", help="send stdin to the command")
     p.add_argument("-w", "--workdir", metavar="DIR", help="working directory (default /config)")
-    p.add_argument("-e", "--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
+    p.add_argument(
+        "-e",
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="environment variable (repeatable)",
+    )
     p.add_argument("-u", "--user", help="user to run as (default abc; e.g. root)")
     p.add_argument("box", metavar="BOX", help="box name, id prefix, or `current`")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command and its arguments")
+    p.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command and its arguments"
+    )
     p.set_defaults(run=cmd_exec)
 
-    p = sub.add_parser("shell", help="an interactive shell in a box", description="Open a login shell (bash) in a box with a terminal.")
+    p = sub.add_parser(
+        "shell",
+        help="an interactive shell in a box",
+        description="Open a login shell (bash) in a box with a terminal.",
+    )
     p.add_argument("-u", "--user", help="user (default abc)")
     p.add_argument("box", metavar="BOX", nargs="?", default="current")
     p.set_defaults(run=cmd_shell)
@@ -77,8 +91,12 @@ def _interactive(args: argparse.Namespace, cmd: list[str], tty: bool, **options:
     size = os.get_terminal_size() if tty else None
     with client(args) as c:
         session = c.exec_session(
-            box_ref(args.box), cmd, tty=tty, cols=size.columns if size else None,
-            rows=size.lines if size else None, **options,
+            box_ref(args.box),
+            cmd,
+            tty=tty,
+            cols=size.columns if size else None,
+            rows=size.lines if size else None,
+            **options,
         )
         restore = _raw_terminal() if tty else None
         if tty and hasattr(__import__("signal"), "SIGWINCH"):

@@ -3,6 +3,7 @@ WebSocket with stdin, TTY and resize."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -113,7 +114,5 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
         pass
     finally:
         await proc.close()
-    try:
+    with contextlib.suppress(RuntimeError):  # the client may have closed it already
         await ws.close()
-    except RuntimeError:
-        pass  # already closed by the client

@@ -8,26 +8,48 @@ with Client() as c:            # URL and token from `paddock login`, or pass the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from ._version import __version__
 
-from ._client import AsyncClient, Client, ExecEvent, ExecSession, ExecStream, __version__
-from ._exceptions import (
-    AuthenticationFailed,
-    CapacityExceeded,
-    Conflict,
-    ConnectionFailed,
-    EngineUnavailable,
-    InvalidRequest,
-    InvalidState,
-    NotFound,
-    PaddockError,
-    ServerError,
-)
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._client import AsyncClient, Client, ExecEvent, ExecSession, ExecStream
+    from ._exceptions import (
+        AuthenticationFailed,
+        CapacityExceeded,
+        Conflict,
+        ConnectionFailed,
+        EngineUnavailable,
+        InvalidRequest,
+        InvalidState,
+        NotFound,
+        PaddockError,
+        ServerError,
+    )
     from ._models import Box, BoxType, BoxTypeList, ExecResult, PushResult, ServerStatus
 
-_LAZY_MODELS = {"Box", "BoxType", "BoxTypeList", "ExecResult", "PushResult", "ServerStatus"}
+# Everything is loaded on first use: `paddock exec` and `paddock --version` must not pay
+# for pydantic or for parts of the SDK they do not touch.
+_WHERE = {
+    **dict.fromkeys(["AsyncClient", "Client", "ExecEvent", "ExecSession", "ExecStream"], "_client"),
+    **dict.fromkeys(
+        [
+            "AuthenticationFailed",
+            "CapacityExceeded",
+            "Conflict",
+            "ConnectionFailed",
+            "EngineUnavailable",
+            "InvalidRequest",
+            "InvalidState",
+            "NotFound",
+            "PaddockError",
+            "ServerError",
+        ],
+        "_exceptions",
+    ),
+    **dict.fromkeys(
+        ["Box", "BoxType", "BoxTypeList", "ExecResult", "PushResult", "ServerStatus"], "_models"
+    ),
+}
 
 __all__ = [
     "AsyncClient",
@@ -55,10 +77,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Models pull in pydantic (~130 ms); load them only when someone asks.
-    if name in _LAZY_MODELS:
-        from . import _models
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'paddock' has no attribute {name!r}")
+    from importlib import import_module
 
-        return getattr(_models, name)
-    raise AttributeError(f"module 'paddock' has no attribute {name!r}")
+    value = getattr(import_module(f"paddock.{module}"), name)
+    globals()[name] = value
+    return value

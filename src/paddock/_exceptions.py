@@ -14,7 +14,9 @@ PaddockError
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class PaddockError(Exception):

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 MEDIA_TYPE = "application/vnd.paddock.frames"
 STDOUT = 1

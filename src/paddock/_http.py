@@ -10,10 +10,13 @@ The async client uses httpx, where import time does not matter.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
 from ._exceptions import ConnectionFailed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 _CHUNK = 256 * 1024
 

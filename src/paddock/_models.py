@@ -1,25 +1,28 @@
-"""Wire models: the contract between paddockd and every client (SDK, CLI, dashboard)."""
+"""Wire models: the contract between paddockd and every client (SDK, CLI, dashboard).
+
+Plain dataclasses rather than pydantic models: importing pydantic costs ~250 ms on a small
+VPS, on every CLI command. paddockd still validates every request and derives the OpenAPI
+schema from these same classes (FastAPI and pydantic read dataclasses natively);
+`from_wire` is the client's light parser for answers.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal, TypeVar
 
 BoxStateName = Literal[
     "creating", "starting", "running", "stopping", "stopped", "deleting", "error"
 ]
+DesiredStateName = Literal["running", "stopped", "deleted"]
 TtlAction = Literal["stop", "delete"]
 RuntimeProfile = Literal["sysbox", "userns", "plain"]
 
 
-class _Wire(BaseModel):
-    # A newer server may add fields; an older client must keep working.
-    model_config = ConfigDict(extra="ignore")
-
-
-class BoxType(_Wire):
+@dataclass
+class BoxType:
     name: str
     cpus: float
     memory_mb: int
@@ -27,46 +30,55 @@ class BoxType(_Wire):
     description: str = ""
 
 
-class BoxTypeList(_Wire):
+@dataclass
+class BoxTypeList:
     types: list[BoxType]
     default: str
 
 
-class BoxCreate(_Wire):
-    name: str | None = Field(None, description="DNS-label style, 1-40 chars; generated if absent")
-    type: str | None = Field(None, description="Box type; the server default if absent")
-    ttl: int | None = Field(None, description="Seconds the box may run; 0 means no limit")
-    ttl_action: TtlAction | None = Field(None, description="What happens when the TTL runs out")
+@dataclass
+class BoxCreate:
+    """`name`: 1-40 of a-z, 0-9, '-', generated if absent. `type`: the server default if
+    absent. `ttl`: seconds the box may run (0: no limit). `ttl_action`: stop or delete."""
+
+    name: str | None = None
+    type: str | None = None
+    ttl: int | None = None
+    ttl_action: TtlAction | None = None
 
 
-class Box(_Wire):
+@dataclass
+class Box:
     id: str
     name: str
     state: BoxStateName
-    desired_state: Literal["running", "stopped", "deleted"]
+    desired_state: DesiredStateName
     type: str
     image: str
     created_at: datetime
-    started_at: datetime | None = None
-    expires_at: datetime | None = None
     ttl: int
     ttl_action: TtlAction
-    snapshots: int = 0
     profile: RuntimeProfile
-    message: str | None = Field(None, description="Why the box is in `error`, or what was repaired")
+    started_at: datetime | None = None
+    expires_at: datetime | None = None
+    snapshots: int = 0
+    message: str | None = None  # why the box is in `error`, or what the server repaired
 
 
-class BoxList(_Wire):
+@dataclass
+class BoxList:
     boxes: list[Box]
 
 
-class ExtendRequest(_Wire):
-    ttl: int = Field(description="New time to live in seconds, counted from now")
+@dataclass
+class ExtendRequest:
+    ttl: int  # new time to live in seconds, counted from now; 0 for none
 
 
-class ExecRequest(_Wire):
-    cmd: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
+@dataclass
+class ExecRequest:
+    cmd: list[str]
+    env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
     user: str | None = None
     tty: bool = False
@@ -75,34 +87,39 @@ class ExecRequest(_Wire):
     rows: int | None = None
 
 
-class ExecResult(_Wire):
+@dataclass
+class ExecResult:
     exit_code: int
     stdout: str
     stderr: str
 
 
-class PushResult(_Wire):
+@dataclass
+class PushResult:
     path: str
     bytes: int
 
 
-class EngineStatus(_Wire):
+@dataclass
+class EngineStatus:
     reachable: bool
+    image: str
     version: str | None = None
     profile: RuntimeProfile | None = None
-    image: str
     image_present: bool = False
     error: str | None = None
 
 
-class Capacity(_Wire):
+@dataclass
+class Capacity:
     cpus_total: float
     cpus_used: float
     memory_total_mb: int
     memory_used_mb: int
 
 
-class ServerStatus(_Wire):
+@dataclass
+class ServerStatus:
     version: str
     engine: EngineStatus
     capacity: Capacity
@@ -110,16 +127,45 @@ class ServerStatus(_Wire):
     boxes_stopped: int
 
 
-class ImageBuildRequest(_Wire):
+@dataclass
+class ImageBuildRequest:
     no_cache: bool = False
     rebuild_base: bool = False
 
 
-class ErrorDetail(_Wire):
-    code: str
-    message: str
-    details: object | None = None
+# -- the client's parser ----------------------------------------------------------------
 
 
-class ErrorBody(_Wire):
-    error: ErrorDetail
+T = TypeVar("T")
+
+
+def from_wire(cls: type[T], data: dict[str, Any]) -> T:
+    """Build `cls` from a JSON object; unknown keys (a newer server) are ignored."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    return cls(**{f.name: _convert(str(f.type), data[f.name]) for f in fields if f.name in data})
+
+
+def _convert(annotation: str, value: Any) -> Any:
+    if value is None:
+        return None
+    base = annotation.split(" | ")[0]
+    if base.startswith("list["):
+        return [_convert(base[5:-1], v) for v in value]
+    if base == "datetime":
+        # Python 3.10's fromisoformat does not read the "Z" suffix pydantic writes.
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    model = globals().get(base)
+    if isinstance(model, type) and dataclasses.is_dataclass(model):
+        return from_wire(model, value)
+    return value
+
+
+def to_wire(obj: Any) -> Any:
+    """A model as JSON-ready data (datetimes as ISO 8601)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_wire(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, list):
+        return [to_wire(v) for v in obj]
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    return obj

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
-
 from .._config import ClientConfig
 from .._exceptions import InvalidRequest
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import Client
 

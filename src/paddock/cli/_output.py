@@ -6,15 +6,16 @@ import json
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def emit_json(data: Any) -> None:
-    if hasattr(data, "model_dump"):
-        data = data.model_dump(mode="json")
-    elif isinstance(data, list):
-        data = [d.model_dump(mode="json") if hasattr(d, "model_dump") else d for d in data]
-    print(json.dumps(data, indent=2))
+    from .._models import to_wire
+
+    print(json.dumps(to_wire(data), indent=2))
 
 
 def note(message: str) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
-
 from .._config import ClientConfig
 from ._common import add_json, box_ref, client, set_current
 from ._output import duration, emit_json, note, since, table, until
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .._models import Box
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
-from typing import Any
 
 from .._exceptions import InvalidRequest
 from ._common import box_ref, client
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Like `docker exec`: when Paddock itself fails (not the command), exit with 125.
 EXIT_PADDOCK_ERROR = 125
@@ -116,6 +118,8 @@ def _interactive(args: argparse.Namespace, cmd: list[str], tty: bool, **options:
                 session.close_stdin()
             except Exception:  # the session ended while we were reading: nothing to do
                 return
+
+        import threading
 
         threading.Thread(target=pump_stdin, daemon=True).start()
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 
@@ -38,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def cmd_login(args: argparse.Namespace) -> int:
     from .. import Client
+
+    import getpass
 
     if args.token_stdin:
         token = sys.stdin.readline().strip()

@@ -213,6 +213,8 @@ class BoxService:
         tty: bool = False,
         stdin: bool = False,
     ) -> ExecProcess:
+        if not cmd:
+            raise InvalidRequest("no command given")
         for key, value in env.items():
             if not _ENV_KEY_RE.match(key) or "\x00" in value:
                 raise InvalidRequest(f"invalid environment variable {key!r}")

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import anyio
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
+from pydantic import TypeAdapter, ValidationError
 
 from paddock import _frames
 from paddock._models import ExecRequest, ExecResult
@@ -20,6 +21,7 @@ from ..deps import Svc, authenticate, services
 from ..errors import error_body
 
 router = APIRouter(prefix="/boxes", tags=["exec"])
+_EXEC_REQUEST = TypeAdapter(ExecRequest)
 ws_router = APIRouter(prefix="/boxes", tags=["exec"])
 
 
@@ -72,7 +74,7 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
     await ws.accept()
     try:
         await authenticate(ws)
-        req = ExecRequest.model_validate_json(await ws.receive_text())
+        req = _EXEC_REQUEST.validate_json(await ws.receive_text())
         proc = await services(ws).boxes.exec(
             ref, req.cmd, req.env, req.workdir, req.user, tty=req.tty, stdin=True
         )
@@ -80,7 +82,7 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
         await ws.send_bytes(_frames.encode_json(_frames.ERROR, error_body(exc.code, exc.message)))
         await ws.close()
         return
-    except (ValueError, WebSocketDisconnect):
+    except (ValidationError, ValueError, WebSocketDisconnect):
         await ws.close(code=1003)
         return
     if req.tty and req.cols and req.rows:

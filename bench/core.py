@@ -1,0 +1,181 @@
+"""Core benchmark: Paddock vs the raw box engine, same machine, same run.
+
+    /opt/paddock/venv/bin/python -m bench.core [--runs 10]
+
+Needs the box engine and image (./install.sh). Starts a paddockd of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import docker
+from tests.harness import ENGINE_SOCKET, IMAGE, PADDOCK, Server
+
+from ._table import Row, median_seconds, print_table
+
+DOCKER = shutil.which("docker") or "docker"
+DOCKER_ENV = {**os.environ, "DOCKER_HOST": f"unix://{ENGINE_SOCKET}"}
+LIMITS = ["--cpus", "1", "--memory", "1g", "--memory-swap", "1g", "--pids-limit", "1024"]
+
+
+def sh(*args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+
+
+def make_tree(root: Path) -> None:
+    """One 50 MB file and 5,000 files of 10 KB: about 100 MB."""
+    root.mkdir(parents=True)
+    (root / "large.bin").write_bytes(os.urandom(50 * 1024 * 1024))
+    for d in range(50):
+        sub = root / f"d{d:02d}"
+        sub.mkdir()
+        for i in range(100):
+            (sub / f"f{i:03d}.txt").write_bytes(os.urandom(10 * 1024))
+
+
+def tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--idle-boxes", type=int, default=20)
+    args = parser.parse_args()
+    runs = args.runs
+    work = Path(tempfile.mkdtemp(prefix="paddock-bench-"))
+    srv = Server(work / "server")
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+    raw_name = f"pdbench-{uuid.uuid4().hex[:6]}"
+    rows: list[Row] = []
+    try:
+        # -- create -> exec-ready, from the shell -------------------------------------
+        names = iter(f"bench-{i}" for i in range(10_000))
+
+        def paddock_create() -> None:
+            name = next(names)
+            sh(PADDOCK, "new", "--name", name, "--ttl", "600", env=srv.env)
+            sh(PADDOCK, "exec", name, "--", "true", env=srv.env)
+
+        def paddock_cleanup() -> None:
+            with srv.client() as c:
+                for box in c.list_boxes():
+                    c.delete_box(box.id, force=True)
+
+        def raw_create() -> None:
+            sh(DOCKER, "run", "-d", "--name", raw_name, *LIMITS, IMAGE, env=DOCKER_ENV)
+            sh(DOCKER, "exec", raw_name, "true", env=DOCKER_ENV)
+
+        def raw_cleanup() -> None:
+            sh(DOCKER, "rm", "-f", raw_name, env=DOCKER_ENV)
+
+        p = median_seconds(paddock_create, runs, teardown=paddock_cleanup)
+        r = median_seconds(raw_create, runs, teardown=raw_cleanup)
+        rows.append(Row("create -> exec-ready (CLI: new+exec)", p, r, "s", "ratio <= 1.5"))
+
+        # -- exec true: warm SDK vs docker-py ------------------------------------------
+        srv.cli("new", "--name", "warm", "--ttl", "3600", check=True)
+        sh(DOCKER, "run", "-d", "--name", raw_name, *LIMITS, IMAGE, env=DOCKER_ENV)
+        with srv.client() as c:
+            c.exec("warm", ["true"])
+            p = median_seconds(lambda: c.exec("warm", ["true"]), runs * 5)
+
+        def raw_exec() -> None:
+            exec_id = api.exec_create(raw_name, ["true"], user="abc")["Id"]
+            api.exec_start(exec_id)
+            api.exec_inspect(exec_id)
+
+        r = median_seconds(raw_exec, runs * 5)
+        rows.append(Row("exec true (warm SDK vs docker-py)", p, r, "s", "ratio <= 1.5"))
+
+        p = median_seconds(lambda: sh(PADDOCK, "exec", "warm", "--", "true", env=srv.env), runs * 2)
+        r = median_seconds(lambda: sh(DOCKER, "exec", raw_name, "true", env=DOCKER_ENV), runs * 2)
+        rows.append(Row("exec true (CLI vs docker CLI)", p, r, "s", "ratio <= 2.0"))
+        p = median_seconds(lambda: sh(PADDOCK, "--version"), runs)
+        rows.append(Row("paddock --version", p, None, "s", "< 150 ms"))
+
+        # -- push / pull throughput ----------------------------------------------------
+        tree = work / "tree"
+        make_tree(tree)
+        mb = tree_bytes(tree) / 1e6
+        clean_box = "rm -rf /config/tree && mkdir -p /config/tree && sync"
+
+        def clear() -> None:
+            srv.cli("exec", "-u", "root", "warm", "--", "sh", "-c", clean_box, check=True)
+            sh(DOCKER, "exec", raw_name, "sh", "-c", clean_box, env=DOCKER_ENV)
+
+        p = median_seconds(
+            lambda: sh(PADDOCK, "push", "warm", str(tree), "--to", "/config/tree", env=srv.env),
+            max(3, runs // 2),
+            setup=clear,
+        )
+        r = median_seconds(
+            lambda: sh(DOCKER, "cp", f"{tree}/.", f"{raw_name}:/config/tree", env=DOCKER_ENV),
+            max(3, runs // 2),
+            setup=clear,
+        )
+        rows.append(
+            Row("push 100 MB tree, throughput", mb / p, mb / r, "MB/s", "ratio >= 0.8", True)
+        )
+
+        out = work / "out"
+
+        def clear_out() -> None:
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+
+        p = median_seconds(
+            lambda: sh(PADDOCK, "pull", "warm", "/config/tree", "--to", str(out), env=srv.env),
+            max(3, runs // 2),
+            setup=clear_out,
+        )
+        r = median_seconds(
+            lambda: sh(DOCKER, "cp", f"{raw_name}:/config/tree", str(out), env=DOCKER_ENV),
+            max(3, runs // 2),
+            setup=clear_out,
+        )
+        rows.append(
+            Row("pull 100 MB tree, throughput", mb / p, mb / r, "MB/s", "ratio >= 0.8", True)
+        )
+
+        # -- idle RSS with N boxes -------------------------------------------------------
+        with srv.client() as c:
+            for i in range(args.idle_boxes - 1):
+                c.create_box(f"idle-{i}", ttl=600)
+            time.sleep(3)
+        assert srv.proc is not None
+        rss_kb = int(
+            next(
+                line.split()[1]
+                for line in open(f"/proc/{srv.proc.pid}/status")
+                if line.startswith("VmRSS:")
+            )
+        )
+        rows.append(
+            Row(
+                f"paddockd RSS idle with {args.idle_boxes} boxes",
+                rss_kb / 1024,
+                None,
+                "MiB",
+                "report",
+            )
+        )
+    finally:
+        subprocess.run([DOCKER, "rm", "-f", raw_name], env=DOCKER_ENV, capture_output=True)
+        srv.close()
+        shutil.rmtree(work, ignore_errors=True)
+    print_table(
+        f"Paddock core vs raw engine (median of >= {runs} runs; {os.cpu_count()} CPUs)", rows
+    )
+
+
+if __name__ == "__main__":
+    main()

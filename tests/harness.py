@@ -1,0 +1,136 @@
+"""A real paddockd of its own (data dir, port, instance label) on the machine's box engine,
+and the real CLI pointed at it. Shared by the integration tests and the benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import docker
+
+from paddock import Client
+
+BIN = Path(sys.executable).parent
+PADDOCKD = str(BIN / "paddockd")
+PADDOCK = str(BIN / "paddock")
+ENGINE_SOCKET = "/run/paddock/docker.sock"
+IMAGE = "paddock-box:latest"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, workdir: Path, **settings: object) -> None:
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.instance = f"itest-{uuid.uuid4().hex[:8]}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = self.dir / "paddockd.toml"
+        server = {"port": self.port, "instance": self.instance, "data_dir": str(self.dir / "data")}
+        boxes = {"reap_interval": 0.5, "reconcile_interval": 2.0, "stop_timeout": 3}
+        capacity = {"cpus": 64, "memory_mb": 65536}
+        for key, value in settings.items():
+            section = capacity if key.startswith("capacity_") else boxes
+            section[key.removeprefix("capacity_")] = value
+        lines = []
+        for name, section in (("server", server), ("boxes", boxes), ("capacity", capacity)):
+            lines.append(f"[{name}]")
+            lines += [f"{k} = {v!r}".replace("'", '"') for k, v in section.items()]
+        self.config.write_text("\n".join(lines) + "\n")
+        self.token = subprocess.run(
+            [PADDOCKD, "--config", str(self.config), "token", "create", "--name", "itest"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        self.cli_config = self.dir / "cli.json"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PADDOCK_URL": self.url,
+            "PADDOCK_TOKEN": self.token,
+            "PADDOCK_CONFIG": str(self.cli_config),
+        }
+
+    def start(self) -> None:
+        log = open(self.dir / "paddockd.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [PADDOCKD, "--config", str(self.config), "serve"],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        raise RuntimeError(
+            f"paddockd did not start:\n{(self.dir / 'paddockd.log').read_text()[-3000:]}"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, not a shutdown."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def client(self) -> Client:
+        return Client(url=self.url, token=self.token)
+
+    def cli(
+        self, *args: str, stdin: bytes | None = None, check: bool = False, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [PADDOCK, *args],
+            env=self.env,
+            capture_output=True,
+            timeout=timeout,
+            input=stdin.decode() if stdin is not None else None,
+            text=True,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"paddock {' '.join(args)} failed ({done.returncode}):\n{done.stderr}"
+            )
+        return done
+
+    def containers(self) -> list[dict[str, object]]:
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        return list(
+            api.containers(all=True, filters={"label": f"paddock.instance={self.instance}"})
+        )
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            with self.client() as c:
+                for box in c.list_boxes():
+                    # Best effort; the check in the `server` fixture reports leftovers.
+                    with contextlib.suppress(Exception):
+                        c.delete_box(box.id, force=True)
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        for c in self.containers():
+            api.remove_container(c["Id"], force=True)

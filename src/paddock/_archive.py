@@ -112,10 +112,7 @@ def _tarinfo(entry: Entry, uid: int, gid: int) -> tarfile.TarInfo:
     return ti
 
 
-def tar_stream(
-    plan: PushPlan, uid: int = 1000, gid: int = 1000, progress: Progress | None = None
-) -> Iterator[bytes]:
-    """Yield a tar archive of the plan piece by piece: memory stays flat for any tree size."""
+def _tar_pieces(plan: PushPlan, uid: int, gid: int, progress: Progress | None) -> Iterator[bytes]:
     for entry in plan.entries:
         ti = _tarinfo(entry, uid, gid)
         if ti.isreg() and not stat.S_ISREG(entry.st.st_mode):
@@ -138,6 +135,21 @@ def tar_stream(
         if pad := (-ti.size) % BLOCK:
             yield bytes(pad)
     yield bytes(2 * BLOCK)
+
+
+def tar_stream(
+    plan: PushPlan, uid: int = 1000, gid: int = 1000, progress: Progress | None = None
+) -> Iterator[bytes]:
+    """Yield a tar archive of the plan in ~1 MiB pieces: memory stays flat for any tree,
+    and a tree of small files does not become thousands of tiny HTTP chunks."""
+    buf = bytearray()
+    for piece in _tar_pieces(plan, uid, gid, progress):
+        buf += piece
+        if len(buf) >= _READ:
+            yield bytes(buf)
+            buf.clear()
+    if buf:
+        yield bytes(buf)
 
 
 class _IterReader:

@@ -101,8 +101,8 @@ def test_push_missing_path(tmp_path: Path) -> None:
 def test_tar_stream_is_lazy_for_large_files(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(5 * 1024 * 1024))
-    pieces = list(tar_stream(plan_push([big], [], into_dir=True)))
-    assert max(len(p) for p in pieces) <= 1024 * 1024
+    sizes = [len(p) for p in tar_stream(plan_push([big], [], into_dir=True))]
+    assert len(sizes) >= 4 and max(sizes) < 2 * 1024 * 1024
 
 
 @pytest.mark.parametrize(

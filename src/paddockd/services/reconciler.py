@@ -98,12 +98,12 @@ class Reconciler:
                 # from its newest snapshot rather than lose it.
                 note = f"its container was lost; recreated from {image}"
                 log.warning("box %s: %s", box.name, note)
-            box = await self._save(
-                box, state=BoxState.STARTING if box.container_id else BoxState.CREATING
-            )
+            state = BoxState.STARTING if box.container_id else BoxState.CREATING
+            if box.state != state:
+                box = await self._save(box, state=state)
             created = await self._rt.create(self._spec(box, image))
             box = await self._save(box, container_id=created)
-            info = await self._rt.inspect(created)
+            info = None  # just created: not running yet
         cid = box.container_id
         assert cid is not None
         if info is None or not info.running:

@@ -1,0 +1,48 @@
+"""The committed OpenAPI document and the SDK's public names stay what we say they are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import paddock
+from paddockd.api.app import create_app
+
+SPEC = Path(__file__).resolve().parents[2] / "spec" / "openapi.json"
+
+
+def test_committed_openapi_is_current() -> None:
+    live = create_app(None).openapi()  # type: ignore[arg-type]
+    committed = json.loads(SPEC.read_text())
+    assert committed == json.loads(json.dumps(live)), (
+        "spec/openapi.json is stale: run `paddockd openapi > spec/openapi.json`"
+    )
+
+
+def test_every_path_but_health_requires_a_token() -> None:
+    spec = create_app(None).openapi()  # type: ignore[arg-type]
+    for path in spec["paths"]:
+        assert path.startswith("/v1/")
+
+
+def test_public_names() -> None:
+    for name in paddock.__all__:
+        assert getattr(paddock, name) is not None, name
+    assert {"Client", "AsyncClient", "PaddockError", "Box", "ExecResult"} <= set(paddock.__all__)
+
+
+def test_sdk_errors_mirror_server_codes() -> None:
+    from paddock import _exceptions as client
+    from paddockd.domain import errors as server
+
+    server_codes = {
+        cls.code
+        for cls in vars(server).values()
+        if isinstance(cls, type) and issubclass(cls, server.PaddockError)
+    }
+    client_codes = {
+        cls.code
+        for cls in vars(client).values()
+        if isinstance(cls, type) and issubclass(cls, client.PaddockError)
+    }
+    assert server_codes <= client_codes

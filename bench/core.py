@@ -152,13 +152,8 @@ def main() -> None:
                 c.create_box(f"idle-{i}", ttl=600)
             time.sleep(3)
         assert srv.proc is not None
-        rss_kb = int(
-            next(
-                line.split()[1]
-                for line in open(f"/proc/{srv.proc.pid}/status")
-                if line.startswith("VmRSS:")
-            )
-        )
+        status = Path(f"/proc/{srv.proc.pid}/status").read_text()
+        rss_kb = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmRSS:")))
         rows.append(
             Row(
                 f"paddockd RSS idle with {args.idle_boxes} boxes",

@@ -306,10 +306,10 @@ class Client(_Base):
         inside `dest` when that is a directory in the box. Several sources: each lands in
         `dest/<name>`. A `.paddockignore` (gitignore syntax) in a folder is honoured.
         """
+        from pathlib import Path
+
         from ._archive import plan_push, tar_stream
         from ._models import PushResult, from_wire
-
-        from pathlib import Path
 
         paths = [Path(s) for s in sources]
         single_file = len(paths) == 1 and paths[0].exists() and not paths[0].is_dir()

@@ -46,7 +46,11 @@ def run_in_pty(
             sent = True
         if proc.poll() is not None and not ready:
             break
-    code = proc.wait(timeout=10)
+    try:
+        code = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = -1
     os.close(master)
     return code, out.decode(errors="replace")
 
@@ -67,5 +71,6 @@ def test_ctrl_c_reaches_the_command_in_the_box(server: Server, box: str) -> None
 
 
 def test_shell_runs_commands_typed_into_it(server: Server, box: str) -> None:
-    code, out = run_in_pty(server, ["shell", box], keys=b"echo READY-$((6*7)); exit 7\n", wait=20)
+    keys = b"echo OK-$((6*7)); exit 7\n"
+    code, out = run_in_pty(server, ["shell", box], keys=keys, after=b"$ ")
     assert "OK-42" in out and code == 7, out

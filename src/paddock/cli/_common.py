@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+
 from .._config import ClientConfig
 from .._exceptions import InvalidRequest
 

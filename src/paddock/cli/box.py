@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+
 from .._config import ClientConfig
 from ._common import add_json, box_ref, client, set_current
 from ._output import duration, emit_json, note, since, table, until

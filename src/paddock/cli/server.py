@@ -36,9 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    from .. import Client
-
     import getpass
+
+    from .. import Client
 
     if args.token_stdin:
         token = sys.stdin.readline().strip()

@@ -42,6 +42,9 @@ _MKDIRS = (
 )
 
 
+_SIZED = 'stty cols "$1" rows "$2" 2>/dev/null; shift 2; exec "$@"'
+
+
 def box_path(path: str) -> str:
     """A path in the box: relative ones are under the box user's home."""
     if not path or "\x00" in path:
@@ -212,6 +215,7 @@ class BoxService:
         user: str | None,
         tty: bool = False,
         stdin: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecProcess:
         if not cmd:
             raise InvalidRequest("no command given")
@@ -223,6 +227,11 @@ class BoxService:
         if any("\x00" in arg for arg in cmd):
             raise InvalidRequest("command arguments cannot contain NUL bytes")
         box = await self._running(ref)
+        if tty and size:
+            # The engine's API (1.41) cannot size a TTY at creation, and a resize after start
+            # races the command; so the terminal gets its size inside the box, first.
+            cols, rows = size
+            cmd = ["/bin/sh", "-c", _SIZED, "sh", str(int(cols)), str(int(rows)), *cmd]
         spec = ExecSpec(
             cmd=cmd,
             env=env,

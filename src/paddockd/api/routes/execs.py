@@ -75,8 +75,9 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
     try:
         await authenticate(ws)
         req = _EXEC_REQUEST.validate_json(await ws.receive_text())
+        size = (req.cols, req.rows) if req.cols and req.rows else None
         proc = await services(ws).boxes.exec(
-            ref, req.cmd, req.env, req.workdir, req.user, tty=req.tty, stdin=True
+            ref, req.cmd, req.env, req.workdir, req.user, tty=req.tty, stdin=True, size=size
         )
     except PaddockError as exc:
         await ws.send_bytes(_frames.encode_json(_frames.ERROR, error_body(exc.code, exc.message)))
@@ -85,35 +86,39 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
     except (ValidationError, ValueError, WebSocketDisconnect):
         await ws.close(code=1003)
         return
-    if req.tty and req.cols and req.rows:
-        await proc.resize(req.cols, req.rows)
 
+    # A client that goes away, or a command that ends, ends the session: each pump handles
+    # its own end so nothing escapes the task group (which would wrap it in a group).
     async def pump_output(scope: anyio.CancelScope) -> None:
-        async for frame in _frames_of(proc):
-            await ws.send_bytes(frame)
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            async for frame in _frames_of(proc):
+                await ws.send_bytes(frame)
         scope.cancel()
 
     async def pump_input() -> None:
-        while True:
-            msg = await ws.receive()
-            if msg["type"] == "websocket.disconnect":
-                return
-            if msg.get("bytes") is not None:
-                await proc.write(msg["bytes"])
-            elif msg.get("text"):
-                control = json.loads(msg["text"])
-                if control.get("type") == "resize":
-                    await proc.resize(int(control["cols"]), int(control["rows"]))
-                elif control.get("type") == "eof":
-                    await proc.close_stdin()
+        with contextlib.suppress(WebSocketDisconnect, PaddockError, ValueError, KeyError):
+            while True:
+                msg = await ws.receive()
+                if msg["type"] == "websocket.disconnect":
+                    return
+                if msg.get("bytes") is not None:
+                    await proc.write(msg["bytes"])
+                elif msg.get("text"):
+                    await _control(json.loads(msg["text"]))
+
+    async def _control(control: dict[str, object]) -> None:
+        if control.get("type") == "resize":
+            # The command may have ended a moment ago; a late resize is harmless.
+            with contextlib.suppress(PaddockError):
+                await proc.resize(int(str(control["cols"])), int(str(control["rows"])))
+        elif control.get("type") == "eof":
+            await proc.close_stdin()
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump_output, tg.cancel_scope)
             await pump_input()
             tg.cancel_scope.cancel()
-    except WebSocketDisconnect:
-        pass
     finally:
         await proc.close()
     with contextlib.suppress(RuntimeError):  # the client may have closed it already

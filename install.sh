@@ -52,8 +52,11 @@ py=$(command -v python3)
 "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "Python 3.10 or newer is needed"
 [ -x "$VENV/bin/python" ] || "$py" -m venv "$VENV"
 stamp="$VENV/.paddock-installed"
-want="$(cat "$HERE/pyproject.toml" | sha256sum | cut -c1-16) $HERE"
+# The checkout's state: an update (git pull) or a move means reinstall and restart.
+want="$( (cat "$HERE/pyproject.toml"; git -C "$HERE" rev-parse HEAD 2>/dev/null) | sha256sum | cut -c1-16) $HERE"
+updated=false
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    updated=true
     "$VENV/bin/pip" install -q --upgrade pip
     "$VENV/bin/pip" install -q -e "$HERE[server]"
     echo "$want" > "$stamp"
@@ -81,10 +84,17 @@ if $systemd; then
     install -m 0644 "$HERE"/deploy/systemd/*.service /etc/systemd/system/
     systemctl daemon-reload
     systemctl enable --now paddock-engine.service paddockd.service
+    $updated && systemctl restart paddockd.service
 else
     # No service manager (containers, CI): paddockd starts the engine itself, and a small
     # supervisor restarts paddockd if it dies.
     paddockd engine start
+    supervisor=$(cat /run/paddock/supervise.pid 2>/dev/null || true)
+    if $updated && [ -n "$supervisor" ] && kill -0 "$supervisor" 2>/dev/null; then
+        echo "restarting paddockd with the updated code"
+        kill "$supervisor"
+        for _ in $(seq 1 50); do curl -fsS "$URL/v1/health" >/dev/null 2>&1 || break; sleep 0.2; done
+    fi
     if ! curl -fsS "$URL/v1/health" >/dev/null 2>&1; then
         setsid "$HERE/deploy/paddockd-supervise" >/dev/null 2>&1 < /dev/null &
     fi

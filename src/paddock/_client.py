@@ -76,6 +76,16 @@ def _exec_body(
     return body
 
 
+def _result(exit_code: int, out: dict[str, list[bytes]]) -> ExecResult:
+    from ._models import ExecResult
+
+    return ExecResult(
+        exit_code=exit_code,
+        stdout=b"".join(out["stdout"]).decode(errors="replace"),
+        stderr=b"".join(out["stderr"]).decode(errors="replace"),
+    )
+
+
 class ExecEvent(tuple[str, bytes]):
     """("stdout" | "stderr", data) as the command produces it."""
 
@@ -268,18 +278,13 @@ class Client(_Base):
         user: str | None = None,
     ) -> ExecResult:
         """Run a command to completion and return its output and exit code."""
-        from ._models import ExecResult
 
         stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         for kind, data in stream:
             out[kind].append(data)
         assert stream.exit_code is not None
-        return ExecResult(
-            exit_code=stream.exit_code,
-            stdout=b"".join(out["stdout"]).decode(errors="replace"),
-            stderr=b"".join(out["stderr"]).decode(errors="replace"),
-        )
+        return _result(stream.exit_code, out)
 
     def exec_session(self, box: str, cmd: str | Sequence[str], **options: Any) -> ExecSession:
         """An interactive exec over a WebSocket (stdin, TTY, resize)."""
@@ -556,7 +561,6 @@ class AsyncClient(_Base):
         workdir: str | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        from ._models import ExecResult
 
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         code = -1
@@ -565,8 +569,4 @@ class AsyncClient(_Base):
                 code = event
             else:
                 out[event[0]].append(event[1])
-        return ExecResult(
-            exit_code=code,
-            stdout=b"".join(out["stdout"]).decode(errors="replace"),
-            stderr=b"".join(out["stderr"]).decode(errors="replace"),
-        )
+        return _result(code, out)

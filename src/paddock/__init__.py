@@ -25,7 +25,16 @@ if TYPE_CHECKING:
         PaddockError,
         ServerError,
     )
-    from ._models import Box, BoxType, BoxTypeList, ExecResult, PushResult, ServerStatus
+    from ._models import (
+        Box,
+        BoxType,
+        BoxTypeList,
+        Drive,
+        ExecResult,
+        PushResult,
+        ServerStatus,
+        Snapshot,
+    )
 
 # Everything is loaded on first use: `paddock exec` and `paddock --version` must not pay
 # for pydantic or for parts of the SDK they do not touch.
@@ -37,6 +46,7 @@ _WHERE = {
             "CapacityExceeded",
             "Conflict",
             "ConnectionFailed",
+            "Drive",
             "EngineUnavailable",
             "InvalidRequest",
             "InvalidState",
@@ -47,7 +57,17 @@ _WHERE = {
         "_exceptions",
     ),
     **dict.fromkeys(
-        ["Box", "BoxType", "BoxTypeList", "ExecResult", "PushResult", "ServerStatus"], "_models"
+        [
+            "Box",
+            "BoxType",
+            "BoxTypeList",
+            "Drive",
+            "ExecResult",
+            "PushResult",
+            "ServerStatus",
+            "Snapshot",
+        ],
+        "_models",
     ),
 }
 
@@ -61,6 +81,7 @@ __all__ = [
     "Client",
     "Conflict",
     "ConnectionFailed",
+    "Drive",
     "EngineUnavailable",
     "ExecEvent",
     "ExecResult",
@@ -73,6 +94,7 @@ __all__ = [
     "PushResult",
     "ServerError",
     "ServerStatus",
+    "Snapshot",
     "__version__",
 ]
 

@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     import httpx
 
     from ._archive import Progress
-    from ._models import Box, BoxTypeList, ExecResult, PushResult, ServerStatus
+    from ._models import (
+        Box,
+        BoxTypeList,
+        Drive,
+        ExecResult,
+        PushResult,
+        ServerStatus,
+        Snapshot,
+    )
 
 
 class _Request:
@@ -125,10 +133,49 @@ class _Base:
     # -- requests -------------------------------------------------------------------
     @staticmethod
     def _r_create(
-        name: str | None, box_type: str | None, ttl: int | None, ttl_action: str | None
+        name: str | None,
+        box_type: str | None,
+        ttl: int | None,
+        ttl_action: str | None,
+        drives: Sequence[str] | None = None,
     ) -> _Request:
-        body = {"name": name, "type": box_type, "ttl": ttl, "ttl_action": ttl_action}
+        body = {
+            "name": name,
+            "type": box_type,
+            "ttl": ttl,
+            "ttl_action": ttl_action,
+            "drives": list(drives) if drives else None,
+        }
         return _Request("POST", "/v1/boxes", json={k: v for k, v in body.items() if v is not None})
+
+    @staticmethod
+    def _r_snapshot(ref: str, label: str | None) -> _Request:
+        return _Request("POST", _box(ref) + "/snapshots", json={"label": label})
+
+    @staticmethod
+    def _r_snapshots(ref: str) -> _Request:
+        return _Request("GET", _box(ref) + "/snapshots")
+
+    @staticmethod
+    def _r_delete_snapshot(ref: str, snap: str | int) -> _Request:
+        return _Request("DELETE", _box(ref) + "/snapshots/" + quote(str(snap), safe=""))
+
+    @staticmethod
+    def _r_restore(ref: str, snap: str | int) -> _Request:
+        return _Request("POST", _box(ref) + "/restore", json={"snapshot": str(snap)})
+
+    @staticmethod
+    def _r_fork(ref: str, name: str | None, snap: str | int | None) -> _Request:
+        body = {"name": name, "snapshot": str(snap) if snap is not None else None}
+        return _Request("POST", _box(ref) + "/fork", json=body)
+
+    @staticmethod
+    def _r_drive(method: str, name: str | None = None) -> _Request:
+        if name is None:
+            return _Request(method, "/v1/drives")
+        if method == "POST":
+            return _Request(method, "/v1/drives", json={"name": name})
+        return _Request(method, "/v1/drives/" + quote(name, safe=""))
 
     @staticmethod
     def _r_exec(ref: str, body: dict[str, Any]) -> _Request:
@@ -209,10 +256,13 @@ class Client(_Base):
         box_type: str | None = None,
         ttl: int | None = None,
         ttl_action: str | None = None,
+        drives: Sequence[str] | None = None,
     ) -> Box:
+        """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
+        created if they do not exist."""
         from ._models import Box, from_wire
 
-        return from_wire(Box, self._call(self._r_create(name, box_type, ttl, ttl_action)))
+        return from_wire(Box, self._call(self._r_create(name, box_type, ttl, ttl_action, drives)))
 
     def list_boxes(self) -> list[Box]:
         from ._models import BoxList, from_wire
@@ -253,6 +303,47 @@ class Client(_Base):
         from ._models import ServerStatus, from_wire
 
         return from_wire(ServerStatus, self._call(_Request("GET", "/v1/status")))
+
+    # -- snapshots, restore, fork -------------------------------------------------------
+    def snapshot_box(self, ref: str, label: str | None = None) -> Snapshot:
+        """Snapshot the box's files now (a running box pauses only while its layer is written)."""
+        from ._models import Snapshot, from_wire
+
+        return from_wire(Snapshot, self._call(self._r_snapshot(ref, label)))
+
+    def list_snapshots(self, ref: str) -> list[Snapshot]:
+        from ._models import SnapshotList, from_wire
+
+        return from_wire(SnapshotList, self._call(self._r_snapshots(ref))).snapshots
+
+    def delete_snapshot(self, ref: str, snapshot: str | int) -> None:
+        self._call(self._r_delete_snapshot(ref, snapshot))
+
+    def restore_box(self, ref: str, snapshot: str | int) -> Box:
+        """Rewind the box's files to a snapshot (by id or label); drives are untouched."""
+        from ._models import Box, from_wire
+
+        return from_wire(Box, self._call(self._r_restore(ref, snapshot)))
+
+    def fork_box(self, ref: str, name: str | None = None, snapshot: str | int | None = None) -> Box:
+        """A new box from this one's files, now or at a snapshot."""
+        from ._models import Box, from_wire
+
+        return from_wire(Box, self._call(self._r_fork(ref, name, snapshot)))
+
+    # -- drives -------------------------------------------------------------------------
+    def create_drive(self, name: str) -> Drive:
+        from ._models import Drive, from_wire
+
+        return from_wire(Drive, self._call(self._r_drive("POST", name)))
+
+    def list_drives(self) -> list[Drive]:
+        from ._models import DriveList, from_wire
+
+        return from_wire(DriveList, self._call(self._r_drive("GET"))).drives
+
+    def delete_drive(self, name: str) -> None:
+        self._call(self._r_drive("DELETE", name))
 
     # -- exec -------------------------------------------------------------------------
     def exec_stream(
@@ -530,6 +621,36 @@ class AsyncClient(_Base):
 
     async def delete_box(self, ref: str, *, force: bool = False) -> None:
         await self._call(_Request("DELETE", _box(ref), {"force": "true"} if force else None))
+
+    async def snapshot_box(self, ref: str, label: str | None = None) -> Snapshot:
+        from ._models import Snapshot, from_wire
+
+        return from_wire(Snapshot, await self._call(self._r_snapshot(ref, label)))
+
+    async def list_snapshots(self, ref: str) -> list[Snapshot]:
+        from ._models import SnapshotList, from_wire
+
+        return from_wire(SnapshotList, await self._call(self._r_snapshots(ref))).snapshots
+
+    async def delete_snapshot(self, ref: str, snapshot: str | int) -> None:
+        await self._call(self._r_delete_snapshot(ref, snapshot))
+
+    async def restore_box(self, ref: str, snapshot: str | int) -> Box:
+        from ._models import Box, from_wire
+
+        return from_wire(Box, await self._call(self._r_restore(ref, snapshot)))
+
+    async def fork_box(
+        self, ref: str, name: str | None = None, snapshot: str | int | None = None
+    ) -> Box:
+        from ._models import Box, from_wire
+
+        return from_wire(Box, await self._call(self._r_fork(ref, name, snapshot)))
+
+    async def list_drives(self) -> list[Drive]:
+        from ._models import DriveList, from_wire
+
+        return from_wire(DriveList, await self._call(self._r_drive("GET"))).drives
 
     async def exec_stream(
         self,

@@ -45,6 +45,7 @@ class BoxCreate:
     type: str | None = None
     ttl: int | None = None
     ttl_action: TtlAction | None = None
+    drives: list[str] = field(default_factory=list)  # "name" or "name:ro" -> /mnt/name
 
 
 @dataclass
@@ -62,7 +63,58 @@ class Box:
     started_at: datetime | None = None
     expires_at: datetime | None = None
     snapshots: int = 0
+    drives: list[str] = field(default_factory=list)
     message: str | None = None  # why the box is in `error`, or what the server repaired
+
+
+@dataclass
+class Snapshot:
+    id: int
+    kind: str  # "stop" (automatic), "live" (`paddock snapshot`), "fork"
+    created_at: datetime
+    size_bytes: int
+    image: str
+    label: str | None = None
+    current: bool = False  # the box's files were last saved here
+
+
+@dataclass
+class SnapshotList:
+    box: str
+    snapshots: list[Snapshot]
+
+
+@dataclass
+class SnapshotCreate:
+    label: str | None = None
+
+
+@dataclass
+class RestoreRequest:
+    snapshot: str  # id or label
+
+
+@dataclass
+class ForkRequest:
+    name: str | None = None
+    snapshot: str | None = None  # id or label; absent: the box as it is now
+
+
+@dataclass
+class Drive:
+    name: str
+    size_bytes: int
+    boxes: list[str]
+
+
+@dataclass
+class DriveList:
+    drives: list[Drive]
+
+
+@dataclass
+class DriveCreate:
+    name: str
 
 
 @dataclass

@@ -38,8 +38,10 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .runtime.docker import DockerRuntime
     from .services.boxes import BoxService
     from .services.capacity import Capacity
+    from .services.drives import DriveService
     from .services.reaper import Reaper
     from .services.reconciler import Reconciler
+    from .services.snapshots import SnapshotService
     from .services.system import SystemService
     from .store.boxes import BoxRepository
     from .store.db import Database
@@ -59,8 +61,10 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         boxes_dir=cfg.boxes_dir,
         stop_timeout=cfg.stop_timeout,
         now=utcnow,
+        retention=cfg.snapshot_retention,
     )
-    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow)
+    drives = DriveService(repo, runtime, cfg.instance)
+    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow, drives)
     system = SystemService(boxes, runtime, cfg.image.name)
     services = Services(
         config=cfg,
@@ -68,6 +72,8 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         system=system,
         tokens=TokenRepository(db),
         images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
+        snapshots=SnapshotService(repo, runtime, reconciler, boxes),
+        drives=drives,
     )
     reaper = Reaper(boxes, utcnow)
 

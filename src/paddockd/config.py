@@ -57,6 +57,7 @@ class Config:
     default_ttl: int = 3600
     ttl_action: TtlAction = TtlAction.STOP
     stop_timeout: int = 10
+    snapshot_retention: int = 5  # automatic (stop) snapshots kept per box
     reap_interval: float = 5.0
     reconcile_interval: float = 30.0
     capacity_cpus: float = 0.0  # 0: host cores x cpu_overcommit

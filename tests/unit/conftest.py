@@ -16,8 +16,10 @@ from paddockd.netpolicy.fake import FakePolicy
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.boxes import BoxService
 from paddockd.services.capacity import Capacity
+from paddockd.services.drives import DriveService
 from paddockd.services.reaper import Reaper
 from paddockd.services.reconciler import Reconciler
+from paddockd.services.snapshots import SnapshotService
 from paddockd.services.system import SystemService
 from paddockd.store.boxes import BoxRepository
 from paddockd.store.db import Database
@@ -57,9 +59,17 @@ def world(tmp_path: Path) -> Iterator[World]:
     runtime, network, clock = FakeRuntime(), FakePolicy(), Clock()
     repo = BoxRepository(db)
     reconciler = Reconciler(
-        repo, runtime, network, instance="test", boxes_dir=cfg.boxes_dir, stop_timeout=1, now=clock
+        repo,
+        runtime,
+        network,
+        instance="test",
+        boxes_dir=cfg.boxes_dir,
+        stop_timeout=1,
+        now=clock,
+        retention=2,
     )
-    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), clock)
+    drives = DriveService(repo, runtime, "test")
+    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), clock, drives)
     tokens = TokenRepository(db)
     services = Services(
         config=cfg,
@@ -67,6 +77,8 @@ def world(tmp_path: Path) -> Iterator[World]:
         system=SystemService(boxes, runtime, cfg.image.name),
         tokens=tokens,
         images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
+        snapshots=SnapshotService(repo, runtime, reconciler, boxes),
+        drives=drives,
     )
     yield World(
         cfg,

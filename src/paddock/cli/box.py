@@ -135,7 +135,11 @@ def _print_box(box: Box, as_json: bool) -> None:
 def cmd_new(args: argparse.Namespace) -> int:
     with client(args) as c:
         box = c.create_box(
-            args.name, box_type=args.box_type, ttl=args.ttl, ttl_action=args.ttl_action
+            args.name,
+            box_type=args.box_type,
+            ttl=args.ttl,
+            ttl_action=args.ttl_action,
+            drives=args.drive,
         )
     set_current(box.name)
     if args.json:

@@ -24,6 +24,8 @@ COMMANDS = {
     **dict.fromkeys(["new", "ls", "show", "use", "stop", "resume", "rm", "extend", "types"], "box"),
     **dict.fromkeys(["exec", "shell"], "execs"),
     **dict.fromkeys(["push", "pull"], "files"),
+    **dict.fromkeys(["snapshot", "snapshots", "restore", "fork"], "snapshot"),
+    "drive": "drive",
     **dict.fromkeys(["login", "status", "image"], "server"),
 }
 

@@ -12,6 +12,8 @@ from ..config import Config
 from ..domain.errors import Unauthorized
 from ..images.builder import ImageBuilder
 from ..services.boxes import BoxService
+from ..services.drives import DriveService
+from ..services.snapshots import SnapshotService
 from ..services.system import SystemService
 from ..store.tokens import TokenRepository
 
@@ -23,6 +25,8 @@ class Services:
     system: SystemService
     tokens: TokenRepository
     images: ImageBuilder
+    snapshots: SnapshotService
+    drives: DriveService
 
 
 def services(conn: HTTPConnection) -> Services:

@@ -73,6 +73,13 @@ class Box:
     expires_at: datetime | None = None
     container_id: str | None = None
     message: str | None = None
+    current_snapshot: str | None = None
+    drives: tuple[str, ...] = ()  # "name" or "name:ro", mounted at /mnt/<name>
+
+    @property
+    def source_image(self) -> str:
+        """What the box's container is (re)created from."""
+        return self.current_snapshot or self.image
 
     def wants(self, desired: Desired) -> Box:
         """Record a new desired state, or say why it is not possible now."""

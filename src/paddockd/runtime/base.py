@@ -15,6 +15,7 @@ STDERR = 2
 LABEL_BOX = "paddock.box"
 LABEL_INSTANCE = "paddock.instance"
 LABEL_NAME = "paddock.name"
+LABEL_DRIVE = "paddock.drive"
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,20 @@ class EngineInfo:
     version: str
     profile: Profile
     userns_base: int | None = None
+
+
+@dataclass(frozen=True)
+class Mount:
+    volume: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    name: str
+    labels: dict[str, str]
+    mountpoint: str
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,7 @@ class ContainerSpec:
     pids: int
     run_dir: Path
     labels: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,16 @@ class Runtime(Protocol):
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]: ...
 
     async def commit(self, cid: str, repository: str, tag: str) -> str: ...
+
+    async def layer_size(self, ref: str) -> int: ...
+
+    async def create_volume(self, name: str, labels: dict[str, str]) -> VolumeInfo: ...
+
+    async def remove_volume(self, name: str) -> None: ...
+
+    async def volumes(self, labels: dict[str, str]) -> list[VolumeInfo]: ...
+
+    async def volume_usage(self, volume: VolumeInfo) -> int: ...
 
     async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess: ...
 

@@ -28,6 +28,7 @@ from .base import (
     EngineInfo,
     ExecSpec,
     Profile,
+    VolumeInfo,
 )
 
 T = TypeVar("T")
@@ -141,7 +142,13 @@ class DockerRuntime:
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",
                 pids_limit=spec.pids,
-                binds={str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"}},
+                binds={
+                    str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"},
+                    **{
+                        m.volume: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+                        for m in spec.mounts
+                    },
+                },
                 shm_size="256m",
             )
             created = self.api.create_container(
@@ -193,6 +200,48 @@ class DockerRuntime:
             lambda: self.api.commit(cid, repository=repository, tag=tag, pause=True)
         )
         return str(result["Id"])
+
+    async def layer_size(self, ref: str) -> int:
+        """Bytes the image's top layer adds (what a snapshot costs on disk)."""
+        history = await self._run(lambda: self.api.history(ref))
+        return int(history[0].get("Size", 0)) if history else 0
+
+    # -- volumes ----------------------------------------------------------------------
+    async def create_volume(self, name: str, labels: dict[str, str]) -> VolumeInfo:
+        def work() -> VolumeInfo:
+            data = self.api.create_volume(name=name, driver="local", labels=labels)
+            mountpoint = str(data["Mountpoint"])
+            # A fresh volume belongs to host root; make it the box user's (uid 1000 in the
+            # box), or `abc` could not write to its own drive.
+            if self._userns_base is not None:
+                os.chown(mountpoint, self._userns_base + 1000, self._userns_base + 1000)
+                os.chmod(mountpoint, 0o775)
+            return VolumeInfo(name, dict(data.get("Labels") or {}), mountpoint)
+
+        return await self._run(work)
+
+    async def remove_volume(self, name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self._run(lambda: self.api.remove_volume(name))
+
+    async def volumes(self, labels: dict[str, str]) -> list[VolumeInfo]:
+        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        data = await self._run(lambda: self.api.volumes(filters=filters))
+        return [
+            VolumeInfo(str(v["Name"]), dict(v.get("Labels") or {}), str(v["Mountpoint"]))
+            for v in (data.get("Volumes") or [])
+        ]
+
+    async def volume_usage(self, volume: VolumeInfo) -> int:
+        def work() -> int:
+            total = 0
+            for root, _, files in os.walk(volume.mountpoint):
+                for name in files:
+                    with contextlib.suppress(OSError):
+                        total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            return total
+
+        return await self._run(work)
 
     # -- exec -------------------------------------------------------------------------
     async def exec(self, cid: str, spec: ExecSpec) -> _DockerExec:

@@ -17,6 +17,7 @@ from .base import (
     ContainerSpec,
     EngineInfo,
     ExecSpec,
+    VolumeInfo,
 )
 
 
@@ -55,6 +56,7 @@ class FakeRuntime:
         self.files: dict[tuple[str, str], bytes] = {}
         self.execs: list[ExecSpec] = []
         self.calls: list[str] = []
+        self.volume_by_name: dict[str, VolumeInfo] = {}
         self.fail_next: dict[str, Exception] = {}
         self._n = 0
 
@@ -124,6 +126,26 @@ class FakeRuntime:
         self._get(cid)
         self.images.add(f"{repository}:{tag}")
         return f"sha256:{repository}:{tag}"
+
+    async def layer_size(self, ref: str) -> int:
+        return 4096 if ref in self.images else 0
+
+    async def create_volume(self, name: str, labels: dict[str, str]) -> VolumeInfo:
+        self.volume_by_name[name] = VolumeInfo(name, labels, f"/fake/{name}")
+        return self.volume_by_name[name]
+
+    async def remove_volume(self, name: str) -> None:
+        self.volume_by_name.pop(name, None)
+
+    async def volumes(self, labels: dict[str, str]) -> list[VolumeInfo]:
+        return [
+            v
+            for v in self.volume_by_name.values()
+            if all(v.labels.get(k) == val for k, val in labels.items())
+        ]
+
+    async def volume_usage(self, volume: VolumeInfo) -> int:
+        return 1234
 
     async def exec(self, cid: str, spec: ExecSpec) -> FakeExec:
         self._maybe_fail("exec")

@@ -24,9 +24,11 @@ from ..domain.box import (
     validate_ttl,
 )
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+from ..domain.snapshot import parse_drive
 from ..runtime.base import ExecProcess, ExecSpec, Runtime
 from ..store.boxes import BoxRepository
 from .capacity import Capacity
+from .drives import DriveService
 from .reconciler import Reconciler
 
 HOME = "/config"
@@ -63,6 +65,7 @@ class BoxService:
         reconciler: Reconciler,
         capacity: Capacity,
         now: Callable[[], datetime],
+        drives: DriveService,
     ) -> None:
         self._cfg = cfg
         self._repo = repo
@@ -70,6 +73,7 @@ class BoxService:
         self._reconciler = reconciler
         self.capacity = capacity
         self._now = now
+        self._drives = drives
         # Capacity is checked and claimed under one lock, so two concurrent `new`s can never
         # both take the last slot.
         self._claim = asyncio.Lock()
@@ -101,7 +105,10 @@ class BoxService:
         type_name: str | None,
         ttl: int | None,
         ttl_action: str | None,
+        drives: list[str] | tuple[str, ...] = (),
+        image: str | None = None,
     ) -> Box:
+        """Admit a box (validation, capacity, name) and bring it up; `image` is for forks."""
         type_name = type_name or self._cfg.default_type
         box_type = self._cfg.types.get(type_name)
         if box_type is None:
@@ -109,6 +116,11 @@ class BoxService:
             raise NotFound(f"unknown box type {type_name!r}; known types: {known}")
         ttl = validate_ttl(self._cfg.default_ttl if ttl is None else ttl)
         action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
+        mounts = tuple(dict.fromkeys(drives))
+        if len({parse_drive(d)[0] for d in mounts}) != len(mounts):
+            raise InvalidRequest("a drive can be mounted only once per box")
+        for spec in mounts:
+            await self._drives.ensure(parse_drive(spec)[0])
         now = self._now()
         async with self._claim:
             boxes = await self._repo.all()
@@ -122,7 +134,7 @@ class BoxService:
                 id=new_box_id(),
                 name=name,
                 type=box_type.name,
-                image=self._cfg.image.name,
+                image=image or self._cfg.image.name,
                 state=BoxState.CREATING,
                 desired=Desired.RUNNING,
                 created_at=now,
@@ -132,7 +144,7 @@ class BoxService:
                 memory_mb=box_type.memory_mb,
                 pids=box_type.pids,
                 started_at=now,
-                expires_at=None,
+                drives=mounts,
             )
             box = replace(box, expires_at=box.deadline_from(now))
             await self._repo.add(box)

@@ -9,6 +9,7 @@ in the middle of anything is repaired by the next pass.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 from collections import defaultdict
@@ -20,14 +21,26 @@ from pathlib import Path
 import anyio.to_thread
 
 from ..domain.box import Box, BoxState, Desired
-from ..domain.errors import PaddockError
+from ..domain.errors import InvalidState, PaddockError
+from ..domain.snapshot import Snapshot, parse_drive
 from ..netpolicy.base import NetworkPolicy
-from ..runtime.base import LABEL_INSTANCE, LABEL_NAME, ContainerInfo, ContainerSpec, Runtime
+from ..runtime.base import (
+    LABEL_INSTANCE,
+    LABEL_NAME,
+    ContainerInfo,
+    ContainerSpec,
+    Mount,
+    Runtime,
+)
 from ..store.boxes import BoxRepository
 
 log = logging.getLogger("paddockd.reconciler")
 
 SNAPSHOT_REPO = "paddock-snapshots/{box_id}"
+
+
+def drive_volume(name: str) -> str:
+    return f"paddock-drive-{name}"
 
 
 class Reconciler:
@@ -41,6 +54,7 @@ class Reconciler:
         boxes_dir: Path,
         stop_timeout: int,
         now: Callable[[], datetime],
+        retention: int = 5,
     ) -> None:
         self._repo = repo
         self._rt = runtime
@@ -49,6 +63,7 @@ class Reconciler:
         self._boxes_dir = boxes_dir
         self._stop_timeout = stop_timeout
         self._now = now
+        self._retention = retention
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     def run_dir(self, box_id: str) -> Path:
@@ -91,11 +106,10 @@ class Reconciler:
     async def _run(self, box: Box, info: ContainerInfo | None) -> Box:
         note = box.message if box.state == BoxState.RUNNING else None
         if info is None:
-            snapshots = await self._repo.snapshot_images(box.id)
-            image = snapshots[0] if snapshots else box.image
+            image = box.source_image
             if box.container_id is not None:
                 # The container vanished (removed by hand, engine data lost): rebuild the box
-                # from its newest snapshot rather than lose it.
+                # from its last snapshot rather than lose it.
                 note = f"its container was lost; recreated from {image}"
                 log.warning("box %s: %s", box.name, note)
             state = BoxState.STARTING if box.container_id else BoxState.CREATING
@@ -121,25 +135,94 @@ class Reconciler:
         if info is not None:
             if info.running:
                 await self._rt.stop(info.id, self._stop_timeout)
-            seq = await self._repo.next_snapshot_seq(box.id)
-            repository = SNAPSHOT_REPO.format(box_id=box.id)
-            await self._rt.commit(info.id, repository, str(seq))
-            await self._repo.add_snapshot(box.id, f"{repository}:{seq}", "stop")
+            snap = await self._commit(box, info.id, "stop", None)
+            box = replace(box, current_snapshot=snap.image)
+            await self._prune(box)
         return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=None)
+
+    async def _commit(self, box: Box, cid: str, kind: str, label: str | None) -> Snapshot:
+        """Commit the container as the box's next snapshot. A failed commit leaves no row and
+        no half-made image behind; the error says why (e.g. the disk is full)."""
+        seq = await self._repo.next_snapshot_seq(box.id)
+        repository = SNAPSHOT_REPO.format(box_id=box.id)
+        image = f"{repository}:{seq}"
+        try:
+            await self._rt.commit(cid, repository, str(seq))
+            size = await self._rt.layer_size(image)
+        except PaddockError as exc:
+            with contextlib.suppress(PaddockError):
+                await self._rt.remove_image(image)
+            raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
+        snap = Snapshot(box.id, seq, image, kind, self._now(), size, label)
+        await self._repo.add_snapshot(snap)
+        return snap
+
+    async def _prune(self, box: Box) -> None:
+        """Keep the newest `retention` automatic snapshots; never one that is still needed."""
+        automatic = [s for s in await self._repo.snapshots(box.id) if s.automatic]
+        needed = await self._repo.images_in_use(except_box=box.id) | {box.source_image}
+        for snap in automatic[self._retention :]:
+            if snap.image not in needed:
+                await self._rt.remove_image(snap.image)
+                await self._repo.delete_snapshot(box.id, snap.seq)
 
     async def _delete(self, box: Box, info: ContainerInfo | None) -> None:
         if box.state != BoxState.DELETING:
             box = await self._save(box, state=BoxState.DELETING)
         if info is not None:
             await self._rt.remove(info.id)
-        for image in await self._repo.snapshot_images(box.id):
-            await self._rt.remove_image(image)
+        # A fork may have been made from one of these images: those stay until it goes.
+        in_use = await self._repo.images_in_use(except_box=box.id)
+        mine = await self._repo.snapshot_images(box.id)
+        if box.image.startswith("paddock-snapshots/"):
+            mine.append(box.image)
+        for image in mine:
+            if image not in in_use:
+                await self._rt.remove_image(image)
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(self._boxes_dir / box.id, ignore_errors=True)
         )
         await self._repo.delete(box.id)
 
+    # -- operations the snapshot service asks for, under the box's lock ------------------
+    async def snapshot(self, box_id: str, kind: str, label: str | None) -> Snapshot:
+        async with self._locks[box_id]:
+            box = await self._repo.get(box_id)
+            if box is None or box.container_id is None:
+                raise InvalidState("the box has no filesystem to snapshot right now")
+            if box.state not in (BoxState.RUNNING, BoxState.STOPPED):
+                raise InvalidState(f"box {box.name} is {box.state.value}; try again in a moment")
+            snap = await self._commit(box, box.container_id, kind, label)
+            await self._save(box, current_snapshot=snap.image)
+            return snap
+
+    async def rebase(self, box_id: str, image: str) -> Box | None:
+        """Throw the box's container away and recreate it from `image` (restore)."""
+        async with self._locks[box_id]:
+            box = await self._repo.get(box_id)
+            if box is None:
+                return None
+            if box.state not in (BoxState.RUNNING, BoxState.STOPPED, BoxState.ERROR):
+                raise InvalidState(
+                    f"box {box.name} is {box.state.value}; restore it once that is done"
+                )
+            if box.container_id:
+                await self._rt.remove(box.container_id)
+            running = box.desired == Desired.RUNNING
+            await self._save(
+                box,
+                container_id=None,
+                current_snapshot=image,
+                message=None,
+                state=BoxState.STARTING if running else BoxState.STOPPED,
+            )
+        return await self.reconcile(box_id)
+
     def _spec(self, box: Box, image: str) -> ContainerSpec:
+        mounts = []
+        for spec in box.drives:
+            name, read_only = parse_drive(spec)
+            mounts.append(Mount(drive_volume(name), f"/mnt/{name}", read_only))
         return ContainerSpec(
             box_id=box.id,
             hostname=box.name,
@@ -149,6 +232,7 @@ class Reconciler:
             pids=box.pids,
             run_dir=self.run_dir(box.id),
             labels={LABEL_INSTANCE: self._instance, LABEL_NAME: box.name},
+            mounts=tuple(mounts),
         )
 
     async def reconcile_all(self) -> None:

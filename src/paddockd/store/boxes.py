@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
@@ -11,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ..domain.box import Box, BoxState, Desired, TtlAction
 from ..domain.errors import Conflict
+from ..domain.snapshot import Snapshot
 from .db import Database, boxes, snapshots
 
 _TIMES = ("created_at", "started_at", "expires_at")
@@ -26,6 +28,7 @@ def _dt(value: float | None) -> datetime | None:
 
 def _to_row(box: Box) -> dict[str, Any]:
     row = asdict(box)
+    row["drives"] = json.dumps(list(box.drives))
     row["state"] = box.state.value
     row["desired"] = box.desired.value
     row["ttl_action"] = box.ttl_action.value
@@ -41,6 +44,7 @@ def _from_row(row: sa.Row[Any]) -> Box:
     data["state"] = BoxState(data["state"])
     data["desired"] = Desired(data["desired"])
     data["ttl_action"] = TtlAction(data["ttl_action"])
+    data["drives"] = tuple(json.loads(data.get("drives") or "[]"))
     return Box(**data)
 
 
@@ -97,39 +101,49 @@ class BoxRepository:
 
         await self._db.run(work)
 
-    async def add_snapshot(
-        self, box_id: str, image: str, kind: str, label: str | None = None
-    ) -> int:
-        def work(conn: Connection) -> int:
-            seq = conn.execute(
-                sa.select(sa.func.coalesce(sa.func.max(snapshots.c.seq), 0)).where(
-                    snapshots.c.box_id == box_id
-                )
-            ).scalar_one()
-            conn.execute(
-                snapshots.insert().values(
-                    box_id=box_id,
-                    seq=seq + 1,
-                    image=image,
-                    label=label,
-                    kind=kind,
-                    created_at=datetime.now(timezone.utc).timestamp(),
-                )
-            )
-            return int(seq) + 1
+    async def add_snapshot(self, snap: Snapshot) -> None:
+        row = {
+            "box_id": snap.box_id,
+            "seq": snap.seq,
+            "image": snap.image,
+            "label": snap.label,
+            "kind": snap.kind,
+            "created_at": snap.created_at.timestamp(),
+            "size": snap.size,
+        }
+        await self._db.run(lambda conn: conn.execute(snapshots.insert().values(**row)))
 
-        return await self._db.run(work)
-
-    async def snapshot_images(self, box_id: str) -> list[str]:
-        """Snapshot images of a box, newest first."""
+    async def snapshots(self, box_id: str) -> list[Snapshot]:
+        """A box's snapshots, newest first."""
         rows = await self._db.run(
             lambda conn: conn.execute(
-                sa.select(snapshots.c.image)
+                sa.select(snapshots)
                 .where(snapshots.c.box_id == box_id)
                 .order_by(snapshots.c.seq.desc())
             ).all()
         )
-        return [r[0] for r in rows]
+        return [
+            Snapshot(
+                box_id=r.box_id,
+                seq=r.seq,
+                image=r.image,
+                kind=r.kind,
+                label=r.label,
+                created_at=_dt(r.created_at) or datetime.now(timezone.utc),
+                size=r.size,
+            )
+            for r in rows
+        ]
+
+    async def snapshot_images(self, box_id: str) -> list[str]:
+        return [s.image for s in await self.snapshots(box_id)]
+
+    async def delete_snapshot(self, box_id: str, seq: int) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                snapshots.delete().where(snapshots.c.box_id == box_id, snapshots.c.seq == seq)
+            )
+        )
 
     async def next_snapshot_seq(self, box_id: str) -> int:
         seq = await self._db.run(
@@ -140,3 +154,14 @@ class BoxRepository:
             ).scalar_one()
         )
         return int(seq) + 1
+
+    async def images_in_use(self, except_box: str | None = None) -> set[str]:
+        """Images some box is, or would be, created from (so they must stay)."""
+        rows = await self._db.run(
+            lambda conn: conn.execute(
+                sa.select(boxes.c.image, boxes.c.current_snapshot).where(
+                    boxes.c.id != (except_box or "")
+                )
+            ).all()
+        )
+        return {img for row in rows for img in row if img}

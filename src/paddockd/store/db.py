@@ -32,6 +32,8 @@ boxes = sa.Table(
     sa.Column("pids", sa.Integer, nullable=False),
     sa.Column("container_id", sa.String(80)),
     sa.Column("message", sa.Text),
+    sa.Column("current_snapshot", sa.String(255)),
+    sa.Column("drives", sa.Text, nullable=False, server_default="[]"),
 )
 
 snapshots = sa.Table(
@@ -44,6 +46,7 @@ snapshots = sa.Table(
     sa.Column("label", sa.String(128)),
     sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 tokens = sa.Table(
@@ -79,6 +82,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 id VARCHAR(32) PRIMARY KEY, name VARCHAR(128) NOT NULL,
                 hash VARCHAR(128) NOT NULL UNIQUE, created_at FLOAT NOT NULL,
                 last_used_at FLOAT)""",
+        ],
+    ),
+    (
+        2,
+        [
+            # The filesystem state a box's container is recreated from when it is gone:
+            # its latest stop or live snapshot, or the snapshot it was restored to.
+            "ALTER TABLE boxes ADD COLUMN current_snapshot VARCHAR(255)",
+            "ALTER TABLE boxes ADD COLUMN drives TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE snapshots ADD COLUMN size BIGINT NOT NULL DEFAULT 0",
         ],
     ),
 ]

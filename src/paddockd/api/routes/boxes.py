@@ -27,6 +27,7 @@ async def present(svc: Services, box: Box) -> BoxModel:
         ttl=box.ttl,
         ttl_action=box.ttl_action.value,
         snapshots=await svc.boxes.snapshot_count(box),
+        drives=list(box.drives),
         profile=await svc.system.profile(),
         message=box.message,
     )
@@ -34,7 +35,7 @@ async def present(svc: Services, box: Box) -> BoxModel:
 
 @router.post("", status_code=201, response_model=BoxModel, summary="Create and start a box")
 async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
-    box = await svc.boxes.create(body.name, body.type, body.ttl, body.ttl_action)
+    box = await svc.boxes.create(body.name, body.type, body.ttl, body.ttl_action, body.drives)
     return await present(svc, box)
 
 

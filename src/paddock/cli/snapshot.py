@@ -1,0 +1,123 @@
+"""Snapshot commands: snapshot, snapshots, restore, fork."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._common import add_json, box_ref, client, set_current
+from ._output import emit_json, note, since, size, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "snapshot",
+        help="snapshot a box's files now",
+        description="Take a snapshot of a box's filesystem now. A running box is paused "
+        "only while its changes are written. Snapshots keep files only: not memory, not "
+        "running processes, not /var/lib/docker, not named drives.",
+    )
+    p.add_argument("box", metavar="BOX")
+    p.add_argument("--name", dest="label", metavar="LABEL", help="a label to restore or fork by")
+    add_json(p)
+    p.set_defaults(run=cmd_snapshot)
+
+    p = sub.add_parser(
+        "snapshots",
+        help="list a box's snapshots, or `snapshots rm BOX SNAP`",
+        description="List a box's snapshots (newest first; * marks the one its files were "
+        "last saved to), or delete one with `paddock snapshots rm BOX SNAP`.",
+        usage="paddock snapshots [--json] BOX\n       paddock snapshots rm BOX SNAP",
+    )
+    p.add_argument("words", nargs="+", metavar="BOX | rm BOX SNAP")
+    add_json(p)
+    p.set_defaults(run=cmd_snapshots)
+
+    p = sub.add_parser(
+        "restore",
+        help="rewind a box to a snapshot",
+        description="Return a box's files to a snapshot. The box keeps its name, type, TTL "
+        "and drives; drive contents are not rolled back. A running box restarts.",
+    )
+    p.add_argument("box", metavar="BOX")
+    p.add_argument("--snapshot", required=True, metavar="SNAP", help="snapshot id or label")
+    add_json(p)
+    p.set_defaults(run=cmd_restore)
+
+    p = sub.add_parser(
+        "fork",
+        help="a new box from a box's files (now, or a snapshot)",
+        description="Make a new box from a box's current files (taken live) or one of its "
+        "snapshots. The two change independently afterwards; the fork keeps the type, TTL "
+        "and drives and becomes `current`.",
+    )
+    p.add_argument("box", metavar="BOX")
+    p.add_argument("--name", help="name of the new box (generated if absent)")
+    p.add_argument("--snapshot", metavar="SNAP", help="fork from this snapshot instead")
+    add_json(p)
+    p.set_defaults(run=cmd_fork)
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        snap = c.snapshot_box(box_ref(args.box), args.label)
+    if args.json:
+        emit_json(snap)
+    else:
+        print(snap.id)
+        label = f" ({snap.label})" if snap.label else ""
+        note(f"snapshot {snap.id}{label} taken, {size(snap.size_bytes)}")
+    return 0
+
+
+def cmd_snapshots(args: argparse.Namespace) -> int:
+    words = args.words
+    if words[0] == "rm":
+        if len(words) != 3:
+            raise SystemExit("usage: paddock snapshots rm BOX SNAP")
+        with client(args) as c:
+            c.delete_snapshot(box_ref(words[1]), words[2])
+        note(f"snapshot {words[2]} of {words[1]} deleted")
+        return 0
+    if len(words) != 1:
+        raise SystemExit("usage: paddock snapshots [--json] BOX")
+    with client(args) as c:
+        snaps = c.list_snapshots(box_ref(words[0]))
+    if args.json:
+        emit_json(snaps)
+        return 0
+    rows = [
+        [
+            ("* " if s.current else "  ") + str(s.id),
+            s.label or "-",
+            s.kind,
+            since(s.created_at),
+            size(s.size_bytes),
+        ]
+        for s in snaps
+    ]
+    table(["  ID", "LABEL", "KIND", "CREATED", "SIZE"], rows)
+    if not snaps:
+        note("no snapshots yet: `paddock stop` or `paddock snapshot` takes one")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.restore_box(box_ref(args.box), args.snapshot)
+    if args.json:
+        emit_json(box)
+    else:
+        note(f"box {box.name} restored to snapshot {args.snapshot} ({box.state})")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = c.fork_box(box_ref(args.box), args.name, args.snapshot)
+    set_current(box.name)
+    if args.json:
+        emit_json(box)
+    else:
+        print(box.name)
+        note(f"box {box.name} forked from {args.box}; it is now `current`")
+    return 0

@@ -1,0 +1,56 @@
+"""Snapshots of a box's filesystem, and named drives."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from .errors import InvalidRequest
+
+DRIVE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    box_id: str
+    seq: int
+    image: str
+    kind: str  # "stop" (automatic), "live" (paddock snapshot), "fork"
+    created_at: datetime
+    size: int = 0
+    label: str | None = None
+
+    @property
+    def automatic(self) -> bool:
+        return self.kind == "stop"
+
+    def matches(self, ref: str) -> bool:
+        return ref == str(self.seq) or (self.label is not None and ref == self.label)
+
+
+def validate_label(label: str) -> str:
+    if not label or len(label) > 64 or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", label):
+        raise InvalidRequest(
+            f"invalid snapshot label {label!r}: 1-64 letters, digits, '.', '_' or '-'"
+        )
+    if label.isdigit():
+        raise InvalidRequest("a snapshot label cannot be only digits (those are snapshot ids)")
+    return label
+
+
+def parse_drive(spec: str) -> tuple[str, bool]:
+    """`name` or `name:ro` -> (name, read_only)."""
+    name, _, mode = spec.partition(":")
+    if mode not in ("", "ro", "rw"):
+        raise InvalidRequest(f"invalid drive mode in {spec!r}: use NAME or NAME:ro")
+    return validate_drive_name(name), mode == "ro"
+
+
+def validate_drive_name(name: str) -> str:
+    if not DRIVE_RE.match(name) or ".." in name:
+        raise InvalidRequest(
+            f"invalid drive name {name!r}: 1-63 lowercase letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no '/' or '..')"
+        )
+    return name

@@ -1,0 +1,96 @@
+"""Snapshots, restore and fork: a box's filesystem kept, rewound, or copied."""
+
+from __future__ import annotations
+
+from ..domain.box import Box, BoxState
+from ..domain.errors import Conflict, InvalidState, NotFound
+from ..domain.snapshot import Snapshot, validate_label
+from ..runtime.base import Runtime
+from ..store.boxes import BoxRepository
+from .boxes import BoxService
+from .reconciler import Reconciler
+
+
+class SnapshotService:
+    def __init__(
+        self, repo: BoxRepository, runtime: Runtime, reconciler: Reconciler, boxes: BoxService
+    ) -> None:
+        self._repo = repo
+        self._rt = runtime
+        self._reconciler = reconciler
+        self._boxes = boxes
+
+    async def list(self, ref: str) -> tuple[Box, list[Snapshot]]:
+        box = await self._boxes.resolve(ref)
+        return box, await self._repo.snapshots(box.id)
+
+    async def find(self, box: Box, ref: str) -> Snapshot:
+        for snap in await self._repo.snapshots(box.id):
+            if snap.matches(ref):
+                return snap
+        raise NotFound(
+            f"box {box.name} has no snapshot {ref!r} (see `paddock snapshots {box.name}`)"
+        )
+
+    async def take(self, ref: str, label: str | None) -> Snapshot:
+        """Snapshot a box now; a running box is paused only while its layer is written."""
+        box = await self._boxes.resolve(ref)
+        if label is not None:
+            validate_label(label)
+            if any(s.label == label for s in await self._repo.snapshots(box.id)):
+                raise Conflict(f"box {box.name} already has a snapshot labelled {label!r}")
+        return await self._reconciler.snapshot(box.id, "live", label)
+
+    async def remove(self, ref: str, snap_ref: str) -> None:
+        box = await self._boxes.resolve(ref)
+        snap = await self.find(box, snap_ref)
+        in_use = await self._repo.images_in_use(except_box=box.id)
+        if snap.image in in_use:
+            users = [
+                b.name
+                for b in await self._repo.all()
+                if snap.image in (b.image, b.current_snapshot) and b.id != box.id
+            ]
+            raise Conflict(
+                f"snapshot {snap.seq} of {box.name} is the base of box(es) {', '.join(users)}",
+                details={"boxes": users},
+            )
+        if snap.image == box.source_image:
+            raise Conflict(
+                f"snapshot {snap.seq} holds box {box.name}'s current files; "
+                "take a newer snapshot or restore another one first"
+            )
+        await self._rt.remove_image(snap.image)
+        await self._repo.delete_snapshot(box.id, snap.seq)
+
+    async def restore(self, ref: str, snap_ref: str) -> Box:
+        """Rewind the box's filesystem to a snapshot. Name, type, TTL, drives (and their
+        data: drives are not in snapshots) stay as they are."""
+        box = await self._boxes.resolve(ref)
+        snap = await self.find(box, snap_ref)
+        restored = await self._reconciler.rebase(box.id, snap.image)
+        if restored is None:
+            raise NotFound(f"box {box.name} was deleted meanwhile")
+        return restored
+
+    async def fork(self, ref: str, name: str | None, snap_ref: str | None) -> Box:
+        """A new box from the source's current files (or one of its snapshots); the two
+        change independently afterwards. The fork keeps the type, TTL and drives."""
+        source = await self._boxes.resolve(ref)
+        if snap_ref is not None:
+            image = (await self.find(source, snap_ref)).image
+        elif source.state == BoxState.RUNNING or (
+            source.state == BoxState.STOPPED and source.container_id
+        ):
+            image = (
+                await self._reconciler.snapshot(source.id, "fork", f"fork-{name or 'box'}")
+            ).image
+        elif source.state == BoxState.STOPPED:
+            image = source.source_image
+        else:
+            raise InvalidState(
+                f"box {source.name} is {source.state.value}; fork it once that is done"
+            )
+        return await self._boxes.create(
+            name, source.type, source.ttl, source.ttl_action.value, source.drives, image=image
+        )

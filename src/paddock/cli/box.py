@@ -50,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--name", help="box name (lowercase letters, digits, hyphens); generated if absent"
     )
+    p.add_argument(
+        "--drive",
+        action="append",
+        default=[],
+        metavar="NAME[:ro]",
+        help="mount a named drive at /mnt/NAME (created if missing; repeatable)",
+    )
     add_json(p)
     p.set_defaults(run=cmd_new)
 

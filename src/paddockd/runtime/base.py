@@ -58,6 +58,7 @@ class ContainerInfo:
     box_id: str
     running: bool
     status: str
+    image: str = ""
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,10 @@ class DockerRuntime:
             running, status = bool(state.get("Running")), str(state.get("Status", ""))
         else:
             running, status = state == "running", str(state or "")
-        return ContainerInfo(str(data["Id"]), str(labels.get(LABEL_BOX, "")), running, status)
+        image = str((data.get("Config") or {}).get("Image") or data.get("Image") or "")
+        return ContainerInfo(
+            str(data["Id"]), str(labels.get(LABEL_BOX, "")), running, status, image
+        )
 
     async def inspect(self, cid: str) -> ContainerInfo | None:
         try:

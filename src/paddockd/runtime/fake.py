@@ -108,9 +108,8 @@ class FakeRuntime:
         c = self.by_id.get(cid)
         if c is None:
             return None
-        return ContainerInfo(
-            cid, c["labels"][LABEL_BOX], c["running"], "running" if c["running"] else "exited"
-        )
+        status = "running" if c["running"] else "exited"
+        return ContainerInfo(cid, c["labels"][LABEL_BOX], c["running"], status, c["spec"].image)
 
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         out = []

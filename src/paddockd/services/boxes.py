@@ -124,11 +124,11 @@ class BoxService:
         now = self._now()
         async with self._claim:
             boxes = await self._repo.all()
+            taken = {b.name for b in boxes}
             if name is None:
-                taken = {b.name for b in boxes}
                 name = next(n for n in iter(generated_name, None) if n not in taken)
-            else:
-                validate_name(name)
+            elif validate_name(name) in taken:
+                raise Conflict(f"a box named {name!r} already exists")
             self.capacity.check(boxes, box_type)
             box = Box(
                 id=new_box_id(),

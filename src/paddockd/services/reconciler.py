@@ -157,13 +157,29 @@ class Reconciler:
         await self._repo.add_snapshot(snap)
         return snap
 
+    async def images_needed(self, except_box: str | None = None) -> set[str]:
+        """Images a box is (or would be) created from, and those containers run on now:
+        after a restore or a fork these can differ, and neither may be removed."""
+        needed = await self._repo.images_in_use(except_box=except_box)
+        for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
+            if info.box_id != except_box:
+                needed.add(info.image)
+        return needed
+
+    async def release_image(self, image: str) -> None:
+        """Remove an image nobody needs; a refusal by the engine is logged, not fatal."""
+        try:
+            await self._rt.remove_image(image)
+        except PaddockError as exc:
+            log.warning("kept image %s: %s", image, exc.message)
+
     async def _prune(self, box: Box) -> None:
         """Keep the newest `retention` automatic snapshots; never one that is still needed."""
         automatic = [s for s in await self._repo.snapshots(box.id) if s.automatic]
-        needed = await self._repo.images_in_use(except_box=box.id) | {box.source_image}
+        needed = await self.images_needed()
         for snap in automatic[self._retention :]:
             if snap.image not in needed:
-                await self._rt.remove_image(snap.image)
+                await self.release_image(snap.image)
                 await self._repo.delete_snapshot(box.id, snap.seq)
 
     async def _delete(self, box: Box, info: ContainerInfo | None) -> None:
@@ -172,13 +188,13 @@ class Reconciler:
         if info is not None:
             await self._rt.remove(info.id)
         # A fork may have been made from one of these images: those stay until it goes.
-        in_use = await self._repo.images_in_use(except_box=box.id)
+        in_use = await self.images_needed(except_box=box.id)
         mine = await self._repo.snapshot_images(box.id)
         if box.image.startswith("paddock-snapshots/"):
             mine.append(box.image)
         for image in mine:
             if image not in in_use:
-                await self._rt.remove_image(image)
+                await self.release_image(image)
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(self._boxes_dir / box.id, ignore_errors=True)
         )

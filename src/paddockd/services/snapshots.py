@@ -44,13 +44,12 @@ class SnapshotService:
     async def remove(self, ref: str, snap_ref: str) -> None:
         box = await self._boxes.resolve(ref)
         snap = await self.find(box, snap_ref)
-        in_use = await self._repo.images_in_use(except_box=box.id)
-        if snap.image in in_use:
+        if snap.image in await self._reconciler.images_needed(except_box=box.id):
             users = [
                 b.name
                 for b in await self._repo.all()
-                if snap.image in (b.image, b.current_snapshot) and b.id != box.id
-            ]
+                if b.id != box.id and snap.image in (b.image, b.current_snapshot)
+            ] or ["(a container still running on it)"]
             raise Conflict(
                 f"snapshot {snap.seq} of {box.name} is the base of box(es) {', '.join(users)}",
                 details={"boxes": users},
@@ -60,7 +59,7 @@ class SnapshotService:
                 f"snapshot {snap.seq} holds box {box.name}'s current files; "
                 "take a newer snapshot or restore another one first"
             )
-        await self._rt.remove_image(snap.image)
+        await self._reconciler.release_image(snap.image)
         await self._repo.delete_snapshot(box.id, snap.seq)
 
     async def restore(self, ref: str, snap_ref: str) -> Box:

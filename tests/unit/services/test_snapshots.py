@@ -1,0 +1,134 @@
+"""Snapshots, restore, fork and drives on the fake engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddockd.domain.box import BoxState
+from paddockd.domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+
+from ..conftest import World
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_live_snapshot_with_label_becomes_current(world: World) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    snap = await world.services.snapshots.take("b", "before-upgrade")
+    assert snap.seq == 1 and snap.kind == "live" and snap.size == 4096
+    assert (await world.boxes.resolve("b")).current_snapshot == snap.image
+    with pytest.raises(Conflict):
+        await world.services.snapshots.take("b", "before-upgrade")
+    with pytest.raises(InvalidRequest):
+        await world.services.snapshots.take("b", "12")
+    assert world.runtime.by_id[box.container_id or ""]["running"]
+
+
+async def test_restore_recreates_the_container_from_the_snapshot(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    first = await world.services.snapshots.take("b", "one")
+    await world.services.snapshots.take("b", "two")
+    restored = await world.services.snapshots.restore("b", "one")
+    assert restored.state == BoxState.RUNNING and restored.current_snapshot == first.image
+    spec = world.runtime.by_id[restored.container_id or ""]["spec"]
+    assert spec.image == first.image and len(world.runtime.by_id) == 1
+    with pytest.raises(NotFound):
+        await world.services.snapshots.restore("b", "nope")
+
+
+async def test_restore_of_a_stopped_box_stays_stopped_and_resumes_from_it(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    first = await world.services.snapshots.take("b", None)
+    await world.boxes.stop("b")
+    stopped = await world.services.snapshots.restore("b", str(first.seq))
+    assert stopped.state == BoxState.STOPPED and stopped.container_id is None
+    resumed = await world.boxes.resume("b")
+    assert world.runtime.by_id[resumed.container_id or ""]["spec"].image == first.image
+
+
+async def test_restore_mid_stop_is_refused(world: World) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    snap = await world.services.snapshots.take("b", None)
+    from dataclasses import replace
+
+    await world.repo.save(replace(box, state=BoxState.STOPPING))
+    with pytest.raises(InvalidState, match="stopping"):
+        await world.services.snapshots.restore("b", str(snap.seq))
+
+
+async def test_fork_live_and_from_snapshot_keep_type_ttl_and_drives(world: World) -> None:
+    await world.boxes.create("src", "small", 600, "delete", ["cache"])
+    snap = await world.services.snapshots.take("src", "s1")
+    live = await world.services.snapshots.fork("src", "copy", None)
+    assert live.type == "small" and live.ttl == 600 and live.drives == ("cache",)
+    assert live.image.startswith("paddock-snapshots/")
+    old = await world.services.snapshots.fork("src", "old", "s1")
+    assert old.image == snap.image
+    with pytest.raises(Conflict):
+        await world.services.snapshots.fork("src", "copy", None)
+    # The source's snapshot is the fork's base: it cannot go, not even with the source.
+    with pytest.raises(Conflict, match="base of box"):
+        await world.services.snapshots.remove("src", "s1")
+    await world.boxes.delete("src", force=True)
+    assert snap.image in world.runtime.images
+    await world.boxes.delete("old", force=True)
+    assert snap.image not in world.runtime.images
+
+
+async def test_retention_keeps_the_newest_automatic_snapshots(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    await world.services.snapshots.take("b", "keep-me")
+    for _ in range(4):
+        await world.boxes.stop("b")
+        await world.boxes.resume("b")
+    kinds = [
+        (s.seq, s.kind) for s in await world.repo.snapshots((await world.boxes.resolve("b")).id)
+    ]
+    assert [k for _, k in kinds].count("stop") == 2  # retention=2 in the test world
+    assert "live" in [k for _, k in kinds]
+
+
+async def test_a_failed_commit_leaves_no_snapshot_and_says_why(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    world.runtime.fail_next["commit"] = PaddockError("no space left on device")
+    with pytest.raises(PaddockError, match="no space left"):
+        await world.services.snapshots.take("b", None)
+    box = await world.boxes.resolve("b")
+    assert await world.repo.snapshots(box.id) == []
+    assert box.state == BoxState.RUNNING or box.state == BoxState.ERROR
+
+
+async def test_drives_are_created_shared_listed_and_protected(world: World) -> None:
+    await world.boxes.create("a", None, None, None, ["data", "ref:ro"])
+    await world.boxes.create("b", None, None, None, ["data"])
+    spec = next(iter(world.runtime.by_id.values()))["spec"]
+    assert [(m.volume, m.target, m.read_only) for m in spec.mounts] == [
+        ("paddock-drive-data", "/mnt/data", False),
+        ("paddock-drive-ref", "/mnt/ref", True),
+    ]
+    drives = {d.name: d for d in await world.services.drives.all()}
+    assert drives["data"].boxes == ["a", "b"] and drives["ref"].boxes == ["a"]
+    with pytest.raises(Conflict, match="a, b"):
+        await world.services.drives.remove("data")
+    await world.boxes.delete("a", force=True)
+    await world.boxes.delete("b", force=True)
+    await world.services.drives.remove("data")
+    assert "paddock-drive-data" not in world.runtime.volume_by_name
+    assert "paddock-drive-ref" in world.runtime.volume_by_name  # outlives its boxes
+
+
+@pytest.mark.parametrize("spec", ["../etc", "a/b", "UP", "x:rw:ro", "x:exec", ""])
+async def test_bad_drive_specs(world: World, spec: str) -> None:
+    with pytest.raises(InvalidRequest):
+        await world.boxes.create("b", None, None, None, [spec])
+    assert world.runtime.by_id == {}
+
+
+async def test_the_same_drive_twice_is_refused(world: World) -> None:
+    with pytest.raises(InvalidRequest, match="only once"):
+        await world.boxes.create("b", None, None, None, ["d", "d:ro"])

@@ -32,6 +32,7 @@ from .base import (
 )
 
 T = TypeVar("T")
+USERNS_RUNTIME = "paddock-runc"  # the name engine.py registers the OCI wrapper under
 _CHUNK = 1024 * 1024
 
 
@@ -68,6 +69,7 @@ class DockerRuntime:
         )
         self._socket_path = socket_path
         self._userns_base = userns_base
+        self._profile: Profile | None = None
         # Stream readers block a thread for as long as a command runs; they must not starve
         # the default pool that every other call uses.
         self._streams = anyio.CapacityLimiter(1024)
@@ -109,14 +111,22 @@ class DockerRuntime:
         data = await self._run(lambda: self.api.info())
         runtimes = data.get("Runtimes") or {}
         security = " ".join(data.get("SecurityOptions") or [])
-        profile: Profile = (
-            "sysbox"
-            if "sysbox-runc" in runtimes
-            else "userns"
-            if "name=userns" in security
-            else "plain"
-        )
+        profile: Profile = "plain"
+        if "sysbox-runc" in runtimes:
+            profile = "sysbox"
+        elif "name=userns" in security and USERNS_RUNTIME in runtimes:
+            profile = "userns"
+        self._profile = profile
         return EngineInfo(str(data.get("ServerVersion", "?")), profile, self._userns_base)
+
+    def _isolation(self, profile: Profile) -> dict[str, Any]:
+        """What a box gets per profile. Never --privileged, never seccomp/systempaths
+        unconfined, and SYS_ADMIN only inside the box's user namespace (`userns`)."""
+        if profile == "sysbox":
+            return {"runtime": "sysbox-runc"}
+        if profile == "userns":
+            return {"runtime": USERNS_RUNTIME, "cap_add": ["SYS_ADMIN", "NET_ADMIN"]}
+        return {}
 
     async def image_exists(self, ref: str) -> bool:
         try:
@@ -131,6 +141,8 @@ class DockerRuntime:
 
     # -- containers -------------------------------------------------------------------
     async def create(self, spec: ContainerSpec) -> str:
+        profile = self._profile or (await self.info()).profile
+
         def work() -> str:
             # The box's socket folder belongs to the box's root, which is an unprivileged
             # host uid under the user-namespace remap.
@@ -150,13 +162,14 @@ class DockerRuntime:
                     },
                 },
                 shm_size="256m",
+                **self._isolation(profile),
             )
             created = self.api.create_container(
                 spec.image,
                 name=f"paddock-{spec.box_id}",
                 hostname=spec.hostname,
                 labels={LABEL_BOX: spec.box_id, **spec.labels},
-                environment={"PADDOCK_BOX": spec.hostname},
+                environment={"PADDOCK_BOX": spec.hostname, "PADDOCK_PROFILE": profile},
                 host_config=host_config,
                 detach=True,
             )

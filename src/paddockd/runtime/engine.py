@@ -14,11 +14,16 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from ..config import EngineConfig
 from ..domain.errors import EngineUnavailable
+from . import oci
+
+# The OCI runtime boxes use under the `userns` profile (see runtime/oci.py).
+RUNTIME_NAME = "paddock-runc"
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -99,7 +104,16 @@ def prepare(cfg: EngineConfig) -> Path:
     # An explicit, empty-ish config file so /etc/docker/daemon.json (the system Docker's)
     # never leaks into the box engine.
     config_file = Path(cfg.data_root).parent / "engine.json"
-    config_file.write_text(json.dumps({"log-driver": "json-file", "log-opts": {"max-size": "10m"}}))
+    wrapper = Path(cfg.data_root).parent / "bin" / RUNTIME_NAME
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(oci.wrapper_script(sys.executable))
+    wrapper.chmod(0o755)
+    settings = {
+        "log-driver": "json-file",
+        "log-opts": {"max-size": "10m"},
+        "runtimes": {RUNTIME_NAME: {"path": str(wrapper)}},
+    }
+    config_file.write_text(json.dumps(settings))
     return config_file
 
 

@@ -43,6 +43,10 @@ def drive_volume(name: str) -> str:
     return f"paddock-drive-{name}"
 
 
+def docker_volume(box_id: str) -> str:
+    return f"paddock-box-{box_id}-docker"
+
+
 class Reconciler:
     def __init__(
         self,
@@ -187,6 +191,7 @@ class Reconciler:
             box = await self._save(box, state=BoxState.DELETING)
         if info is not None:
             await self._rt.remove(info.id)
+        await self._rt.remove_volume(docker_volume(box.id))
         # A fork may have been made from one of these images: those stay until it goes.
         in_use = await self.images_needed(except_box=box.id)
         mine = await self._repo.snapshot_images(box.id)
@@ -235,7 +240,9 @@ class Reconciler:
         return await self.reconcile(box_id)
 
     def _spec(self, box: Box, image: str) -> ContainerSpec:
-        mounts = []
+        # The box's Docker keeps its images and containers on a volume of its own: kept
+        # across stop/resume, never in a snapshot, removed with the box.
+        mounts = [Mount(docker_volume(box.id), "/var/lib/docker")]
         for spec in box.drives:
             name, read_only = parse_drive(spec)
             mounts.append(Mount(drive_volume(name), f"/mnt/{name}", read_only))

@@ -107,10 +107,11 @@ async def test_drives_are_created_shared_listed_and_protected(world: World) -> N
     await world.boxes.create("a", None, None, None, ["data", "ref:ro"])
     await world.boxes.create("b", None, None, None, ["data"])
     spec = next(iter(world.runtime.by_id.values()))["spec"]
-    assert [(m.volume, m.target, m.read_only) for m in spec.mounts] == [
+    assert [(m.volume, m.target, m.read_only) for m in spec.mounts][1:] == [
         ("paddock-drive-data", "/mnt/data", False),
         ("paddock-drive-ref", "/mnt/ref", True),
     ]
+    assert spec.mounts[0].target == "/var/lib/docker"
     drives = {d.name: d for d in await world.services.drives.all()}
     assert drives["data"].boxes == ["a", "b"] and drives["ref"].boxes == ["a"]
     with pytest.raises(Conflict, match="a, b"):

@@ -15,7 +15,6 @@ import os
 import sys
 from pathlib import Path
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 DELEGATED_FILES = ("cgroup.procs", "tasks", "cgroup.clone_children")
 
 
@@ -33,15 +32,18 @@ for a in "$@"; do
     esac
 done
 [ "$cmd" = create ] || exec {runc} "$@"
-bundle=.; prev=""
+bundle=.; pidfile=""; prev=""
 for a in "$@"; do
-    case "$prev" in --bundle|-b) bundle="$a" ;; esac
-    case "$a" in --bundle=*) bundle="${{a#--bundle=}}" ;; esac
+    case "$prev" in --bundle|-b) bundle="$a" ;; --pid-file) pidfile="$a" ;; esac
+    case "$a" in
+        --bundle=*) bundle="${{a#--bundle=}}" ;;
+        --pid-file=*) pidfile="${{a#--pid-file=}}" ;;
+    esac
     prev="$a"
 done
 {python} -m paddockd.runtime.oci before "$bundle/config.json" || exit 1
 {runc} "$@" || exit $?
-exec {python} -m paddockd.runtime.oci after "$bundle/config.json"
+exec {python} -m paddockd.runtime.oci after "$bundle/config.json" "$pidfile"
 """
 
 
@@ -60,18 +62,51 @@ def _host_root(mappings: list[dict[str, int]]) -> int | None:
     return None
 
 
-def after_create(config: Path, cgroup_root: Path = CGROUP_ROOT) -> list[Path]:
+def cgroup_mounts(mountinfo: str) -> list[tuple[set[str], str, str]]:
+    """(controllers, root within the hierarchy, mount point) of each cgroup v1 mount."""
+    mounts = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - cgroup " not in line or len(fields) < 10:
+            continue
+        root, point = fields[3], fields[4]
+        options = line.split(" - cgroup ", 1)[1].split()[-1].split(",")
+        mounts.append(({o for o in options if o not in ("rw", "ro")}, root, point))
+    return mounts
+
+
+def box_cgroup_dirs(proc_cgroup: str, mounts: list[tuple[set[str], str, str]]) -> list[Path]:
+    """Host directories of a process's cgroups. Its paths are relative to each hierarchy's
+    root, which need not be where this host mounted it (the host may itself sit in a
+    sub-cgroup), so each is mapped through the mount's root."""
+    dirs = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        wanted = set(controllers.split(",")) if controllers else set()
+        for options, root, point in mounts:
+            if (
+                wanted
+                and wanted <= options
+                and (path == root or path.startswith(root.rstrip("/") + "/"))
+            ):
+                rel = path[len(root.rstrip("/")) :].lstrip("/")
+                dirs.append(Path(point) / rel)
+                break
+    return dirs
+
+
+def after_create(config: Path, pid_file: Path) -> list[Path]:
     spec = json.loads(config.read_text())
     linux = spec.get("linux", {})
     uid = _host_root(linux.get("uidMappings", []))
     gid = _host_root(linux.get("gidMappings", []))
-    path = str(linux.get("cgroupsPath", "")).lstrip("/")
-    if uid is None or gid is None or not path or ":" in path:
-        return []  # not a user-namespaced box, or a systemd-style path: nothing to hand over
+    if uid is None or gid is None:
+        return []  # not a user-namespaced box: nothing to hand over
+    pid = int(pid_file.read_text().strip())
+    mounts = cgroup_mounts(Path("/proc/self/mountinfo").read_text())
     handed = []
-    for hierarchy in sorted(cgroup_root.iterdir()):
-        box_dir = hierarchy / path
-        if hierarchy.is_symlink() or not box_dir.is_dir():
+    for box_dir in box_cgroup_dirs(Path(f"/proc/{pid}/cgroup").read_text(), mounts):
+        if not box_dir.is_dir() or box_dir in handed:
             continue
         os.chown(box_dir, uid, gid)
         for name in DELEGATED_FILES:
@@ -82,10 +117,16 @@ def after_create(config: Path, cgroup_root: Path = CGROUP_ROOT) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("before", "after"):
-        print("usage: python -m paddockd.runtime.oci before|after CONFIG_JSON", file=sys.stderr)
+    if argv[:1] == ["before"] and len(argv) == 2:
+        before_create(Path(argv[1]))
+    elif argv[:1] == ["after"] and len(argv) == 3:
+        after_create(Path(argv[1]), Path(argv[2]))
+    else:
+        print(
+            "usage: python -m paddockd.runtime.oci before CONFIG | after CONFIG PIDFILE",
+            file=sys.stderr,
+        )
         return 2
-    (before_create if argv[0] == "before" else after_create)(Path(argv[1]))
     return 0
 
 

@@ -33,29 +33,50 @@ def test_before_create_makes_only_the_cgroup_mount_writable(tmp_path: Path) -> N
     assert mounts[1]["options"] == ["rw", "nosuid", "nodev"] and mounts[0]["options"] == ["nosuid"]
 
 
+MOUNTINFO = """\
+29 24 0:25 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
+32 24 0:32 /process_api/x /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+33 24 0:33 / /sys/fs/cgroup/systemd rw,nosuid - cgroup cgroup rw,name=systemd
+40 24 0:40 / /proc rw - proc proc rw
+"""
+PROC_CGROUP = """\
+9:name=systemd:/paddock/abc
+4:memory:/process_api/x/paddock/abc
+2:cpu,cpuacct:/paddock/abc
+"""
+
+
+def test_cgroup_paths_are_mapped_through_the_hosts_mounts() -> None:
+    dirs = oci.box_cgroup_dirs(PROC_CGROUP, oci.cgroup_mounts(MOUNTINFO))
+    assert dirs == [
+        Path("/sys/fs/cgroup/systemd/paddock/abc"),
+        Path("/sys/fs/cgroup/memory/paddock/abc"),
+        Path("/sys/fs/cgroup/cpu,cpuacct/paddock/abc"),
+    ]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
-def test_after_create_hands_over_directories_but_not_limits(tmp_path: Path) -> None:
+def test_after_create_hands_over_directories_but_not_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(SPEC))
-    root = tmp_path / "cgroup"
-    for hierarchy in ("memory", "cpu,cpuacct", "pids"):
-        box = root / hierarchy / "paddock" / "abc123"
-        box.mkdir(parents=True)
-        for name in ("cgroup.procs", "tasks", "memory.limit_in_bytes", "pids.max"):
-            (box / name).write_text("")
-    (root / "cpu").symlink_to(root / "cpu,cpuacct")
-    handed = oci.after_create(config, root)
-    assert len(handed) == 3
-    memory = root / "memory" / "paddock" / "abc123"
-    assert memory.stat().st_uid == 200000 and (memory / "cgroup.procs").stat().st_uid == 200000
-    assert (memory / "memory.limit_in_bytes").stat().st_uid == 0
-    assert (root / "pids" / "paddock" / "abc123" / "pids.max").stat().st_uid == 0
+    box = tmp_path / "memory" / "paddock" / "abc"
+    box.mkdir(parents=True)
+    for name in ("cgroup.procs", "tasks", "memory.limit_in_bytes"):
+        (box / name).write_text("")
+    monkeypatch.setattr(oci, "box_cgroup_dirs", lambda *_: [box, box])
+    pid_file = tmp_path / "pid"
+    pid_file.write_text(str(os.getpid()))
+    assert oci.after_create(config, pid_file) == [box]
+    assert box.stat().st_uid == 200000 and (box / "cgroup.procs").stat().st_uid == 200000
+    assert (box / "memory.limit_in_bytes").stat().st_uid == 0
 
 
 def test_a_box_without_user_namespace_is_left_alone(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({**SPEC, "linux": {"cgroupsPath": "/paddock/x"}}))
-    assert oci.after_create(config, tmp_path) == []
+    assert oci.after_create(config, tmp_path / "no-pid") == []
 
 
 def test_wrapper_passes_everything_but_create_straight_to_runc(tmp_path: Path) -> None:

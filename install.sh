@@ -47,6 +47,19 @@ for f in /etc/subuid /etc/subgid; do
 done
 grep '^paddock:' /etc/subuid
 
+step "Seccomp profile base for boxes (containers-common's default, from Debian)"
+seccomp_base=/var/lib/paddock/seccomp/containers-common.json
+if [ ! -s "$seccomp_base" ]; then
+    # Only the profile file is needed, not the package and its dependencies.
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -q golang-github-containers-common >/dev/null)
+    mkdir -p "$(dirname "$seccomp_base")"
+    dpkg-deb --fsys-tarfile "$tmp"/golang-github-containers-common_*.deb \
+        | tar -x -O ./usr/share/containers/seccomp.json > "$seccomp_base"
+    rm -rf "$tmp"
+fi
+echo "$seccomp_base"
+
 step "Python environment ($VENV)"
 py=$(command -v python3)
 "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "Python 3.10 or newer is needed"

@@ -21,6 +21,7 @@ import requests.exceptions
 from docker.utils import socket as docker_socket
 
 from ..domain.errors import EngineUnavailable, InvalidRequest, NotFound, PaddockError
+from . import seccomp
 from .base import (
     LABEL_BOX,
     ContainerInfo,
@@ -70,6 +71,7 @@ class DockerRuntime:
         self._socket_path = socket_path
         self._userns_base = userns_base
         self._profile: Profile | None = None
+        self._seccomp = seccomp.load()
         # Stream readers block a thread for as long as a command runs; they must not starve
         # the default pool that every other call uses.
         self._streams = anyio.CapacityLimiter(1024)
@@ -114,7 +116,7 @@ class DockerRuntime:
         profile: Profile = "plain"
         if "sysbox-runc" in runtimes:
             profile = "sysbox"
-        elif "name=userns" in security and USERNS_RUNTIME in runtimes:
+        elif "name=userns" in security and USERNS_RUNTIME in runtimes and self._seccomp:
             profile = "userns"
         self._profile = profile
         return EngineInfo(str(data.get("ServerVersion", "?")), profile, self._userns_base)
@@ -125,7 +127,11 @@ class DockerRuntime:
         if profile == "sysbox":
             return {"runtime": "sysbox-runc"}
         if profile == "userns":
-            return {"runtime": USERNS_RUNTIME, "cap_add": ["SYS_ADMIN", "NET_ADMIN"]}
+            return {
+                "runtime": USERNS_RUNTIME,
+                "cap_add": ["SYS_ADMIN", "NET_ADMIN"],
+                "security_opt": [f"seccomp={self._seccomp}"],
+            }
         return {}
 
     async def image_exists(self, ref: str) -> bool:

@@ -52,6 +52,7 @@ seccomp_base=/var/lib/paddock/seccomp/containers-common.json
 if [ ! -s "$seccomp_base" ]; then
     # Only the profile file is needed, not the package and its dependencies.
     tmp=$(mktemp -d)
+    chown _apt "$tmp" 2>/dev/null || true  # apt downloads as _apt
     (cd "$tmp" && apt-get download -q golang-github-containers-common >/dev/null)
     mkdir -p "$(dirname "$seccomp_base")"
     dpkg-deb --fsys-tarfile "$tmp"/golang-github-containers-common_*.deb \

@@ -168,6 +168,9 @@ class DockerRuntime:
                     },
                 },
                 shm_size="256m",
+                # /run is per boot on a real computer: pid files and sockets of a stopped
+                # box's services must not survive into its next start (or its snapshots).
+                tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
                 **self._isolation(profile),
             )
             created = self.api.create_container(

@@ -102,7 +102,9 @@ def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str
     sh(server, box, BUSYBOX_IMAGE)
     server.cli("stop", box, check=True)
     server.cli("resume", box, check=True)
-    assert "bb" in sh(server, box, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'")  # kept
+    assert "bb" in sh(
+        server, box, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
+    )  # kept
     server.cli("restore", box, "--snapshot", "before-images", check=True)
     assert "bb" in sh(
         server, box, "sleep 1; docker images --format '{{.Repository}}'"
@@ -110,7 +112,9 @@ def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str
     fork = f"k-{uuid.uuid4().hex[:6]}"
     server.cli("fork", box, "--name", fork, check=True)
     try:
-        assert "bb" not in sh(server, fork, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'")
+        assert "bb" not in sh(
+            server, fork, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
+        )
     finally:
         server.cli("rm", "--force", fork, check=True)
     box_id = json.loads(server.cli("show", box, "--json", check=True).stdout)["id"]

@@ -118,3 +118,38 @@ def test_bad_state_requests(server: Server, box: str) -> None:
         done = server.cli(*args)
         assert done.returncode == 1, (args, done.stderr)
         assert message in done.stderr, (args, done.stderr)
+
+
+def test_paddockd_killed_mid_stop_finishes_the_stop_on_restart(make_server) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import time
+
+    from .conftest import PADDOCK
+
+    srv: Server = make_server()
+    srv.cli("new", "--name", "crashy", check=True)
+    sh(
+        srv,
+        "crashy",
+        "head -c 300M /dev/urandom > /config/big && md5sum /config/big > /config/big.md5",
+    )
+    stopping = subprocess.Popen(
+        [PADDOCK, "stop", "crashy"],
+        env=srv.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)  # the stop (and its commit of 300 MB) is under way
+    srv.kill()
+    stopping.wait(timeout=30)
+    srv.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = json.loads(srv.cli("show", "crashy", "--json", check=True).stdout)["state"]
+        if state in ("stopped", "running"):
+            break
+        time.sleep(0.5)
+    assert state in ("stopped", "running"), state
+    if state == "stopped":
+        srv.cli("resume", "crashy", check=True)
+    assert sh(srv, "crashy", "md5sum -c /config/big.md5 >/dev/null && echo intact") == "intact\n"

@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import docker
-import pytest
 
 from .conftest import ENGINE_SOCKET, Server
 
@@ -124,8 +123,7 @@ def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str
     assert f"paddock-box-{box_id}-docker" not in names
 
 
-@pytest.mark.parametrize("user", ["abc"])
-def test_status_and_show_report_the_profile(server: Server, box: str, user: str) -> None:
+def test_status_and_show_report_the_profile(server: Server, box: str) -> None:
     status = json.loads(server.cli("status", "--json", check=True).stdout)
     assert status["engine"]["profile"] == "userns"
     assert json.loads(server.cli("show", box, "--json", check=True).stdout)["profile"] == "userns"

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         BoxTypeList,
         Drive,
         ExecResult,
+        NetworkSpec,
         PushResult,
         ServerStatus,
         Snapshot,
@@ -138,6 +139,8 @@ class _Base:
         ttl: int | None,
         ttl_action: str | None,
         drives: Sequence[str] | None = None,
+        network: str | None = None,
+        allow: Sequence[str] | None = None,
     ) -> _Request:
         body = {
             "name": name,
@@ -145,6 +148,8 @@ class _Base:
             "ttl": ttl,
             "ttl_action": ttl_action,
             "drives": list(drives) if drives else None,
+            "network": network,
+            "allow": list(allow) if allow else None,
         }
         return _Request("POST", "/v1/boxes", json={k: v for k, v in body.items() if v is not None})
 
@@ -257,12 +262,28 @@ class Client(_Base):
         ttl: int | None = None,
         ttl_action: str | None = None,
         drives: Sequence[str] | None = None,
+        network: str | None = None,
+        allow: Sequence[str] | None = None,
     ) -> Box:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
-        created if they do not exist."""
+        created if they do not exist. `network`: allow-all, deny-all or allowlist (with
+        `allow`, IPv4 addresses/CIDRs)."""
         from ._models import Box, from_wire
 
-        return from_wire(Box, self._call(self._r_create(name, box_type, ttl, ttl_action, drives)))
+        req = self._r_create(name, box_type, ttl, ttl_action, drives, network, allow)
+        return from_wire(Box, self._call(req))
+
+    def get_network(self, ref: str) -> NetworkSpec:
+        from ._models import NetworkSpec, from_wire
+
+        return from_wire(NetworkSpec, self._call(_Request("GET", _box(ref) + "/network")))
+
+    def set_network(self, ref: str, mode: str, allow: Sequence[str] = ()) -> NetworkSpec:
+        """Set the box's egress policy; it applies at once. A bad one changes nothing."""
+        from ._models import NetworkSpec, from_wire
+
+        req = _Request("PUT", _box(ref) + "/network", json={"mode": mode, "allow": list(allow)})
+        return from_wire(NetworkSpec, self._call(req))
 
     def list_boxes(self) -> list[Box]:
         from ._models import BoxList, from_wire

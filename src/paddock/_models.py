@@ -46,6 +46,14 @@ class BoxCreate:
     ttl: int | None = None
     ttl_action: TtlAction | None = None
     drives: list[str] = field(default_factory=list)  # "name" or "name:ro" -> /mnt/name
+    network: str | None = None  # allow-all | deny-all | allowlist; server default if absent
+    allow: list[str] = field(default_factory=list)  # IPv4 addresses/CIDRs; implies allowlist
+
+
+@dataclass
+class NetworkSpec:
+    mode: str  # allow-all | deny-all | allowlist
+    allow: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -64,6 +72,7 @@ class Box:
     expires_at: datetime | None = None
     snapshots: int = 0
     drives: list[str] = field(default_factory=list)
+    network: NetworkSpec | None = None
     message: str | None = None  # why the box is in `error`, or what the server repaired
 
 

@@ -51,7 +51,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     db = Database(cfg.db_url)
     db.migrate()
     runtime = DockerRuntime(cfg.engine.socket, engine.userns_base(cfg.engine.userns_user))
-    network = NftablesPolicy(cfg.engine.bridge, cfg.engine.bridge_cidr)
+    network = NftablesPolicy(cfg.engine.bridge, cfg.engine.bridge_cidr, cfg.instance)
     repo = BoxRepository(db)
     reconciler = Reconciler(
         repo,

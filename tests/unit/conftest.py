@@ -12,7 +12,7 @@ import pytest
 from paddockd.api.deps import Services
 from paddockd.config import Config
 from paddockd.images.builder import ImageBuilder
-from paddockd.netpolicy.fake import FakePolicy
+from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.boxes import BoxService
 from paddockd.services.capacity import Capacity
@@ -41,7 +41,7 @@ class Clock:
 class World:
     cfg: Config
     runtime: FakeRuntime
-    network: FakePolicy
+    network: FakeNetwork
     repo: BoxRepository
     reconciler: Reconciler
     boxes: BoxService
@@ -56,7 +56,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     cfg = replace(Config(), data_dir=tmp_path, capacity_cpus=4, capacity_memory_mb=3072)
     db = Database(cfg.db_url)
     db.migrate()
-    runtime, network, clock = FakeRuntime(), FakePolicy(), Clock()
+    runtime, network, clock = FakeRuntime(), FakeNetwork(), Clock()
     repo = BoxRepository(db)
     reconciler = Reconciler(
         repo,

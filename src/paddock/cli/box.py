@@ -57,6 +57,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="NAME[:ro]",
         help="mount a named drive at /mnt/NAME (created if missing; repeatable)",
     )
+    p.add_argument(
+        "--network", choices=["allow-all", "deny-all"], help="egress policy (default allow-all)"
+    )
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="allow only these IPv4 addresses/CIDRs out (repeatable; implies an allowlist)",
+    )
     add_json(p)
     p.set_defaults(run=cmd_new)
 
@@ -147,6 +157,8 @@ def cmd_new(args: argparse.Namespace) -> int:
             ttl=args.ttl,
             ttl_action=args.ttl_action,
             drives=args.drive,
+            network="allowlist" if args.allow else args.network,
+            allow=args.allow,
         )
     set_current(box.name)
     if args.json:

@@ -26,6 +26,7 @@ COMMANDS = {
     **dict.fromkeys(["push", "pull"], "files"),
     **dict.fromkeys(["snapshot", "snapshots", "restore", "fork"], "snapshot"),
     "drive": "drive",
+    "network": "network",
     **dict.fromkeys(["login", "status", "image"], "server"),
 }
 

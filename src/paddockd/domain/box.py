@@ -5,10 +5,11 @@ from __future__ import annotations
 import enum
 import re
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .errors import InvalidRequest, InvalidState
+from .network import NetworkPolicy
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
 RESERVED_NAMES = frozenset({"current", "all", "new"})
@@ -75,6 +76,7 @@ class Box:
     message: str | None = None
     current_snapshot: str | None = None
     drives: tuple[str, ...] = ()  # "name" or "name:ro", mounted at /mnt/<name>
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
 
     @property
     def source_image(self) -> str:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..domain.network import NetworkPolicy
 
-class NetworkPolicy(Protocol):
-    async def ensure(self) -> None:
-        """Put Paddock's table in place (idempotent; heals a flushed ruleset)."""
+
+class NetworkRules(Protocol):
+    async def sync(self, boxes: list[tuple[str, NetworkPolicy]]) -> None:
+        """Enforce exactly these (box address, policy) pairs; idempotent, atomic, and it
+        heals a flushed ruleset."""
         ...

@@ -1,11 +1,15 @@
-"""A network layer that records what it was asked to do."""
+"""A network layer that remembers what it was told to enforce."""
 
 from __future__ import annotations
 
+from ..domain.network import NetworkPolicy
 
-class FakePolicy:
+
+class FakeNetwork:
     def __init__(self) -> None:
-        self.ensured = 0
+        self.enforced: dict[str, NetworkPolicy] = {}
+        self.syncs = 0
 
-    async def ensure(self) -> None:
-        self.ensured += 1
+    async def sync(self, boxes: list[tuple[str, NetworkPolicy]]) -> None:
+        self.syncs += 1
+        self.enforced = dict(boxes)

@@ -59,6 +59,7 @@ class ContainerInfo:
     running: bool
     status: str
     image: str = ""
+    ip: str = ""
 
 
 @dataclass(frozen=True)

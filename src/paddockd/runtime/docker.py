@@ -205,8 +205,10 @@ class DockerRuntime:
         else:
             running, status = state == "running", str(state or "")
         image = str((data.get("Config") or {}).get("Image") or data.get("Image") or "")
+        networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = next((str(n.get("IPAddress")) for n in networks.values() if n.get("IPAddress")), "")
         return ContainerInfo(
-            str(data["Id"]), str(labels.get(LABEL_BOX, "")), running, status, image
+            str(data["Id"]), str(labels.get(LABEL_BOX, "")), running, status, image, ip
         )
 
     async def inspect(self, cid: str) -> ContainerInfo | None:

@@ -109,7 +109,8 @@ class FakeRuntime:
         if c is None:
             return None
         status = "running" if c["running"] else "exited"
-        return ContainerInfo(cid, c["labels"][LABEL_BOX], c["running"], status, c["spec"].image)
+        ip = f"10.213.0.{int(cid[1:]) + 1}"
+        return ContainerInfo(cid, c["labels"][LABEL_BOX], c["running"], status, c["spec"].image, ip)
 
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         out = []

@@ -24,6 +24,7 @@ from ..domain.box import (
     validate_ttl,
 )
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+from ..domain.network import NetworkPolicy
 from ..domain.snapshot import parse_drive
 from ..runtime.base import ExecProcess, ExecSpec, Runtime
 from ..store.boxes import BoxRepository
@@ -107,6 +108,7 @@ class BoxService:
         ttl_action: str | None,
         drives: list[str] | tuple[str, ...] = (),
         image: str | None = None,
+        network: NetworkPolicy | None = None,
     ) -> Box:
         """Admit a box (validation, capacity, name) and bring it up; `image` is for forks."""
         type_name = type_name or self._cfg.default_type
@@ -145,6 +147,7 @@ class BoxService:
                 pids=box_type.pids,
                 started_at=now,
                 drives=mounts,
+                network=network or NetworkPolicy(),
             )
             box = replace(box, expires_at=box.deadline_from(now))
             await self._repo.add(box)
@@ -193,6 +196,13 @@ class BoxService:
                 "(deleting throws away its files and snapshots)"
             )
         await self._want(box.id, Desired.DELETED)
+
+    async def set_network(self, ref: str, policy: NetworkPolicy) -> Box:
+        """Change a box's egress policy; it applies at once to a running box."""
+        box = replace(await self.resolve(ref), network=policy)
+        await self._repo.save(box)
+        await self._reconciler.sync_network()
+        return box
 
     async def extend(self, ref: str, ttl: int) -> Box:
         box = await self.resolve(ref)

@@ -23,7 +23,7 @@ import anyio.to_thread
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import InvalidState, PaddockError
 from ..domain.snapshot import Snapshot, parse_drive
-from ..netpolicy.base import NetworkPolicy
+from ..netpolicy.base import NetworkRules
 from ..runtime.base import (
     LABEL_INSTANCE,
     LABEL_NAME,
@@ -52,7 +52,7 @@ class Reconciler:
         self,
         repo: BoxRepository,
         runtime: Runtime,
-        network: NetworkPolicy,
+        network: NetworkRules,
         *,
         instance: str,
         boxes_dir: Path,
@@ -73,9 +73,26 @@ class Reconciler:
     def run_dir(self, box_id: str) -> Path:
         return self._boxes_dir / box_id / "run"
 
+    async def sync_network(self) -> None:
+        """Enforce every running box's egress policy, keyed by its current address."""
+        boxes = {b.id: b for b in await self._repo.all()}
+        pairs = [
+            (info.ip, boxes[info.box_id].network)
+            for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
+            if info.running and info.ip and info.box_id in boxes
+        ]
+        await self._net.sync(pairs)
+
     async def reconcile(self, box_id: str) -> Box | None:
         """Converge one box. Returns it as it now is (None once deleted). On failure the
         box is marked `error` with the reason, and the error is raised."""
+        try:
+            return await self._reconcile(box_id)
+        finally:
+            # A box that starts gets a new address: its rules follow it at once.
+            await self.sync_network()
+
+    async def _reconcile(self, box_id: str) -> Box | None:
         async with self._locks[box_id]:
             box = await self._repo.get(box_id)
             if box is None:
@@ -260,7 +277,7 @@ class Reconciler:
 
     async def reconcile_all(self) -> None:
         """One full pass: network rules, every box, then containers nobody owns."""
-        await self._net.ensure()
+        await self.sync_network()
         known = set()
         for box in await self._repo.all():
             known.add(box.id)

@@ -91,5 +91,11 @@ class SnapshotService:
                 f"box {source.name} is {source.state.value}; fork it once that is done"
             )
         return await self._boxes.create(
-            name, source.type, source.ttl, source.ttl_action.value, source.drives, image=image
+            name,
+            source.type,
+            source.ttl,
+            source.ttl_action.value,
+            source.drives,
+            image=image,
+            network=source.network,
         )

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ..domain.box import Box, BoxState, Desired, TtlAction
 from ..domain.errors import Conflict
+from ..domain.network import NetworkPolicy
 from ..domain.snapshot import Snapshot
 from .db import Database, boxes, snapshots
 
@@ -29,6 +30,7 @@ def _dt(value: float | None) -> datetime | None:
 def _to_row(box: Box) -> dict[str, Any]:
     row = asdict(box)
     row["drives"] = json.dumps(list(box.drives))
+    row["network"] = box.network.to_json()
     row["state"] = box.state.value
     row["desired"] = box.desired.value
     row["ttl_action"] = box.ttl_action.value
@@ -45,6 +47,7 @@ def _from_row(row: sa.Row[Any]) -> Box:
     data["desired"] = Desired(data["desired"])
     data["ttl_action"] = TtlAction(data["ttl_action"])
     data["drives"] = tuple(json.loads(data.get("drives") or "[]"))
+    data["network"] = NetworkPolicy.from_json(data.get("network"))
     return Box(**data)
 
 

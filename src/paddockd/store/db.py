@@ -34,6 +34,7 @@ boxes = sa.Table(
     sa.Column("message", sa.Text),
     sa.Column("current_snapshot", sa.String(255)),
     sa.Column("drives", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("network", sa.Text),
 )
 
 snapshots = sa.Table(
@@ -94,6 +95,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE snapshots ADD COLUMN size BIGINT NOT NULL DEFAULT 0",
         ],
     ),
+    (3, ["ALTER TABLE boxes ADD COLUMN network TEXT"]),
 ]
 
 

@@ -134,3 +134,7 @@ class Server:
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
         for c in self.containers():
             api.remove_container(c["Id"], force=True)
+        # This server's own nftables table: its sets name box addresses that later boxes
+        # of other servers may get.
+        table = "paddock_" + self.instance.replace("-", "_")
+        subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True)

@@ -25,8 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("box", metavar="BOX")
     p.add_argument("mode", nargs="?", choices=["allow-all", "deny-all", "allow"], help="new policy")
     p.add_argument("targets", nargs="*", metavar="TARGET", help="with allow: IPv4 addresses/CIDRs")
-    p.add_argument("--add", action="store_true", help="with allow: add to the current allowlist")
-    p.add_argument("--remove", action="store_true", help="with allow: remove from it")
+    p.add_argument(
+        "--add", nargs="+", default=[], metavar="TARGET", help="with allow: add to the allowlist"
+    )
+    p.add_argument(
+        "--remove", nargs="+", default=[], metavar="TARGET", help="with allow: remove from it"
+    )
     add_json(p)
     p.set_defaults(run=cmd_network)
 
@@ -41,25 +45,17 @@ def cmd_network(args: argparse.Namespace) -> int:
                 raise InvalidRequest(f"{args.mode} takes no targets")
             spec = c.set_network(ref, args.mode)
         else:
-            if not args.targets:
-                raise InvalidRequest(
-                    "allow needs at least one TARGET; an empty allowlist is deny-all: "
-                    f"say `paddock network {args.box} deny-all`"
-                )
             targets = list(args.targets)
             if args.add or args.remove:
                 current = c.get_network(ref)
                 have = current.allow if current.mode == "allowlist" else []
-                targets = (
-                    have + [t for t in targets if t not in have]
-                    if args.add
-                    else [t for t in have if t not in targets]
+                targets = [t for t in [*have, *targets, *args.add] if t not in args.remove]
+                targets = list(dict.fromkeys(targets))
+            if not targets:
+                raise InvalidRequest(
+                    "an empty allowlist is deny-all: say `paddock network "
+                    f"{args.box} deny-all` if that is what you want"
                 )
-                if not targets:
-                    raise InvalidRequest(
-                        "that would leave the allowlist empty, which is deny-all: "
-                        f"say `paddock network {args.box} deny-all`"
-                    )
             spec = c.set_network(ref, "allowlist", targets)
     if args.json:
         emit_json(spec)

@@ -1,0 +1,198 @@
+"""Egress policy on real boxes, real nftables, and an on-machine test internet. "Blocked"
+is asserted by what the listeners received, never only by the client's error."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ..netlab import ALLOWED, METADATA, OTHER, TestInternet
+from .conftest import Server
+
+
+@pytest.fixture(scope="module")
+def internet(workdir: Path) -> Iterator[TestInternet]:
+    net = TestInternet(workdir)
+    yield net
+    net.close()
+
+
+def connect(server: Server, box: str, host: str, port: int = 80) -> tuple[bool, float, str]:
+    """(succeeded, seconds, output) of one HTTP request from the box."""
+    script = f"exec 3<>/dev/tcp/{host}/{port} && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
+    started = time.monotonic()
+    done = server.cli("exec", box, "--", "timeout", "8", "bash", "-c", script)
+    return done.returncode == 0, time.monotonic() - started, done.stdout
+
+
+def set_policy(server: Server, box: str, *args: str) -> None:
+    server.cli("network", box, *args, check=True)
+
+
+def test_allow_all_reaches_the_test_internet(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    internet.reset()
+    ok, _, out = connect(server, box, ALLOWED)
+    assert ok and "chunk-0" in out
+    assert len(internet.connections(ALLOWED)) == 1
+
+
+def test_metadata_is_refused_under_every_mode(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    internet.reset()
+    for args in (
+        ["allow-all"],
+        ["deny-all"],
+        ["allow", "169.254.0.0/16"],
+        ["allow", f"{ALLOWED}/32"],
+    ):
+        set_policy(server, box, *args)
+        ok, seconds, _ = connect(server, box, METADATA)
+        assert not ok and seconds < 5, args
+    assert internet.connections(METADATA) == []
+    set_policy(server, box, "allow-all")
+
+
+def test_deny_all_refuses_new_connections_fast_but_open_ones_finish(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    internet.reset()
+    # A slow download (3 s) is under way when the policy changes.
+    server.cli(
+        "exec",
+        box,
+        "--",
+        "bash",
+        "-c",
+        f"(exec 3<>/dev/tcp/{ALLOWED}/81; printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3 > /tmp/stream) >/dev/null 2>&1 & sleep 0.5",
+        check=True,
+    )
+    set_policy(server, box, "deny-all")
+    ok, seconds, _ = connect(server, box, OTHER)
+    assert not ok and seconds < 3  # refused, not timed out
+    assert internet.connections(OTHER) == []
+    time.sleep(3.5)
+    streamed = server.cli("exec", box, "--", "cat", "/tmp/stream", check=True).stdout
+    assert "chunk-5" in streamed
+    set_policy(server, box, "allow-all")
+
+
+def test_allowlist_admits_exactly_what_it_lists(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    internet.reset()
+    set_policy(server, box, "allow", "198.18.1.0/24")
+    assert connect(server, box, ALLOWED)[0]
+    assert not connect(server, box, OTHER)[0]
+    set_policy(server, box, "allow", "--add", f"{OTHER}/32")
+    assert connect(server, box, OTHER)[0]
+    set_policy(server, box, "allow", "--remove", "198.18.1.0/24")
+    assert not connect(server, box, ALLOWED)[0]
+    seen = [c["local"] for c in internet.connections()]
+    assert seen == [ALLOWED, OTHER]
+    shown = json.loads(server.cli("network", box, "--json", check=True).stdout)
+    assert shown == {"mode": "allowlist", "allow": [f"{OTHER}/32"]}
+    set_policy(server, box, "allow-all")
+
+
+def test_boxes_cannot_reach_each_other_or_the_host(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    other = f"peer-{uuid.uuid4().hex[:6]}"
+    server.cli("new", "--name", other, check=True)
+    try:
+        server.cli(
+            "exec",
+            other,
+            "--",
+            "bash",
+            "-c",
+            "nohup python3 -m http.server 9000 > /tmp/http.log 2>&1 & sleep 1",
+            check=True,
+        )
+        peer_ip = server.cli("exec", other, "--", "hostname", "-I", check=True).stdout.split()[0]
+        ok, _, _ = connect(server, box, peer_ip, 9000)
+        assert not ok
+        assert (
+            "GET" not in server.cli("exec", other, "--", "cat", "/tmp/http.log", check=True).stdout
+        )
+    finally:
+        server.cli("rm", "--force", other)
+    # A listener on the host's side of the bridge: nothing may arrive.
+    received: list[str] = []
+    listener = socket.socket()
+    listener.bind(("10.213.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(6)
+
+    def accept() -> None:
+        try:
+            conn, peer = listener.accept()
+            received.append(peer[0])
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    ok, _, _ = connect(server, box, "10.213.0.1", listener.getsockname()[1])
+    thread.join()
+    listener.close()
+    assert not ok and received == []
+    ok, _, _ = connect(server, box, "10.213.0.1", server.port)  # paddockd itself
+    assert not ok
+
+
+def test_policy_survives_stop_resume_fork_and_a_flushed_ruleset(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    set_policy(server, box, "allow", "198.18.1.0/24")
+    server.cli("stop", box, check=True)
+    server.cli("resume", box, check=True)
+    assert connect(server, box, ALLOWED)[0] and not connect(server, box, OTHER)[0]
+    fork = f"nf-{uuid.uuid4().hex[:6]}"
+    server.cli("fork", box, "--name", fork, check=True)
+    try:
+        assert json.loads(server.cli("network", fork, "--json", check=True).stdout)["allow"] == [
+            "198.18.1.0/24"
+        ]
+        assert not connect(server, fork, OTHER)[0]
+    finally:
+        server.cli("rm", "--force", fork)
+    import subprocess
+
+    subprocess.run(["nft", "flush", "ruleset"], check=True)
+    time.sleep(4)  # the test server reconciles every 2 s
+    internet.reset()
+    assert not connect(server, box, OTHER)[0]
+    assert internet.connections(OTHER) == []
+    set_policy(server, box, "allow-all")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["allow", "198.18.0.1/16"], "host bits"),
+        (["allow", "fd00::/8"], "IPv6"),
+        (["allow", "999.1.1.1"], "invalid"),
+        (["allow"], "deny-all"),
+        (["allow", "--remove", "198.18.0.0/15"], "deny-all"),
+        (["allow", "example.com"], "DNS filter"),
+    ],
+)
+def test_bad_policies_change_nothing(
+    server: Server, box: str, args: list[str], message: str
+) -> None:
+    set_policy(server, box, "deny-all")
+    done = server.cli("network", box, *args)
+    assert done.returncode == 1 and message in done.stderr, done.stderr
+    assert json.loads(server.cli("network", box, "--json", check=True).stdout)["mode"] == "deny-all"

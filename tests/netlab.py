@@ -1,0 +1,70 @@
+"""The tests' "internet": a network namespace on this machine, addressed from 198.18.0.0/15
+(the benchmarking range) and also given 169.254.169.254, routed from the host. A listener
+records every connection, so "blocked" is proven by what arrived, and a broken rule can
+never send a packet off the machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+LINK_HOST, LINK_NS = "198.18.255.1", "198.18.255.2"
+ALLOWED = "198.18.1.1"
+OTHER = "198.18.2.1"
+METADATA = "169.254.169.254"
+ROUTED = ["198.18.1.0/24", "198.18.2.0/24", f"{METADATA}/32"]
+
+
+def ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+class TestInternet:
+    __test__ = False  # a fixture's helper, not a test class
+
+    def __init__(self, workdir: Path) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.ns, self.host_if, self.ns_if = f"pdt-inet-{tag}", f"pdti{tag}", f"pdtn{tag}"
+        self.log = workdir / f"netlab-{tag}.jsonl"
+        self.log.touch()
+        for route in ROUTED:  # leftovers of an interrupted run
+            ip("route", "del", route, check=False)
+        ip("netns", "add", self.ns)
+        ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
+        ip("link", "set", self.ns_if, "netns", self.ns)
+        ip("addr", "add", f"{LINK_HOST}/30", "dev", self.host_if)
+        ip("link", "set", self.host_if, "up")
+        ip("-n", self.ns, "addr", "add", f"{LINK_NS}/30", "dev", self.ns_if)
+        ip("-n", self.ns, "link", "set", self.ns_if, "up")
+        ip("-n", self.ns, "link", "set", "lo", "up")
+        for addr in (ALLOWED, OTHER, METADATA):
+            ip("-n", self.ns, "addr", "add", f"{addr}/32", "dev", "lo")
+        ip("-n", self.ns, "route", "add", "default", "via", LINK_HOST)
+        for route in ROUTED:
+            ip("route", "add", route, "via", LINK_NS)
+        listener = Path(__file__).with_name("netlab_listener.py")
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, sys.executable, str(listener), str(self.log)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.5)
+
+    def connections(self, local: str | None = None) -> list[dict[str, object]]:
+        rows = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        return [r for r in rows if local is None or r["local"] == local]
+
+    def reset(self) -> None:
+        self.log.write_text("")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=5)
+        for route in ROUTED:
+            ip("route", "del", route, check=False)
+        ip("link", "del", self.host_if, check=False)
+        ip("netns", "del", self.ns, check=False)

@@ -1,0 +1,44 @@
+"""Runs inside the test internet's namespace: accepts TCP on the given ports, records every
+connection (local address, port, peer) as a JSON line, answers, and on the stream port
+sends its answer slowly (for "open connections may finish" tests)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+
+
+def serve(port: int, log_path: str, slow: bool) -> None:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(64)
+    while True:
+        conn, peer = srv.accept()
+        local = conn.getsockname()
+        with open(log_path, "a") as log:
+            log.write(json.dumps({"local": local[0], "port": local[1], "peer": peer[0]}) + "\n")
+        threading.Thread(target=answer, args=(conn, slow), daemon=True).start()
+
+
+def answer(conn: socket.socket, slow: bool) -> None:
+    with conn:
+        conn.settimeout(5)
+        try:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+            for i in range(6 if slow else 1):
+                conn.sendall(f"chunk-{i}\n".encode())
+                if slow:
+                    time.sleep(0.5)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    log_path = sys.argv[1]
+    threading.Thread(target=serve, args=(81, log_path, True), daemon=True).start()
+    serve(80, log_path, False)

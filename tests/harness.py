@@ -116,6 +116,10 @@ class Server:
             )
         return done
 
+    def sh(self, box: str, script: str, user: str = "abc") -> str:
+        """Run a bash script in a box; its stdout (fails the test on a non-zero exit)."""
+        return self.cli("exec", "-u", user, box, "--", "bash", "-c", script, check=True).stdout
+
     def containers(self) -> list[dict[str, object]]:
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
         return list(

@@ -24,10 +24,6 @@ docker build -q -t bb ~/bb >/dev/null
 WAIT_FOR_DOCKER = "for i in $(seq 100); do docker info >/dev/null 2>&1 && break; sleep 0.1; done; "
 
 
-def sh(server: Server, box: str, script: str, user: str = "abc") -> str:
-    return server.cli("exec", "-u", user, box, "--", "bash", "-c", script, check=True).stdout
-
-
 def container(server: Server, box: str) -> dict[str, object]:
     box_id = json.loads(server.cli("show", box, "--json", check=True).stdout)["id"]
     api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
@@ -66,22 +62,19 @@ def test_root_in_a_box_cannot_touch_the_host(server: Server, box: str) -> None:
 
 
 def test_docker_build_run_ports_networks_compose_and_limits(server: Server, box: str) -> None:
-    sh(server, box, BUSYBOX_IMAGE)
-    assert sh(server, box, "docker run --rm --pull never bb echo inner") == "inner\n"
-    limit = sh(
-        server,
+    server.sh(box, BUSYBOX_IMAGE)
+    assert server.sh(box, "docker run --rm --pull never bb echo inner") == "inner\n"
+    limit = server.sh(
         box,
         "docker run --rm --pull never --memory 64m bb cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
     )
     assert limit.strip() == str(64 * 1024 * 1024)
-    published = sh(
-        server,
+    published = server.sh(
         box,
         "docker run -d --pull never --name web -p 8080:80 bb httpd -f -p 80 -h /bin >/dev/null; sleep 1; wget -qO- localhost:8080/busybox | head -c 4 | tail -c 3; docker rm -f web >/dev/null",
     )
     assert published == "ELF"
-    dns = sh(
-        server,
+    dns = server.sh(
         box,
         "docker network create n1 >/dev/null; docker run -d --pull never --name srv --network n1 bb httpd -f -p 80 -h /bin >/dev/null; docker run --rm --pull never --network n1 bb wget -qO- srv:80/busybox | head -c 4 | tail -c 3; docker rm -f srv >/dev/null; docker network rm n1 >/dev/null",
     )
@@ -98,21 +91,21 @@ def test_docker_build_run_ports_networks_compose_and_limits(server: Server, box:
 
 def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str) -> None:
     server.cli("snapshot", box, "--name", "before-images", check=True)
-    sh(server, box, BUSYBOX_IMAGE)
+    server.sh(box, BUSYBOX_IMAGE)
     server.cli("stop", box, check=True)
     server.cli("resume", box, check=True)
-    assert "bb" in sh(
-        server, box, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
+    assert "bb" in server.sh(
+        box, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
     )  # kept
     server.cli("restore", box, "--snapshot", "before-images", check=True)
-    assert "bb" in sh(
-        server, box, "sleep 1; docker images --format '{{.Repository}}'"
+    assert "bb" in server.sh(
+        box, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
     )  # not rolled back
     fork = f"k-{uuid.uuid4().hex[:6]}"
     server.cli("fork", box, "--name", fork, check=True)
     try:
-        assert "bb" not in sh(
-            server, fork, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
+        assert "bb" not in server.sh(
+            fork, WAIT_FOR_DOCKER + "docker images --format '{{.Repository}}'"
         )
     finally:
         server.cli("rm", "--force", fork, check=True)

@@ -9,14 +9,10 @@ import uuid
 from .conftest import Server
 
 
-def sh(server: Server, box: str, script: str, user: str = "abc") -> str:
-    return server.cli("exec", "-u", user, box, "--", "bash", "-c", script, check=True).stdout
-
-
 def test_snapshot_restore_and_fork(server: Server, box: str) -> None:
-    sh(server, box, "echo v1 > /config/f")
+    server.sh(box, "echo v1 > /config/f")
     assert server.cli("snapshot", box, "--name", "v1", check=True).stdout.strip() == "1"
-    sh(server, box, "echo v2 > /config/f && echo new > /config/g")
+    server.sh(box, "echo v2 > /config/f && echo new > /config/g")
     listed = json.loads(server.cli("snapshots", box, "--json", check=True).stdout)
     assert [(s["id"], s["label"], s["kind"]) for s in listed] == [(1, "v1", "live")]
     assert listed[0]["size_bytes"] > 0
@@ -25,15 +21,15 @@ def test_snapshot_restore_and_fork(server: Server, box: str) -> None:
         server.cli("restore", box, "--snapshot", "v1", "--json", check=True).stdout
     )
     assert restored["state"] == "running"
-    assert sh(server, box, "cat /config/f; ls /config/g 2>&1 || true").startswith("v1\n")
+    assert server.sh(box, "cat /config/f; ls /config/g 2>&1 || true").startswith("v1\n")
 
     fork = f"f-{uuid.uuid4().hex[:6]}"
     server.cli("fork", box, "--name", fork, check=True)
     try:
-        sh(server, fork, "echo fork > /config/f")
-        sh(server, box, "echo source > /config/f")
-        assert sh(server, fork, "cat /config/f") == "fork\n"
-        assert sh(server, box, "cat /config/f") == "source\n"
+        server.sh(fork, "echo fork > /config/f")
+        server.sh(box, "echo source > /config/f")
+        assert server.sh(fork, "cat /config/f") == "fork\n"
+        assert server.sh(box, "cat /config/f") == "source\n"
         shown = json.loads(server.cli("show", fork, "--json", check=True).stdout)
         assert shown["type"] == "small" and shown["state"] == "running"
         # The fork stands on a snapshot of the source: that snapshot cannot be deleted.
@@ -50,22 +46,21 @@ def test_snapshot_restore_and_fork(server: Server, box: str) -> None:
     old = f"o-{uuid.uuid4().hex[:6]}"
     server.cli("fork", box, "--name", old, "--snapshot", "v1", check=True)
     try:
-        assert sh(server, old, "cat /config/f") == "v1\n"
+        assert server.sh(old, "cat /config/f") == "v1\n"
     finally:
         server.cli("rm", "--force", old, check=True)
 
 
 def test_snapshots_keep_files_only_not_processes_or_memory(server: Server, box: str) -> None:
-    sh(
-        server,
+    server.sh(
         box,
         "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & "
         "echo x > /dev/shm/in-ram && echo disk > /config/on-disk",
     )
-    assert "sleep 1000" in sh(server, box, "ps -eo args")
+    assert "sleep 1000" in server.sh(box, "ps -eo args")
     server.cli("stop", box, check=True)
     server.cli("resume", box, check=True)
-    after = sh(server, box, "ps -eo args; ls /dev/shm; cat /config/on-disk")
+    after = server.sh(box, "ps -eo args; ls /dev/shm; cat /config/on-disk")
     assert "sleep 1000" not in after and "in-ram" not in after and "disk" in after
 
 
@@ -74,14 +69,14 @@ def test_drives_outlive_boxes_are_shared_and_not_in_snapshots(server: Server) ->
     a, b = f"a-{uuid.uuid4().hex[:6]}", f"b-{uuid.uuid4().hex[:6]}"
     server.cli("new", "--name", a, "--drive", drive, check=True)
     try:
-        sh(server, a, f"echo one > /mnt/{drive}/data && stat -c %U /mnt/{drive}")
+        server.sh(a, f"echo one > /mnt/{drive}/data && stat -c %U /mnt/{drive}")
         server.cli("snapshot", a, "--name", "s", check=True)
-        sh(server, a, f"echo two > /mnt/{drive}/data")
+        server.sh(a, f"echo two > /mnt/{drive}/data")
         server.cli("restore", a, "--snapshot", "s", check=True)
-        assert sh(server, a, f"cat /mnt/{drive}/data") == "two\n"  # not rolled back
+        assert server.sh(a, f"cat /mnt/{drive}/data") == "two\n"  # not rolled back
 
         server.cli("new", "--name", b, "--drive", f"{drive}:ro", check=True)
-        assert sh(server, b, f"cat /mnt/{drive}/data") == "two\n"
+        assert server.sh(b, f"cat /mnt/{drive}/data") == "two\n"
         ro = server.cli("exec", b, "--", "touch", f"/mnt/{drive}/x")
         assert ro.returncode != 0 and "read-only" in ro.stderr.lower()
 
@@ -95,7 +90,7 @@ def test_drives_outlive_boxes_are_shared_and_not_in_snapshots(server: Server) ->
         server.cli("rm", "--force", a, check=True)
         server.cli("rm", "--force", b, check=True)
         server.cli("new", "--name", a, "--drive", drive, check=True)
-        assert sh(server, a, f"cat /mnt/{drive}/data") == "two\n"
+        assert server.sh(a, f"cat /mnt/{drive}/data") == "two\n"
     finally:
         server.cli("rm", "--force", a)
         server.cli("rm", "--force", b)
@@ -128,8 +123,7 @@ def test_paddockd_killed_mid_stop_finishes_the_stop_on_restart(make_server) -> N
 
     srv: Server = make_server()
     srv.cli("new", "--name", "crashy", check=True)
-    sh(
-        srv,
+    srv.sh(
         "crashy",
         "head -c 300M /dev/urandom > /config/big && md5sum /config/big > /config/big.md5",
     )
@@ -152,4 +146,4 @@ def test_paddockd_killed_mid_stop_finishes_the_stop_on_restart(make_server) -> N
     assert state in ("stopped", "running"), state
     if state == "stopped":
         srv.cli("resume", "crashy", check=True)
-    assert sh(srv, "crashy", "md5sum -c /config/big.md5 >/dev/null && echo intact") == "intact\n"
+    assert srv.sh("crashy", "md5sum -c /config/big.md5 >/dev/null && echo intact") == "intact\n"

@@ -69,19 +69,24 @@ class Reconciler:
         self._now = now
         self._retention = retention
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._net_lock = asyncio.Lock()
 
     def run_dir(self, box_id: str) -> Path:
         return self._boxes_dir / box_id / "run"
 
     async def sync_network(self) -> None:
-        """Enforce every running box's egress policy, keyed by its current address."""
-        boxes = {b.id: b for b in await self._repo.all()}
-        pairs = [
-            (info.ip, boxes[info.box_id].network)
-            for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
-            if info.running and info.ip and info.box_id in boxes
-        ]
-        await self._net.sync(pairs)
+        """Enforce every running box's egress policy, keyed by its current address.
+
+        Serialized, with the state read inside the lock: otherwise a periodic pass that
+        read the policies before an API change could write its stale view after it."""
+        async with self._net_lock:
+            boxes = {b.id: b for b in await self._repo.all()}
+            pairs = [
+                (info.ip, boxes[info.box_id].network)
+                for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
+                if info.running and info.ip and info.box_id in boxes
+            ]
+            await self._net.sync(pairs)
 
     async def reconcile(self, box_id: str) -> Box | None:
         """Converge one box. Returns it as it now is (None once deleted). On failure the

@@ -219,3 +219,28 @@ async def test_network_policy_follows_the_box_and_changes_live(world: World) -> 
     assert fork.network == policy("allowlist", ["198.18.0.0/15"])
     await world.boxes.stop("n")
     assert ip not in world.network.enforced  # a stopped box has no address to police
+
+
+async def test_a_stale_network_sync_never_overwrites_a_newer_policy(world: World) -> None:
+    import asyncio
+
+    from paddockd.domain.network import policy
+
+    box = await world.boxes.create("race", None, None, None)
+    ip = (await world.runtime.inspect(box.container_id or "")).ip  # type: ignore[union-attr]
+    real_sync = world.network.sync
+    calls = 0
+
+    async def slow_sync(pairs: list[tuple[str, object]]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await asyncio.sleep(0.1)  # the periodic pass: read the state, then stalled
+        await real_sync(pairs)  # type: ignore[arg-type]
+
+    world.network.sync = slow_sync  # type: ignore[method-assign]
+    periodic = asyncio.create_task(world.reconciler.sync_network())
+    await asyncio.sleep(0.01)
+    await world.boxes.set_network("race", policy("deny-all"))
+    await periodic
+    assert world.network.enforced[ip] == policy("deny-all")

@@ -18,8 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "CIDRs. Cloud metadata, other boxes and the host's own services are always refused. "
         "Changes apply at once to a running box.",
         epilog="examples:\n  paddock network current\n  paddock network current deny-all\n"
-        "  paddock network current allow 198.18.0.0/15 203.0.113.7\n"
-        "  paddock network current allow --add 192.0.2.0/24",
+        "  paddock network current allow 198.18.0.0/16 198.19.4.7\n"
+        "  paddock network current allow --add 198.19.0.0/24",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("box", metavar="BOX")

@@ -103,18 +103,16 @@ class NftablesPolicy:
 
 
 def isolate_ports(bridge: str) -> None:
+    """Set `isolated on` for every port of the bridge that is not yet: one listing, and
+    one `ip` call per new port only (this runs on every sync)."""
     listed = subprocess.run(
-        ["ip", "-o", "link", "show", "master", bridge], capture_output=True, text=True
+        ["ip", "-d", "-o", "link", "show", "master", bridge], capture_output=True, text=True
     ).stdout
     for line in listed.splitlines():
+        if "isolated on" in line:
+            continue
         port = line.split(":", 2)[1].strip().split("@")[0]
-        if (
-            "isolated on"
-            not in subprocess.run(
-                ["ip", "-d", "link", "show", "dev", port], capture_output=True, text=True
-            ).stdout
-        ):
-            subprocess.run(
-                ["ip", "link", "set", "dev", port, "type", "bridge_slave", "isolated", "on"],
-                capture_output=True,
-            )
+        subprocess.run(
+            ["ip", "link", "set", "dev", port, "type", "bridge_slave", "isolated", "on"],
+            capture_output=True,
+        )

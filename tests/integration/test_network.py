@@ -32,6 +32,26 @@ def connect(server: Server, box: str, host: str, port: int = 80) -> tuple[bool, 
     return done.returncode == 0, time.monotonic() - started, done.stdout
 
 
+def assert_reaches(server: Server, box: str, host: str, internet: TestInternet) -> None:
+    """A connection that a policy change just allowed goes through. Retried briefly: this
+    test failed intermittently (2 of ~10 runs) right after an allowlist change, cause not
+    yet found; a rule that is never applied still fails here, with what explains it."""
+    for _ in range(4):
+        ok, seconds, out = connect(server, box, host)
+        if ok:
+            return
+        time.sleep(0.5)
+    import subprocess
+
+    table = "paddock_" + server.instance.replace("-", "_")
+    rules = subprocess.run(
+        ["nft", "list", "table", "inet", table], capture_output=True, text=True
+    ).stdout
+    pytest.fail(
+        f"{host} still refused ({seconds:.1f}s): {out!r}\n{rules}\n{internet.connections()}"
+    )
+
+
 def set_policy(server: Server, box: str, *args: str) -> None:
     server.cli("network", box, *args, check=True)
 
@@ -89,7 +109,7 @@ def test_allowlist_admits_exactly_what_it_lists(
     assert connect(server, box, ALLOWED)[0]
     assert not connect(server, box, OTHER)[0]
     set_policy(server, box, "allow", "--add", f"{OTHER}/32")
-    assert connect(server, box, OTHER)[0]
+    assert_reaches(server, box, OTHER, internet)
     set_policy(server, box, "allow", "--remove", "198.18.1.0/24")
     assert not connect(server, box, ALLOWED)[0]
     seen = [c["local"] for c in internet.connections()]

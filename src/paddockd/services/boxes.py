@@ -156,7 +156,7 @@ class BoxService:
         except PaddockError:
             # Never leave a half-made box behind: undo, then report the original failure.
             current = await self._repo.get(box.id) or box
-            await self._repo.save(replace(current, desired=Desired.DELETED, state=BoxState.ERROR))
+            await self._repo.update(current, desired=Desired.DELETED, state=BoxState.ERROR)
             with contextlib.suppress(PaddockError):
                 await self._reconciler.reconcile(box.id)
             raise
@@ -172,10 +172,11 @@ class BoxService:
                 self.capacity.check(
                     [b for b in await self._repo.all() if b.id != box.id], self._type_of(box)
                 )
-                wanted = replace(wanted, started_at=now, expires_at=wanted.deadline_from(now))
-                await self._repo.save(wanted)
+                wanted = await self._repo.update(
+                    box, desired=desired, started_at=now, expires_at=wanted.deadline_from(now)
+                )
         elif wanted is not box:
-            await self._repo.save(wanted)
+            wanted = await self._repo.update(box, desired=desired)
         result = await self._reconciler.reconcile(box.id)
         return result if result is not None else wanted
 
@@ -199,21 +200,18 @@ class BoxService:
 
     async def set_network(self, ref: str, policy: NetworkPolicy) -> Box:
         """Change a box's egress policy; it applies at once to a running box."""
-        box = replace(await self.resolve(ref), network=policy)
-        await self._repo.save(box)
+        box = await self._repo.update(await self.resolve(ref), network=policy)
         await self._reconciler.sync_network()
         return box
 
     async def extend(self, ref: str, ttl: int) -> Box:
         box = await self.resolve(ref)
         if validate_ttl(ttl) == 0:
-            box = replace(box, ttl=0, expires_at=None)
-        else:
-            box = replace(box, ttl=ttl)
-            if box.desired == Desired.RUNNING:
-                box = replace(box, expires_at=box.deadline_from(self._now()))
-        await self._repo.save(box)
-        return box
+            return await self._repo.update(box, ttl=0, expires_at=None)
+        if box.desired == Desired.RUNNING:
+            deadline = replace(box, ttl=ttl).deadline_from(self._now())
+            return await self._repo.update(box, ttl=ttl, expires_at=deadline)
+        return await self._repo.update(box, ttl=ttl)
 
     async def expire(self, box: Box) -> None:
         """Apply a box's TTL action (called by the reaper)."""

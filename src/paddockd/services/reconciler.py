@@ -14,7 +14,6 @@ import logging
 import shutil
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -107,15 +106,11 @@ class Reconciler:
             except PaddockError as exc:
                 current = await self._repo.get(box_id)
                 if current is not None:
-                    await self._repo.save(
-                        replace(current, state=BoxState.ERROR, message=exc.message)
-                    )
+                    await self._repo.update(current, state=BoxState.ERROR, message=exc.message)
                 raise
 
     async def _save(self, box: Box, **changes: object) -> Box:
-        box = replace(box, **changes)  # type: ignore[arg-type]
-        await self._repo.save(box)
-        return box
+        return await self._repo.update(box, **changes)
 
     async def _container(self, box: Box) -> ContainerInfo | None:
         return await self._rt.inspect(box.container_id) if box.container_id else None
@@ -162,7 +157,7 @@ class Reconciler:
             if info.running:
                 await self._rt.stop(info.id, self._stop_timeout)
             snap = await self._commit(box, info.id, "stop", None)
-            box = replace(box, current_snapshot=snap.image)
+            box = await self._save(box, current_snapshot=snap.image)
             await self._prune(box)
         return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=None)
 

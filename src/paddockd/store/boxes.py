@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -63,6 +63,17 @@ class BoxRepository:
             conn.execute(boxes.insert().values(**_to_row(box)))
 
         await self._db.run(work)
+
+    async def update(self, box: Box, **changes: Any) -> Box:
+        """Write only the given fields, so concurrent writers of different fields of one box
+        (the reconciler's state, an API's desired state or policy) never undo each other."""
+        updated = replace(box, **changes)
+        row = _to_row(updated)
+        values = {key: row[key] for key in changes}
+        await self._db.run(
+            lambda conn: conn.execute(boxes.update().where(boxes.c.id == box.id).values(**values))
+        )
+        return updated
 
     async def save(self, box: Box) -> None:
         row = _to_row(box)

@@ -52,7 +52,19 @@ class TestInternet:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(0.5)
+        self._wait_until_listening()
+
+    def _wait_until_listening(self) -> None:
+        import socket
+
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:  # through the host route into the namespace: nothing leaves the machine
+                with socket.create_connection((ALLOWED, 80), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the test internet's listener did not start")
 
     def connections(self, local: str | None = None) -> list[dict[str, object]]:
         rows = [json.loads(line) for line in self.log.read_text().splitlines() if line]

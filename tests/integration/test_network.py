@@ -60,9 +60,8 @@ def test_allow_all_reaches_the_test_internet(
     server: Server, box: str, internet: TestInternet
 ) -> None:
     internet.reset()
-    ok, _, out = connect(server, box, ALLOWED)
-    assert ok and "chunk-0" in out
-    assert len(internet.connections(ALLOWED)) == 1
+    assert_reaches(server, box, ALLOWED, internet)
+    assert len(internet.connections(ALLOWED)) >= 1
 
 
 def test_metadata_is_refused_under_every_mode(
@@ -95,8 +94,12 @@ def test_deny_all_refuses_new_connections_fast_but_open_ones_finish(
     ok, seconds, _ = connect(server, box, OTHER)
     assert not ok and seconds < 3  # refused, not timed out
     assert internet.connections(OTHER) == []
-    time.sleep(3.5)
-    streamed = server.cli("exec", box, "--", "cat", "/tmp/stream", check=True).stdout
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        streamed = server.cli("exec", box, "--", "cat", "/tmp/stream", check=True).stdout
+        if "chunk-5" in streamed:
+            break
+        time.sleep(0.5)
     assert "chunk-5" in streamed
     set_policy(server, box, "allow-all")
 
@@ -106,7 +109,7 @@ def test_allowlist_admits_exactly_what_it_lists(
 ) -> None:
     internet.reset()
     set_policy(server, box, "allow", "198.18.1.0/24")
-    assert connect(server, box, ALLOWED)[0]
+    assert_reaches(server, box, ALLOWED, internet)
     assert not connect(server, box, OTHER)[0]
     set_policy(server, box, "allow", "--add", f"{OTHER}/32")
     assert_reaches(server, box, OTHER, internet)
@@ -173,7 +176,8 @@ def test_policy_survives_stop_resume_fork_and_a_flushed_ruleset(
     set_policy(server, box, "allow", "198.18.1.0/24")
     server.cli("stop", box, check=True)
     server.cli("resume", box, check=True)
-    assert connect(server, box, ALLOWED)[0] and not connect(server, box, OTHER)[0]
+    assert_reaches(server, box, ALLOWED, internet)
+    assert not connect(server, box, OTHER)[0]
     fork = f"nf-{uuid.uuid4().hex[:6]}"
     server.cli("fork", box, "--name", fork, check=True)
     try:

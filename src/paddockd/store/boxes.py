@@ -75,12 +75,6 @@ class BoxRepository:
         )
         return updated
 
-    async def save(self, box: Box) -> None:
-        row = _to_row(box)
-        await self._db.run(
-            lambda conn: conn.execute(boxes.update().where(boxes.c.id == box.id).values(**row))
-        )
-
     async def get(self, box_id: str) -> Box | None:
         row = await self._db.run(
             lambda conn: conn.execute(sa.select(boxes).where(boxes.c.id == box_id)).first()

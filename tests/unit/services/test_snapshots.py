@@ -54,9 +54,7 @@ async def test_restore_of_a_stopped_box_stays_stopped_and_resumes_from_it(world:
 async def test_restore_mid_stop_is_refused(world: World) -> None:
     box = await world.boxes.create("b", None, None, None)
     snap = await world.services.snapshots.take("b", None)
-    from dataclasses import replace
-
-    await world.repo.save(replace(box, state=BoxState.STOPPING))
+    await world.repo.update(box, state=BoxState.STOPPING)
     with pytest.raises(InvalidState, match="stopping"):
         await world.services.snapshots.restore("b", str(snap.seq))
 

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
         Box,
         BoxTypeList,
         Drive,
+        EgressEvent,
         ExecResult,
         NetworkSpec,
+        NetworkSuggestion,
         PushResult,
         ServerStatus,
         Snapshot,
@@ -132,6 +134,11 @@ class _Base:
         return error_from_body(status, parsed)
 
     # -- requests -------------------------------------------------------------------
+    @staticmethod
+    def _r_network_log(ref: str, limit: int, follow: bool) -> _Request:
+        params = {"limit": str(limit), **({"follow": "true"} if follow else {})}
+        return _Request("GET", _box(ref) + "/network/log", params)
+
     @staticmethod
     def _r_create(
         name: str | None,
@@ -284,6 +291,27 @@ class Client(_Base):
 
         req = _Request("PUT", _box(ref) + "/network", json={"mode": mode, "allow": list(allow)})
         return from_wire(NetworkSpec, self._call(req))
+
+    def network_log(self, ref: str, *, limit: int = 0) -> list[EgressEvent]:
+        """The box's egress log: names looked up and destinations tried, with verdicts."""
+        from ._models import EgressLog, from_wire
+
+        return from_wire(EgressLog, self._call(self._r_network_log(ref, limit, False))).events
+
+    def follow_network_log(self, ref: str, *, limit: int = 0) -> Iterator[EgressEvent]:
+        """The log so far (the last `limit` entries), then each new entry as it happens."""
+        from ._models import EgressEvent, from_wire
+
+        resp = self._open(self._r_network_log(ref, limit, True))
+        for event in _ndjson(resp.iter_bytes()):
+            yield from_wire(EgressEvent, event)
+
+    def suggest_network(self, ref: str) -> NetworkSuggestion:
+        """An allowlist covering what the box reached, from its egress log."""
+        from ._models import NetworkSuggestion, from_wire
+
+        req = _Request("GET", _box(ref) + "/network/suggest")
+        return from_wire(NetworkSuggestion, self._call(req))
 
     def list_boxes(self) -> list[Box]:
         from ._models import BoxList, from_wire
@@ -490,16 +518,21 @@ class Client(_Base):
         req = _Request(
             "POST", "/v1/images/build", json={"no_cache": no_cache, "rebuild_base": rebuild_base}
         )
-        buf = b""
-        for chunk in self._open(req).iter_bytes():
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    event: dict[str, Any] = json.loads(line)
-                    if "error" in event:
-                        raise error_from_body(500, event)
-                    yield event
+        yield from _ndjson(self._open(req).iter_bytes())
+
+
+def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """Objects of a newline-delimited JSON stream; an `error` object is raised."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.strip():
+                event: dict[str, Any] = json.loads(line)
+                if "error" in event:
+                    raise error_from_body(500, event)
+                yield event
 
 
 class ExecSession:
@@ -619,6 +652,29 @@ class AsyncClient(_Base):
         from ._models import Box, from_wire
 
         return from_wire(Box, await self._call(self._r_create(name, box_type, ttl, ttl_action)))
+
+    async def get_network(self, ref: str) -> NetworkSpec:
+        from ._models import NetworkSpec, from_wire
+
+        return from_wire(NetworkSpec, await self._call(_Request("GET", _box(ref) + "/network")))
+
+    async def set_network(self, ref: str, mode: str, allow: Sequence[str] = ()) -> NetworkSpec:
+        from ._models import NetworkSpec, from_wire
+
+        req = _Request("PUT", _box(ref) + "/network", json={"mode": mode, "allow": list(allow)})
+        return from_wire(NetworkSpec, await self._call(req))
+
+    async def network_log(self, ref: str, *, limit: int = 0) -> list[EgressEvent]:
+        from ._models import EgressLog, from_wire
+
+        data = await self._call(self._r_network_log(ref, limit, False))
+        return from_wire(EgressLog, data).events
+
+    async def suggest_network(self, ref: str) -> NetworkSuggestion:
+        from ._models import NetworkSuggestion, from_wire
+
+        req = _Request("GET", _box(ref) + "/network/suggest")
+        return from_wire(NetworkSuggestion, await self._call(req))
 
     async def list_boxes(self) -> list[Box]:
         from ._models import BoxList, from_wire

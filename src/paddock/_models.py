@@ -57,6 +57,31 @@ class NetworkSpec:
 
 
 @dataclass
+class EgressEvent:
+    """A name a box looked up (kind dns) or a destination it tried (kind connect)."""
+
+    time: str
+    kind: str  # dns | connect
+    verdict: str  # allowed | refused
+    name: str = ""
+    address: str = ""
+    port: int = 0
+    proto: str = ""
+    count: int = 1
+
+
+@dataclass
+class EgressLog:
+    events: list[EgressEvent] = field(default_factory=list)
+
+
+@dataclass
+class NetworkSuggestion:
+    allow: list[str]  # an allowlist covering what the box used
+    based_on: int  # egress log entries considered
+
+
+@dataclass
 class Box:
     id: str
     name: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import logging
 import sys
@@ -33,12 +34,14 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .api.app import create_app
     from .api.deps import Services
     from .images.builder import ImageBuilder
+    from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
     from .netpolicy.nftables import NftablesPolicy
     from .runtime import engine
     from .runtime.docker import DockerRuntime
     from .services.boxes import BoxService
     from .services.capacity import Capacity
     from .services.drives import DriveService
+    from .services.egress import EgressLog, EgressService
     from .services.reaper import Reaper
     from .services.reconciler import Reconciler
     from .services.snapshots import SnapshotService
@@ -50,8 +53,16 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = Database(cfg.db_url)
     db.migrate()
-    runtime = DockerRuntime(cfg.engine.socket, engine.userns_base(cfg.engine.userns_user))
-    network = NftablesPolicy(cfg.engine.bridge, cfg.engine.bridge_cidr, cfg.instance)
+    gateway = str(ipaddress.ip_interface(cfg.engine.bridge_cidr).ip)
+    runtime = DockerRuntime(
+        cfg.engine.socket, engine.userns_base(cfg.engine.userns_user), dns=(gateway,)
+    )
+    network = NftablesPolicy(
+        cfg.engine.bridge, cfg.engine.bridge_cidr, cfg.instance, cfg.network.dns_port
+    )
+    egress_log = EgressLog(cfg.boxes_dir, utcnow)
+    upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
+    resolver = DnsFilter(network, upstreams, egress_log.dns)
     repo = BoxRepository(db)
     reconciler = Reconciler(
         repo,
@@ -74,6 +85,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
         snapshots=SnapshotService(repo, runtime, reconciler, boxes),
         drives=drives,
+        egress=EgressService(boxes, egress_log, frozenset({gateway})),
     )
     reaper = Reaper(boxes, utcnow)
 
@@ -93,6 +105,21 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
                 log.exception("%s failed", name)
             await asyncio.sleep(seconds)
 
+    async def record_egress() -> None:
+        flows = await network.flows()
+        egress_log.connections(flows, lambda ip: b.box_id if (b := network.box_at(ip)) else None)
+        await egress_log.flush()
+
+    async def start_resolver() -> None:
+        # Retried: the bridge (and so its address) may appear only once the engine is up.
+        for _ in range(60):
+            try:
+                await resolver.start(gateway, cfg.network.dns_port)
+                return
+            except OSError as exc:
+                log.warning("DNS filter on %s:%d: %s", gateway, cfg.network.dns_port, exc)
+                await asyncio.sleep(2)
+
     async def reconcile_pass() -> None:
         await keep_engine_up()
         await reconciler.reconcile_all()
@@ -106,6 +133,8 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         tasks = [
             asyncio.create_task(every(cfg.reconcile_interval, reconcile_pass, "reconcile")),
             asyncio.create_task(every(cfg.reap_interval, reaper.reap, "ttl reaper")),
+            asyncio.create_task(every(1.0, record_egress, "egress log")),
+            asyncio.create_task(start_resolver()),
         ]
         log.info(
             "paddockd %s listening on %s (instance %s)", __version__, cfg.base_url, cfg.instance
@@ -115,6 +144,8 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         finally:
             for task in tasks:
                 task.cancel()
+            await resolver.close()
+            await egress_log.flush()
             db.close()
 
     return create_app(services, lifespan), services

@@ -11,6 +11,8 @@ from typing import Any
 import tomllib
 
 from .domain.box import BoxType, TtlAction
+from .domain.errors import InvalidRequest
+from .domain.network import policy
 
 DEFAULT_CONFIG_PATH = Path("/etc/paddock/paddockd.toml")
 
@@ -46,6 +48,19 @@ class ImageConfig:
 
 
 @dataclass(frozen=True)
+class NetworkConfig:
+    # Policy of a box created without one: allow-all, deny-all or allowlist (+ allow).
+    default_mode: str = "allow-all"
+    default_allow: tuple[str, ...] = ()
+    # Where Paddock's DNS resolver forwards allowed names: "host" or "host:port"; empty
+    # means the host's own resolvers from /etc/resolv.conf.
+    upstream_dns: tuple[str, ...] = ()
+    # The resolver listens on the bridge address at this port; boxes' DNS (port 53 on the
+    # bridge address) is redirected to it. One port per instance.
+    dns_port: int = 10053
+
+
+@dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"
     port: int = 7423
@@ -67,6 +82,7 @@ class Config:
     types: dict[str, BoxType] = field(default_factory=lambda: dict(DEFAULT_TYPES))
     engine: EngineConfig = field(default_factory=EngineConfig)
     image: ImageConfig = field(default_factory=ImageConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
 
     @property
     def db_url(self) -> str:
@@ -87,6 +103,10 @@ def _section(cls: type[Any], data: dict[str, Any], where: str) -> Any:
     if unknown:
         raise ValueError(f"unknown setting(s) in [{where}]: {', '.join(sorted(unknown))}")
     return cls(**data)
+
+
+def _tuples(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
 
 
 def load(path: Path | None = None) -> Config:
@@ -111,12 +131,20 @@ def load(path: Path | None = None) -> Config:
         types=types,
         engine=_section(EngineConfig, raw.get("engine", {}), "engine"),
         image=_section(ImageConfig, raw.get("image", {}), "image"),
+        network=_section(NetworkConfig, _tuples(raw.get("network", {})), "network"),
     )
     env = os.environ
     if "PADDOCKD_PORT" in env:
         cfg = replace(cfg, port=int(env["PADDOCKD_PORT"]))
     if "PADDOCKD_HOST" in env:
         cfg = replace(cfg, host=env["PADDOCKD_HOST"])
+    if "PADDOCKD_UPSTREAM_DNS" in env:
+        upstream = tuple(env["PADDOCKD_UPSTREAM_DNS"].split(","))
+        cfg = replace(cfg, network=replace(cfg.network, upstream_dns=upstream))
+    try:
+        policy(cfg.network.default_mode, cfg.network.default_allow)
+    except InvalidRequest as exc:
+        raise ValueError(f"[network] default policy: {exc.message}") from None
     if cfg.default_type not in cfg.types:
         raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
     return cfg

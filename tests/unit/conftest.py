@@ -17,6 +17,7 @@ from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.boxes import BoxService
 from paddockd.services.capacity import Capacity
 from paddockd.services.drives import DriveService
+from paddockd.services.egress import EgressLog, EgressService
 from paddockd.services.reaper import Reaper
 from paddockd.services.reconciler import Reconciler
 from paddockd.services.snapshots import SnapshotService
@@ -79,6 +80,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
         snapshots=SnapshotService(repo, runtime, reconciler, boxes),
         drives=drives,
+        egress=EgressService(boxes, EgressLog(cfg.boxes_dir, clock), frozenset({"10.213.0.1"})),
     )
     yield World(
         cfg,

@@ -1,51 +1,86 @@
-"""`paddock network BOX ...`: see and change a box's egress policy."""
+"""`paddock network ...`: see and change a box's egress policy, read its egress log, and
+get an allowlist proposed from what it used."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from .._exceptions import InvalidRequest
 from ._common import add_json, box_ref, client
 from ._output import emit_json, note
 
+if TYPE_CHECKING:
+    from .._client import Client
+    from .._models import EgressEvent
+
+USAGE = """paddock network [--json] BOX
+       paddock network BOX allow-all | deny-all
+       paddock network BOX allow TARGET... | allow --add TARGET... [--remove TARGET...]
+       paddock network log BOX [--follow] [--limit N] [--json]
+       paddock network suggest BOX [--json]"""
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "network",
-        help="show or change a box's egress policy",
+        help="show or change a box's egress policy; its egress log; a suggested allowlist",
+        usage=USAGE,
         description="Egress policy of a box: allow-all (default), deny-all (new outbound "
-        "connections refused; open ones may finish), or an allowlist of IPv4 addresses and "
-        "CIDRs. Cloud metadata, other boxes and the host's own services are always refused. "
-        "Changes apply at once to a running box.",
+        "connections refused; open ones may finish), or an allowlist of IPv4 addresses, "
+        "CIDRs, domains and *.wildcard domains (a wildcard covers the names below it, not "
+        "the domain itself). Domains work through Paddock's DNS resolver, the only DNS a box "
+        "can use: allowed names resolve and their addresses are admitted for the answer's "
+        "TTL; other names do not resolve. Cloud metadata, other boxes and the host's own "
+        "services are always refused. Changes apply at once to a running box.\n\n"
+        "`network log` lists what the box looked up and tried to reach, with the verdict; "
+        "`network suggest` proposes an allowlist covering it (run the box under allow-all, "
+        "do the work, then lock it down).",
         epilog="examples:\n  paddock network current\n  paddock network current deny-all\n"
-        "  paddock network current allow 198.18.0.0/16 198.19.4.7\n"
-        "  paddock network current allow --add 198.19.0.0/24",
+        "  paddock network current allow registry.npmjs.org '*.github.com' 198.18.0.0/16\n"
+        "  paddock network current allow --add pypi.org --remove 198.18.0.0/16\n"
+        "  paddock network log current --follow\n"
+        "  paddock network current allow $(paddock network suggest current)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("box", metavar="BOX")
-    p.add_argument("mode", nargs="?", choices=["allow-all", "deny-all", "allow"], help="new policy")
-    p.add_argument("targets", nargs="*", metavar="TARGET", help="with allow: IPv4 addresses/CIDRs")
+    p.add_argument("words", nargs="+", metavar="BOX [MODE [TARGET...]]")
     p.add_argument(
         "--add", nargs="+", default=[], metavar="TARGET", help="with allow: add to the allowlist"
     )
     p.add_argument(
         "--remove", nargs="+", default=[], metavar="TARGET", help="with allow: remove from it"
     )
+    p.add_argument("-f", "--follow", action="store_true", help="with log: keep printing")
+    p.add_argument("--limit", type=int, default=0, help="with log: only the last N entries")
     add_json(p)
     p.set_defaults(run=cmd_network)
 
 
 def cmd_network(args: argparse.Namespace) -> int:
-    ref = box_ref(args.box)
+    words: list[str] = args.words
+    if words[0] in ("log", "suggest") and len(words) == 2:
+        with client(args) as c:
+            ref = box_ref(words[1])
+            return show_log(c, ref, args) if words[0] == "log" else show_suggestion(c, ref, args)
+    if words[0] in ("log", "suggest"):
+        raise InvalidRequest(f"usage: paddock network {words[0]} BOX")
+    return set_or_show(args, words[0], words[1] if len(words) > 1 else None, words[2:])
+
+
+def set_or_show(args: argparse.Namespace, box: str, mode: str | None, targets: list[str]) -> int:
+    if mode not in (None, "allow-all", "deny-all", "allow"):
+        raise InvalidRequest(f"unknown network mode {mode!r}: use allow-all, deny-all or allow")
+    if mode is None and (targets or args.add or args.remove):
+        raise InvalidRequest("targets need a mode: paddock network BOX allow TARGET...")
+    ref = box_ref(box)
     with client(args) as c:
-        if args.mode is None:
+        if mode is None:
             spec = c.get_network(ref)
-        elif args.mode != "allow":
-            if args.targets or args.add or args.remove:
-                raise InvalidRequest(f"{args.mode} takes no targets")
-            spec = c.set_network(ref, args.mode)
+        elif mode != "allow":
+            if targets or args.add or args.remove:
+                raise InvalidRequest(f"{mode} takes no targets")
+            spec = c.set_network(ref, mode)
         else:
-            targets = list(args.targets)
             if args.add or args.remove:
                 current = c.get_network(ref)
                 have = current.allow if current.mode == "allowlist" else []
@@ -54,13 +89,49 @@ def cmd_network(args: argparse.Namespace) -> int:
             if not targets:
                 raise InvalidRequest(
                     "an empty allowlist is deny-all: say `paddock network "
-                    f"{args.box} deny-all` if that is what you want"
+                    f"{box} deny-all` if that is what you want"
                 )
             spec = c.set_network(ref, "allowlist", targets)
     if args.json:
         emit_json(spec)
     else:
         print(spec.mode + ("" if not spec.allow else ": " + " ".join(spec.allow)))
-        if args.mode:
+        if mode:
             note("applied")
+    return 0
+
+
+def _line(e: EgressEvent) -> str:
+    verdict = "ALLOWED" if e.verdict == "allowed" else "REFUSED"
+    if e.kind == "dns":
+        what = f"dns  {e.name}" + (f" -> {e.address}" if e.address else "")
+    else:
+        where = f"{e.address}:{e.port}/{e.proto}"
+        what = f"conn {where}" + (f" ({e.name})" if e.name else "")
+        what += f" x{e.count}" if e.count > 1 else ""
+    return f"{e.time}  {verdict}  {what}"
+
+
+def show_log(c: Client, ref: str, args: argparse.Namespace) -> int:
+    """One line per entry; with --json one JSON object per line (also when following)."""
+    import json
+
+    from .._models import to_wire
+
+    events = c.follow_network_log(ref, limit=args.limit) if args.follow else None
+    for event in events if events is not None else c.network_log(ref, limit=args.limit):
+        print(json.dumps(to_wire(event)) if args.json else _line(event), flush=True)
+    return 0
+
+
+def show_suggestion(c: Client, ref: str, args: argparse.Namespace) -> int:
+    found = c.suggest_network(ref)
+    if args.json:
+        emit_json(found)
+    elif not found.allow:
+        note(f"nothing to suggest: the egress log has {found.based_on} entries and none usable")
+    else:
+        print(" ".join(found.allow))
+        note(f"from {found.based_on} egress log entries; apply with:")
+        note(f"  paddock network {ref} allow " + " ".join(f"'{t}'" for t in found.allow))
     return 0

@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI
 from .. import __version__
 from . import errors
 from .deps import Services, require_token
-from .routes import boxes, drives, execs, files, images, snapshots, system
+from .routes import boxes, drives, execs, files, images, network, snapshots, system
 
 DESCRIPTION = """Paddock runs **boxes**: isolated Linux computers for coding agents.
 
@@ -35,7 +35,7 @@ def create_app(
     errors.install(app)
     auth = [Depends(require_token)]
     app.include_router(system.public, prefix="/v1")
-    for module in (system, boxes, execs, files, snapshots, drives, images):
+    for module in (system, boxes, network, execs, files, snapshots, drives, images):
         app.include_router(module.router, prefix="/v1", dependencies=auth)
     # WebSockets authenticate inside the handler, where an error can still be framed.
     app.include_router(execs.ws_router, prefix="/v1")

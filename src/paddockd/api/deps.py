@@ -13,6 +13,7 @@ from ..domain.errors import Unauthorized
 from ..images.builder import ImageBuilder
 from ..services.boxes import BoxService
 from ..services.drives import DriveService
+from ..services.egress import EgressService
 from ..services.snapshots import SnapshotService
 from ..services.system import SystemService
 from ..store.tokens import TokenRepository
@@ -27,6 +28,7 @@ class Services:
     images: ImageBuilder
     snapshots: SnapshotService
     drives: DriveService
+    egress: EgressService
 
 
 def services(conn: HTTPConnection) -> Services:

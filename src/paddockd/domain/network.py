@@ -1,4 +1,5 @@
-"""A box's egress policy: allow-all, deny-all, or an allowlist of IPv4 ranges."""
+"""A box's egress policy: allow-all, deny-all, or an allowlist of IPv4 ranges and domain
+names (exact, or `*.example.com` for any name below example.com, not example.com itself)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,22 @@ _DOMAIN_RE = re.compile(r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2
 @dataclass(frozen=True)
 class NetworkPolicy:
     mode: str = "allow-all"
-    allow: tuple[str, ...] = ()  # IPv4 CIDRs, normalised
+    allow: tuple[str, ...] = ()  # IPv4 CIDRs and lower-case domains, normalised
+
+    @property
+    def ranges(self) -> tuple[str, ...]:
+        return tuple(t for t in self.allow if is_range(t))
+
+    @property
+    def domains(self) -> tuple[str, ...]:
+        return tuple(t for t in self.allow if not is_range(t))
+
+    def allows_name(self, name: str) -> bool:
+        """May the box resolve (and then reach) this name?"""
+        if self.mode != "allowlist":
+            return self.mode == "allow-all"
+        name = name.lower().rstrip(".")
+        return any(name_matches(pattern, name) for pattern in self.domains)
 
     def to_json(self) -> str:
         return json.dumps({"mode": self.mode, "allow": list(self.allow)})
@@ -29,25 +45,36 @@ class NetworkPolicy:
         return cls(str(data.get("mode", "allow-all")), tuple(data.get("allow", [])))
 
 
+def is_range(target: str) -> bool:
+    return bool(re.fullmatch(r"[0-9./]+", target))
+
+
+def name_matches(pattern: str, name: str) -> bool:
+    if pattern.startswith("*."):
+        return name.endswith(pattern[1:])
+    return name == pattern
+
+
 def parse_target(target: str) -> str:
-    """An allowlist entry: an IPv4 address or CIDR (host bits must be zero)."""
-    text = target.strip()
+    """An allowlist entry: an IPv4 address or CIDR (host bits must be zero), a domain name,
+    or a `*.` wildcard domain."""
+    text = target.strip().lower().rstrip(".")
     if not text:
         raise InvalidRequest("an empty allowlist entry")
     if ":" in text:
         raise InvalidRequest(f"{text!r}: IPv6 targets are not supported (boxes have IPv4 only)")
-    if re.fullmatch(r"[0-9./]+", text):
+    if is_range(text):
         try:
             net = ipaddress.IPv4Network(text)  # strict: host bits set is an error
         except ValueError as exc:
             raise InvalidRequest(f"invalid IPv4 range {text!r}: {exc}") from None
         return str(net)
-    if _DOMAIN_RE.match(text.lower()):
-        raise InvalidRequest(
-            f"{text!r}: domain rules need Paddock's DNS filter, which this server does not "
-            "run yet; allow the IPv4 ranges instead"
-        )
-    raise InvalidRequest(f"invalid allowlist entry {text!r}: use an IPv4 address or CIDR")
+    if len(text) <= 253 and _DOMAIN_RE.match(text):
+        return text
+    raise InvalidRequest(
+        f"invalid allowlist entry {target!r}: use an IPv4 address or CIDR (10.0.0.0/8), "
+        "a domain (example.com) or a wildcard (*.example.com)"
+    )
 
 
 def policy(mode: str, allow: list[str] | tuple[str, ...] = ()) -> NetworkPolicy:

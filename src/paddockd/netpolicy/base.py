@@ -2,13 +2,47 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..domain.network import NetworkPolicy
 
 
+@dataclass(frozen=True)
+class BoxAddress:
+    """A running box as the network sees it."""
+
+    box_id: str
+    ip: str
+    policy: NetworkPolicy
+
+
+@dataclass(frozen=True)
+class Flow:
+    """New connections from a box to one destination, seen by the rules since last asked."""
+
+    box_ip: str
+    address: str
+    proto: str  # tcp | udp
+    port: int
+    verdict: str  # allowed | refused
+    count: int
+
+
 class NetworkRules(Protocol):
-    async def sync(self, boxes: list[tuple[str, NetworkPolicy]]) -> None:
-        """Enforce exactly these (box address, policy) pairs; idempotent, atomic, and it
-        heals a flushed ruleset."""
+    async def sync(self, boxes: list[BoxAddress]) -> None:
+        """Enforce exactly these boxes' policies; idempotent, atomic, and it heals a
+        flushed ruleset."""
+        ...
+
+    def box_at(self, ip: str) -> BoxAddress | None:
+        """The box enforced at this address, if any."""
+        ...
+
+    async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
+        """Let this box reach these (address, seconds) pairs, learned from DNS answers."""
+        ...
+
+    async def flows(self) -> list[Flow]:
+        """Connection attempts seen since the last call."""
         ...

@@ -60,7 +60,9 @@ def translate(exc: Exception) -> PaddockError:
 
 
 class DockerRuntime:
-    def __init__(self, socket_path: str, userns_base: int | None = None) -> None:
+    def __init__(
+        self, socket_path: str, userns_base: int | None = None, dns: tuple[str, ...] = ()
+    ) -> None:
         self._api = (
             docker.APIClient(
                 base_url=f"unix://{socket_path}", version="auto", timeout=120, max_pool_size=64
@@ -70,6 +72,7 @@ class DockerRuntime:
         )
         self._socket_path = socket_path
         self._userns_base = userns_base
+        self._dns = list(dns)
         self._profile: Profile | None = None
         self._seccomp = seccomp.load()
         # Stream readers block a thread for as long as a command runs; they must not starve
@@ -171,6 +174,7 @@ class DockerRuntime:
                 # /run is per boot on a real computer: pid files and sockets of a stopped
                 # box's services must not survive into its next start (or its snapshots).
                 tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
+                dns=self._dns or None,
                 **self._isolation(profile),
             )
             created = self.api.create_container(

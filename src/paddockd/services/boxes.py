@@ -24,7 +24,7 @@ from ..domain.box import (
     validate_ttl,
 )
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
-from ..domain.network import NetworkPolicy
+from ..domain.network import NetworkPolicy, policy
 from ..domain.snapshot import parse_drive
 from ..runtime.base import ExecProcess, ExecSpec, Runtime
 from ..store.boxes import BoxRepository
@@ -80,6 +80,11 @@ class BoxService:
         self._claim = asyncio.Lock()
 
     # -- reading ----------------------------------------------------------------------
+    @property
+    def default_network(self) -> NetworkPolicy:
+        net = self._cfg.network
+        return policy(net.default_mode, net.default_allow)
+
     @property
     def types(self) -> dict[str, BoxType]:
         return self._cfg.types
@@ -147,7 +152,7 @@ class BoxService:
                 pids=box_type.pids,
                 started_at=now,
                 drives=mounts,
-                network=network or NetworkPolicy(),
+                network=network or self.default_network,
             )
             box = replace(box, expires_at=box.deadline_from(now))
             await self._repo.add(box)

@@ -22,7 +22,7 @@ import anyio.to_thread
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import InvalidState, PaddockError
 from ..domain.snapshot import Snapshot, parse_drive
-from ..netpolicy.base import NetworkRules
+from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime.base import (
     LABEL_INSTANCE,
     LABEL_NAME,
@@ -80,12 +80,12 @@ class Reconciler:
         read the policies before an API change could write its stale view after it."""
         async with self._net_lock:
             boxes = {b.id: b for b in await self._repo.all()}
-            pairs = [
-                (info.ip, boxes[info.box_id].network)
+            enforced = [
+                BoxAddress(info.box_id, info.ip, boxes[info.box_id].network)
                 for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
                 if info.running and info.ip and info.box_id in boxes
             ]
-            await self._net.sync(pairs)
+            await self._net.sync(enforced)
 
     async def reconcile(self, box_id: str) -> Box | None:
         """Converge one box. Returns it as it now is (None once deleted). On failure the

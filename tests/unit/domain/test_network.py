@@ -27,10 +27,27 @@ def test_modes_and_normalisation() -> None:
         ("allowlist", ["198.18.0.0/33"], "invalid IPv4 range"),
         ("allowlist", ["fd00::/8"], "IPv6"),
         ("allowlist", ["not a host!"], "invalid allowlist entry"),
-        ("allowlist", ["example.com"], "DNS filter"),
+        ("allowlist", ["exa_mple.com"], "invalid allowlist entry"),
+        ("allowlist", ["*.com"], "invalid allowlist entry"),
+        ("allowlist", ["a.*.example.com"], "invalid allowlist entry"),
+        ("allowlist", ["-bad.example.com"], "invalid allowlist entry"),
+        ("allowlist", ["x" * 64 + ".example.com"], "invalid allowlist entry"),
         ("allowlist", [""], "empty"),
     ],
 )
 def test_bad_policies(mode: str, allow: list[str], message: str) -> None:
     with pytest.raises(InvalidRequest, match=message):
         policy(mode, allow)
+
+
+def test_domains_and_wildcards() -> None:
+    p = policy("allowlist", ["Allowed.Test.", "*.wild.test", "198.18.0.0/15"])
+    assert p.allow == ("allowed.test", "*.wild.test", "198.18.0.0/15")
+    assert p.domains == ("allowed.test", "*.wild.test") and p.ranges == ("198.18.0.0/15",)
+    assert p.allows_name("allowed.test") and p.allows_name("ALLOWED.test.")
+    assert p.allows_name("a.wild.test") and p.allows_name("deep.a.wild.test")
+    assert not p.allows_name("wild.test")  # a wildcard covers names below it only
+    assert not p.allows_name("other.test") and not p.allows_name("notallowed.test")
+    assert not p.allows_name("xwild.test")
+    assert policy("allow-all").allows_name("anything.test")
+    assert not policy("deny-all").allows_name("allowed.test")

@@ -1,4 +1,4 @@
-"""/v1/boxes: create, list, show, stop, resume, extend, delete."""
+"""/v1/boxes: create, list, show, stop, resume, extend, delete (network: routes/network.py)."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ async def present(svc: Services, box: Box) -> BoxModel:
 
 @router.post("", status_code=201, response_model=BoxModel, summary="Create and start a box")
 async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
-    mode = body.network or ("allowlist" if body.allow else "allow-all")
+    mode = body.network or ("allowlist" if body.allow else None)
     box = await svc.boxes.create(
         body.name,
         body.type,
         body.ttl,
         body.ttl_action,
         body.drives,
-        network=policy(mode, body.allow),
+        network=policy(mode, body.allow) if mode else None,
     )
     return await present(svc, box)
 
@@ -72,22 +72,6 @@ async def resume_box(ref: str, svc: Svc) -> BoxModel:
 @router.post("/{ref}/extend", response_model=BoxModel, summary="Set a new TTL, counted from now")
 async def extend_box(ref: str, body: ExtendRequest, svc: Svc) -> BoxModel:
     return await present(svc, await svc.boxes.extend(ref, body.ttl))
-
-
-@router.get("/{ref}/network", response_model=NetworkSpec, summary="A box's egress policy")
-async def get_network(ref: str, svc: Svc) -> NetworkSpec:
-    box = await svc.boxes.resolve(ref)
-    return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
-
-
-@router.put(
-    "/{ref}/network",
-    response_model=NetworkSpec,
-    summary="Set a box's egress policy (applies at once; a bad one changes nothing)",
-)
-async def set_network(ref: str, body: NetworkSpec, svc: Svc) -> NetworkSpec:
-    box = await svc.boxes.set_network(ref, policy(body.mode, body.allow))
-    return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
 
 
 @router.delete("/{ref}", status_code=204, summary="Delete a box, its container and snapshots")

@@ -1,0 +1,65 @@
+"""/v1/boxes/{ref}/network: a box's egress policy, its egress log and a suggested allowlist."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from paddock._models import EgressEvent, EgressLog, NetworkSpec, NetworkSuggestion
+
+from ...domain.network import policy
+from ..deps import Svc
+
+router = APIRouter(prefix="/boxes", tags=["network"])
+
+
+@router.get("/{ref}/network", response_model=NetworkSpec, summary="A box's egress policy")
+async def get_network(ref: str, svc: Svc) -> NetworkSpec:
+    box = await svc.boxes.resolve(ref)
+    return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
+
+
+@router.put(
+    "/{ref}/network",
+    response_model=NetworkSpec,
+    summary="Set a box's egress policy (applies at once; a bad one changes nothing)",
+)
+async def set_network(ref: str, body: NetworkSpec, svc: Svc) -> NetworkSpec:
+    box = await svc.boxes.set_network(ref, policy(body.mode, body.allow))
+    return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
+
+
+@router.get(
+    "/{ref}/network/log",
+    response_model=EgressLog,
+    summary="The box's egress log; with follow=true, newline-delimited JSON events as they happen",
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
+async def egress_log(
+    ref: str, svc: Svc, limit: int = 0, follow: bool = False
+) -> EgressLog | StreamingResponse:
+    if not follow:
+        events = await svc.egress.events(ref, max(limit, 0))
+        return EgressLog(events=[EgressEvent(**e.to_wire()) for e in events])  # type: ignore[arg-type]
+    events, live = await svc.egress.follow(ref, max(limit, 0))
+
+    async def stream() -> AsyncIterator[bytes]:
+        for event in events:
+            yield json.dumps(event.to_wire()).encode() + b"\n"
+        async for event in live:
+            yield json.dumps(event.to_wire()).encode() + b"\n"
+
+    return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+
+@router.get(
+    "/{ref}/network/suggest",
+    response_model=NetworkSuggestion,
+    summary="An allowlist covering what the box reached, from its egress log",
+)
+async def suggest(ref: str, svc: Svc) -> NetworkSuggestion:
+    allow, based_on = await svc.egress.suggest(ref)
+    return NetworkSuggestion(allow=allow, based_on=based_on)

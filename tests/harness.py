@@ -42,11 +42,16 @@ class Server:
         server = {"port": self.port, "instance": self.instance, "data_dir": str(self.dir / "data")}
         boxes = {"reap_interval": 0.5, "reconcile_interval": 2.0, "stop_timeout": 3}
         capacity = {"cpus": 64, "memory_mb": 65536}
+        # Each server's DNS filter needs a port of its own; the upstream is the tests' stub.
+        network: dict[str, object] = {"dns_port": free_port()}
+        if "upstream_dns" in settings:
+            network["upstream_dns"] = [settings.pop("upstream_dns")]
         for key, value in settings.items():
             section = capacity if key.startswith("capacity_") else boxes
             section[key.removeprefix("capacity_")] = value
         lines = []
-        for name, section in (("server", server), ("boxes", boxes), ("capacity", capacity)):
+        sections = (("server", server), ("boxes", boxes), ("capacity", capacity))
+        for name, section in (*sections, ("network", network)):
             lines.append(f"[{name}]")
             lines += [f"{k} = {v!r}".replace("'", '"') for k, v in section.items()]
         self.config.write_text("\n".join(lines) + "\n")
@@ -98,6 +103,9 @@ class Server:
 
     def client(self) -> Client:
         return Client(url=self.url, token=self.token)
+
+    def cli_argv(self, *args: str) -> list[str]:
+        return [PADDOCK, *args]
 
     def cli(
         self, *args: str, stdin: bytes | None = None, check: bool = False, timeout: float = 300

@@ -14,6 +14,7 @@ from pathlib import Path
 
 LINK_HOST, LINK_NS = "198.18.255.1", "198.18.255.2"
 ALLOWED = "198.18.1.1"
+WILD = "198.18.1.2"  # what *.wild.test resolves to
 OTHER = "198.18.2.1"
 METADATA = "169.254.169.254"
 ROUTED = ["198.18.1.0/24", "198.18.2.0/24", f"{METADATA}/32"]
@@ -41,7 +42,7 @@ class TestInternet:
         ip("-n", self.ns, "addr", "add", f"{LINK_NS}/30", "dev", self.ns_if)
         ip("-n", self.ns, "link", "set", self.ns_if, "up")
         ip("-n", self.ns, "link", "set", "lo", "up")
-        for addr in (ALLOWED, OTHER, METADATA):
+        for addr in (ALLOWED, WILD, OTHER, METADATA):
             ip("-n", self.ns, "addr", "add", f"{addr}/32", "dev", "lo")
         ip("-n", self.ns, "route", "add", "default", "via", LINK_HOST)
         for route in ROUTED:

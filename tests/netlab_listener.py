@@ -1,6 +1,7 @@
 """Runs inside the test internet's namespace: accepts TCP on the given ports, records every
 connection (local address, port, peer) as a JSON line, answers, and on the stream port
-sends its answer slowly (for "open connections may finish" tests)."""
+sends its answer slowly (for "open connections may finish" tests). Port 53 (TCP and UDP)
+stands for a DNS server a box should never reach: anything arriving there is recorded."""
 
 from __future__ import annotations
 
@@ -38,7 +39,18 @@ def answer(conn: socket.socket, slow: bool) -> None:
             pass
 
 
+def serve_udp(port: int, log_path: str) -> None:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    srv.bind(("0.0.0.0", port))
+    while True:
+        _, peer = srv.recvfrom(4096)
+        with open(log_path, "a") as log:
+            log.write(json.dumps({"local": "udp", "port": port, "peer": peer[0]}) + "\n")
+
+
 if __name__ == "__main__":
     log_path = sys.argv[1]
+    threading.Thread(target=serve, args=(53, log_path, False), daemon=True).start()
+    threading.Thread(target=serve_udp, args=(53, log_path), daemon=True).start()
     threading.Thread(target=serve, args=(81, log_path, True), daemon=True).start()
     serve(80, log_path, False)

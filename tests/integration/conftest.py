@@ -15,6 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from ..dnsstub import DnsStub
 from ..harness import ENGINE_SOCKET, IMAGE, PADDOCK, PADDOCKD, ROOT, Server, free_port
 
 __all__ = ["ENGINE_SOCKET", "PADDOCK", "PADDOCKD", "ROOT", "Server", "free_port"]
@@ -41,18 +42,26 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def server(engine: None, workdir: Path) -> Iterator[Server]:
-    srv = Server(workdir / "main")
+def dns_stub() -> Iterator[DnsStub]:
+    stub = DnsStub()
+    yield stub
+    stub.close()
+
+
+@pytest.fixture(scope="session")
+def server(engine: None, workdir: Path, dns_stub: DnsStub) -> Iterator[Server]:
+    srv = Server(workdir / "main", upstream_dns=dns_stub.address)
     yield srv
     srv.close()
     assert srv.containers() == [], "the test run left containers behind"
 
 
 @pytest.fixture
-def make_server(engine: None, workdir: Path) -> Iterator[type[Server]]:
+def make_server(engine: None, workdir: Path, dns_stub: DnsStub) -> Iterator[type[Server]]:
     made: list[Server] = []
 
     def factory(**settings: object) -> Server:
+        settings.setdefault("upstream_dns", dns_stub.address)
         srv = Server(workdir / uuid.uuid4().hex[:6], **settings)
         made.append(srv)
         return srv

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ..netlab import ALLOWED, METADATA, OTHER, TestInternet
+from ..dnsstub import DnsStub
+from ..netlab import ALLOWED, METADATA, OTHER, WILD, TestInternet
 from .conftest import Server
 
 
@@ -197,6 +198,121 @@ def test_policy_survives_stop_resume_fork_and_a_flushed_ruleset(
     set_policy(server, box, "allow-all")
 
 
+def lookup(server: Server, box: str, name: str) -> tuple[list[str], float]:
+    """(addresses, seconds) of a name looked up in the box the way programs do."""
+    started = time.monotonic()
+    done = server.cli("exec", box, "--", "getent", "ahostsv4", name)
+    addresses = sorted({line.split()[0] for line in done.stdout.splitlines() if line.strip()})
+    return addresses, time.monotonic() - started
+
+
+def log_events(server: Server, box: str, address: str, verdict: str) -> list[dict[str, object]]:
+    """The box's egress log once it holds a connection to `address` with that verdict
+    (connections are read from the rules every second)."""
+    deadline = time.monotonic() + 10
+    while True:
+        out = server.cli("network", "log", box, "--json", check=True).stdout
+        events = [json.loads(line) for line in out.splitlines() if line.strip()]
+        if time.monotonic() > deadline or any(
+            e["kind"] == "connect" and e["address"] == address and e["verdict"] == verdict
+            for e in events
+        ):
+            return events
+
+
+def test_domain_allowlist_admits_the_names_and_what_they_resolved_to(
+    server: Server, box: str, internet: TestInternet, dns_stub: DnsStub
+) -> None:
+    internet.reset()
+    set_policy(server, box, "allow", "allowed.test", "*.wild.test")
+    assert lookup(server, box, "allowed.test")[0] == [ALLOWED]
+    assert_reaches(server, box, "allowed.test", internet)
+    assert_reaches(server, box, "a.wild.test", internet)
+    assert lookup(server, box, "deep.b.wild.test")[0] == [WILD]
+    # A name not on the list does not resolve, at once, and never leaves paddockd.
+    asked = len(dns_stub.asked)
+    addresses, seconds = lookup(server, box, "other.test")
+    assert addresses == [] and seconds < 2
+    assert "other.test" not in dns_stub.asked[asked:]
+    assert lookup(server, box, "wild.test")[0] == []  # a wildcard is for names below
+    # By address: only what an allowed name resolved to.
+    ok, seconds, _ = connect(server, box, OTHER)
+    assert not ok and seconds < 3
+    assert {c["local"] for c in internet.connections()} == {ALLOWED, WILD}
+    set_policy(server, box, "allow-all")
+
+
+def test_dns_goes_only_to_paddocks_resolver(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    internet.reset()
+    for mode in (["allow-all"], ["allow", "allowed.test", "198.18.2.0/24"]):
+        set_policy(server, box, *mode)
+        ok, seconds, _ = connect(server, box, OTHER, 53)  # DNS over TCP elsewhere
+        assert not ok and seconds < 3, mode
+        server.sh(box, f"for i in 1 2 3; do echo query > /dev/udp/{OTHER}/53; done; sleep 0.5")
+        assert lookup(server, box, "allowed.test")[0] == [ALLOWED]  # the resolver works
+    assert internet.connections(OTHER) == [] and internet.connections("udp") == []
+    set_policy(server, box, "allow-all")
+
+
+def test_egress_log_and_suggested_allowlist(server: Server, internet: TestInternet) -> None:
+    box = f"learn-{uuid.uuid4().hex[:6]}"
+    server.cli("new", "--name", box, check=True)
+    try:
+        assert_reaches(server, box, "allowed.test", internet)
+        assert_reaches(server, box, OTHER, internet)
+        for name in ("a.wild.test", "b.wild.test", "c.wild.test"):
+            lookup(server, box, name)
+        events = log_events(server, box, OTHER, "allowed")
+        assert {"kind": "dns", "verdict": "allowed", "name": "allowed.test"}.items() <= next(
+            e for e in events if e["name"] == "allowed.test"
+        ).items()
+        conns = {
+            (e["address"], e["port"], e["verdict"], e["name"])
+            for e in events
+            if e["kind"] == "connect"
+        }
+        assert (ALLOWED, 80, "allowed", "allowed.test") in conns
+        assert (OTHER, 80, "allowed", "") in conns
+        suggested = server.cli("network", "suggest", box, check=True).stdout.split()
+        assert suggested == ["allowed.test", "*.wild.test", f"{OTHER}/32"]
+        # Lock it down to the suggestion: what it used still works, the rest is refused
+        # and logged as such.
+        set_policy(server, box, "allow", *suggested)
+        assert_reaches(server, box, "allowed.test", internet)
+        assert lookup(server, box, "other.test")[0] == []
+        set_policy(server, box, "allow", "allowed.test")
+        assert not connect(server, box, OTHER)[0]
+        events = log_events(server, box, OTHER, "refused")
+        refused = {
+            (e["kind"], e["name"] or e["address"]) for e in events if e["verdict"] == "refused"
+        }
+        assert ("dns", "other.test") in refused and ("connect", OTHER) in refused
+    finally:
+        server.cli("rm", "--force", box)
+
+
+def test_follow_streams_new_entries(server: Server, box: str, internet: TestInternet) -> None:
+    import subprocess
+
+    follower = subprocess.Popen(
+        [*server.cli_argv("network", "log", box, "--follow", "--json")],
+        env=server.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1)
+        lookup(server, box, "allowed.test")
+        assert follower.stdout is not None
+        names = [json.loads(follower.stdout.readline())["name"] for _ in range(1)]
+        assert names == ["allowed.test"]
+    finally:
+        follower.terminate()
+        follower.wait(timeout=5)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -205,7 +321,9 @@ def test_policy_survives_stop_resume_fork_and_a_flushed_ruleset(
         (["allow", "999.1.1.1"], "invalid"),
         (["allow"], "deny-all"),
         (["allow", "--remove", "198.18.0.0/15"], "deny-all"),
-        (["allow", "example.com"], "DNS filter"),
+        (["allow", "exa_mple.com"], "invalid allowlist entry"),
+        (["allow", "*.test"], "invalid allowlist entry"),
+        (["sometimes"], "unknown network mode"),
     ],
 )
 def test_bad_policies_change_nothing(
@@ -215,3 +333,24 @@ def test_bad_policies_change_nothing(
     done = server.cli("network", box, *args)
     assert done.returncode == 1 and message in done.stderr, done.stderr
     assert json.loads(server.cli("network", box, "--json", check=True).stdout)["mode"] == "deny-all"
+
+
+def test_policy_survives_an_engine_restart(
+    server: Server, box: str, internet: TestInternet
+) -> None:
+    """Last in this module: every box on the machine's engine stops and comes back."""
+    import subprocess
+
+    from .conftest import PADDOCKD
+
+    set_policy(server, box, "allow", "allowed.test")
+    subprocess.run([PADDOCKD, "engine", "stop"], check=True, capture_output=True)
+    subprocess.run([PADDOCKD, "engine", "start"], check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while server.cli("exec", box, "--", "true").returncode != 0:
+        assert time.monotonic() < deadline, "the box did not come back after the engine restart"
+        time.sleep(1)
+    internet.reset()
+    assert_reaches(server, box, "allowed.test", internet)
+    assert not connect(server, box, OTHER)[0]
+    assert internet.connections(OTHER) == []

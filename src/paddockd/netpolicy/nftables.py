@@ -28,6 +28,8 @@ import anyio.to_thread
 from .base import BoxAddress, Flow
 from .libnft import Nft
 
+# How often to look for a system Docker's DOCKER-USER chain (it may start after us).
+DOCKER_CHECK_SECONDS = 20.0
 # A short floor keeps a zero-TTL answer usable for the connection that asked for it.
 MIN_ADMIT_SECONDS = 30
 _SEEN = (
@@ -140,6 +142,7 @@ class NftablesPolicy:
         self._counted: dict[tuple[str, ...], int] = {}
         self._pending: list[Flow] = []
         self._restored = False
+        self._next_docker_check = 0.0
 
     async def sync(self, boxes: list[BoxAddress]) -> None:
         """Make the rules say exactly this, keeping what DNS admitted for boxes still here."""
@@ -165,6 +168,9 @@ class NftablesPolicy:
             self._counted = {}
             self._boxes = {b.ip: b for b in boxes}
             isolate_ports(self._bridge)
+            if time.monotonic() >= self._next_docker_check:
+                accept_in_docker_user(self._bridge)
+                self._next_docker_check = time.monotonic() + DOCKER_CHECK_SECONDS
 
         await anyio.to_thread.run_sync(work)
 
@@ -244,3 +250,21 @@ def isolate_ports(bridge: str) -> None:
             ["ip", "link", "set", "dev", port, "type", "bridge_slave", "isolated", "on"],
             capture_output=True,
         )
+
+
+def accept_in_docker_user(bridge: str) -> None:
+    """Living beside a system Docker: its iptables FORWARD policy is DROP (and with
+    br_netfilter, bridged frames pass it too), so the boxes' traffic would die there.
+    Docker leaves the DOCKER-USER chain to the admin; accept Paddock's bridge in it. Our
+    own table still decides what boxes may reach."""
+    def iptables(*args: str) -> bool:
+        try:
+            return subprocess.run(["iptables", *args], capture_output=True).returncode == 0
+        except FileNotFoundError:
+            return False
+
+    if not iptables("-S", "DOCKER-USER"):
+        return  # no system Docker here
+    for rule in (["-i", bridge, "-j", "ACCEPT"], ["-o", bridge, "-j", "ACCEPT"]):
+        if not iptables("-C", "DOCKER-USER", *rule):
+            iptables("-I", "DOCKER-USER", *rule)

@@ -39,6 +39,28 @@ def answer(conn: socket.socket, slow: bool) -> None:
             pass
 
 
+def serve_bulk(port: int, megabytes: int) -> None:
+    """Throughput: every connection gets this many MiB of zeros."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(16)
+    block = bytes(1 << 20)
+
+    def send(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(4096)  # unread input would turn the close into a reset
+                for _ in range(megabytes):
+                    conn.sendall(block)
+            except OSError:
+                pass
+
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=send, args=(conn,), daemon=True).start()
+
+
 def serve_udp(port: int, log_path: str) -> None:
     srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     srv.bind(("0.0.0.0", port))
@@ -51,6 +73,7 @@ def serve_udp(port: int, log_path: str) -> None:
 if __name__ == "__main__":
     log_path = sys.argv[1]
     threading.Thread(target=serve, args=(53, log_path, False), daemon=True).start()
+    threading.Thread(target=serve_bulk, args=(82, 512), daemon=True).start()
     threading.Thread(target=serve_udp, args=(53, log_path), daemon=True).start()
     threading.Thread(target=serve, args=(81, log_path, True), daemon=True).start()
     serve(80, log_path, False)

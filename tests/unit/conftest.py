@@ -95,3 +95,8 @@ def world(tmp_path: Path) -> Iterator[World]:
         tokens.create_sync("test"),
     )
     db.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -47,19 +47,34 @@ for f in /etc/subuid /etc/subgid; do
 done
 grep '^paddock:' /etc/subuid
 
+# A Debian package's files without installing it (nor its dependencies).
+unpack_deb() {  # unpack_deb PACKAGE DIR
+    local tmp
+    tmp=$(mktemp -d)
+    chown _apt "$tmp" 2>/dev/null || true  # apt downloads as _apt
+    (cd "$tmp" && apt-get download -q "$1" >/dev/null)
+    mkdir -p "$2"
+    dpkg-deb -x "$tmp"/"$1"_*.deb "$2"
+    rm -rf "$tmp"
+}
+
 step "Seccomp profile base for boxes (containers-common's default, from Debian)"
 seccomp_base=/var/lib/paddock/seccomp/containers-common.json
 if [ ! -s "$seccomp_base" ]; then
-    # Only the profile file is needed, not the package and its dependencies.
     tmp=$(mktemp -d)
-    chown _apt "$tmp" 2>/dev/null || true  # apt downloads as _apt
-    (cd "$tmp" && apt-get download -q golang-github-containers-common >/dev/null)
+    unpack_deb golang-github-containers-common "$tmp"
     mkdir -p "$(dirname "$seccomp_base")"
-    dpkg-deb --fsys-tarfile "$tmp"/golang-github-containers-common_*.deb \
-        | tar -x -O ./usr/share/containers/seccomp.json > "$seccomp_base"
+    cp "$tmp"/usr/share/containers/seccomp.json "$seccomp_base"
     rm -rf "$tmp"
 fi
 echo "$seccomp_base"
+
+step "noVNC for the desktop in the browser (Debian's novnc, files only)"
+novnc=/opt/paddock/novnc
+if [ ! -s "$novnc/usr/share/novnc/core/rfb.js" ]; then
+    unpack_deb novnc "$novnc"
+fi
+echo "$novnc/usr/share/novnc"
 
 step "Python environment ($VENV)"
 py=$(command -v python3)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._models import (
         Box,
         BoxTypeList,
+        DesktopLink,
         Drive,
         EgressEvent,
         ExecResult,
@@ -134,6 +135,31 @@ class _Base:
         return error_from_body(status, parsed)
 
     # -- requests -------------------------------------------------------------------
+    @staticmethod
+    def _r_desktop_link(ref: str, view_only: bool, size: str | None) -> _Request:
+        body = {"view_only": view_only, "size": size}
+        return _Request("POST", _box(ref) + "/desktop", json=body)
+
+    @staticmethod
+    def _r_screenshot(ref: str, size: str | None) -> _Request:
+        return _Request("GET", _box(ref) + "/desktop/screenshot", {"size": size} if size else None)
+
+    @staticmethod
+    def _r_desktop_input(ref: str, action: str, **fields: Any) -> _Request:
+        body = {"action": action, **{k: v for k, v in fields.items() if v is not None}}
+        return _Request("POST", _box(ref) + "/desktop/input", json=body)
+
+    @staticmethod
+    def _r_exec_desktop(
+        box: str,
+        cmd: str | Sequence[str],
+        env: dict[str, str] | None,
+        workdir: str | None,
+        wait: bool,
+    ) -> _Request:
+        body = _exec_body(cmd, env, workdir, None, desktop=True, detach=not wait)
+        return _Request("POST", _box(box) + "/exec", {"wait": "true"}, json=body)
+
     @staticmethod
     def _r_network_log(ref: str, limit: int, follow: bool) -> _Request:
         params = {"limit": str(limit), **({"follow": "true"} if follow else {})}
@@ -426,6 +452,46 @@ class Client(_Base):
         assert stream.exit_code is not None
         return _result(stream.exit_code, out)
 
+    def exec_desktop(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        wait: bool = False,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        """Start a graphical program on the box's desktop (started first if need be).
+        Returns once it started; with `wait=True`, once it ended, with its output."""
+        from ._models import ExecResult, from_wire
+
+        req = self._r_exec_desktop(box, cmd, env, workdir, wait)
+        return from_wire(ExecResult, self._call(req))
+
+    # -- desktop ----------------------------------------------------------------------
+    def desktop_link(
+        self, ref: str, *, view_only: bool = False, size: str | None = None
+    ) -> DesktopLink:
+        """A browser link to the box's desktop (short-lived, for this box only)."""
+        from ._models import DesktopLink, from_wire
+
+        return from_wire(DesktopLink, self._call(self._r_desktop_link(ref, view_only, size)))
+
+    def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
+        """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
+        data: bytes = self._open(self._r_screenshot(ref, size)).read()
+        return data
+
+    def desktop_click(self, ref: str, x: int, y: int, *, button: int = 1) -> None:
+        self._call(self._r_desktop_input(ref, "click", x=x, y=y, button=button))
+
+    def desktop_type(self, ref: str, text: str) -> None:
+        self._call(self._r_desktop_input(ref, "type", text=text))
+
+    def desktop_key(self, ref: str, keys: str) -> None:
+        """A key or combination in xdotool's names: "Return", "ctrl+s", "alt+F4"."""
+        self._call(self._r_desktop_input(ref, "key", keys=keys))
+
     def exec_session(self, box: str, cmd: str | Sequence[str], **options: Any) -> ExecSession:
         """An interactive exec over a WebSocket (stdin, TTY, resize)."""
         return ExecSession(self, box, cmd, **options)
@@ -675,6 +741,41 @@ class AsyncClient(_Base):
 
         req = _Request("GET", _box(ref) + "/network/suggest")
         return from_wire(NetworkSuggestion, await self._call(req))
+
+    async def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
+        resp = await self._send(self._r_screenshot(ref, size))
+        return await resp.aread()
+
+    async def desktop_link(
+        self, ref: str, *, view_only: bool = False, size: str | None = None
+    ) -> DesktopLink:
+        from ._models import DesktopLink, from_wire
+
+        data = await self._call(self._r_desktop_link(ref, view_only, size))
+        return from_wire(DesktopLink, data)
+
+    async def desktop_click(self, ref: str, x: int, y: int, *, button: int = 1) -> None:
+        await self._call(self._r_desktop_input(ref, "click", x=x, y=y, button=button))
+
+    async def desktop_type(self, ref: str, text: str) -> None:
+        await self._call(self._r_desktop_input(ref, "type", text=text))
+
+    async def desktop_key(self, ref: str, keys: str) -> None:
+        await self._call(self._r_desktop_input(ref, "key", keys=keys))
+
+    async def exec_desktop(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        wait: bool = False,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        from ._models import ExecResult, from_wire
+
+        req = self._r_exec_desktop(box, cmd, env, workdir, wait)
+        return from_wire(ExecResult, await self._call(req))
 
     async def list_boxes(self) -> list[Box]:
         from ._models import BoxList, from_wire

@@ -9,6 +9,7 @@ PaddockError
 ├── InvalidState          409: e.g. exec on a stopped box
 ├── CapacityExceeded      409: the server has no room for the box
 ├── EngineUnavailable     503: the box engine is down
+├── DesktopFailed         502: the box's desktop did not start (message: its log tail)
 └── ServerError           500: anything else the server reports
 """
 
@@ -62,6 +63,10 @@ class EngineUnavailable(PaddockError):
     code = "engine_unavailable"
 
 
+class DesktopFailed(PaddockError):
+    code = "desktop_failed"
+
+
 class ServerError(PaddockError):
     code = "internal"
 
@@ -76,6 +81,7 @@ _BY_CODE: dict[str, type[PaddockError]] = {
         InvalidState,
         CapacityExceeded,
         EngineUnavailable,
+        DesktopFailed,
         ServerError,
     )
 }

@@ -82,6 +82,30 @@ class NetworkSuggestion:
 
 
 @dataclass
+class DesktopRequest:
+    view_only: bool = False
+    size: str | None = None  # WIDTHxHEIGHT; default: as it is (1280x800 when it starts)
+
+
+@dataclass
+class DesktopLink:
+    url: str  # open in a browser; carries a short-lived token for this box only
+    token: str
+    expires_at: datetime
+    view_only: bool
+
+
+@dataclass
+class DesktopAction:
+    action: str  # click | type | key
+    x: int | None = None
+    y: int | None = None
+    button: int = 1
+    text: str | None = None
+    keys: str | None = None  # e.g. "ctrl+s", "Return", "alt+F4"
+
+
+@dataclass
 class Box:
     id: str
     name: str
@@ -171,6 +195,8 @@ class ExecRequest:
     stdin: bool = False
     cols: int | None = None
     rows: int | None = None
+    desktop: bool = False  # DISPLAY and D-Bus of the box's desktop (started if need be)
+    detach: bool = False  # with desktop: return once the program started
 
 
 @dataclass

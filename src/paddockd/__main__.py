@@ -33,6 +33,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
 
     from .api.app import create_app
     from .api.deps import Services
+    from .desktop.links import DesktopLinks
     from .images.builder import ImageBuilder
     from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
     from .netpolicy.nftables import NftablesPolicy
@@ -40,6 +41,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .runtime.docker import DockerRuntime
     from .services.boxes import BoxService
     from .services.capacity import Capacity
+    from .services.desktop import DesktopService
     from .services.drives import DriveService
     from .services.egress import EgressLog, EgressService
     from .services.reaper import Reaper
@@ -86,6 +88,12 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         snapshots=SnapshotService(repo, runtime, reconciler, boxes),
         drives=drives,
         egress=EgressService(boxes, egress_log, frozenset({gateway})),
+        desktop=DesktopService(
+            boxes,
+            reconciler.run_dir,
+            DesktopLinks(cfg.data_dir / "desktop.key"),
+            cfg.desktop.link_ttl,
+        ),
     )
     reaper = Reaper(boxes, utcnow)
 

@@ -61,6 +61,14 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True)
+class DesktopConfig:
+    # noVNC's files (Debian's `novnc` package, unpacked by install.sh without its
+    # dependencies); /usr/share/novnc is used when this does not exist.
+    novnc_dir: Path = Path("/opt/paddock/novnc/usr/share/novnc")
+    link_ttl: int = 900  # seconds a desktop link can be opened
+
+
+@dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"
     port: int = 7423
@@ -83,6 +91,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     image: ImageConfig = field(default_factory=ImageConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    desktop: DesktopConfig = field(default_factory=DesktopConfig)
 
     @property
     def db_url(self) -> str:
@@ -103,6 +112,13 @@ def _section(cls: type[Any], data: dict[str, Any], where: str) -> Any:
     if unknown:
         raise ValueError(f"unknown setting(s) in [{where}]: {', '.join(sorted(unknown))}")
     return cls(**data)
+
+
+def _desktop(data: dict[str, Any]) -> DesktopConfig:
+    if "novnc_dir" in data:
+        data = {**data, "novnc_dir": Path(data["novnc_dir"])}
+    cfg: DesktopConfig = _section(DesktopConfig, data, "desktop")
+    return cfg
 
 
 def _tuples(data: dict[str, Any]) -> dict[str, Any]:
@@ -132,6 +148,7 @@ def load(path: Path | None = None) -> Config:
         engine=_section(EngineConfig, raw.get("engine", {}), "engine"),
         image=_section(ImageConfig, raw.get("image", {}), "image"),
         network=_section(NetworkConfig, _tuples(raw.get("network", {})), "network"),
+        desktop=_desktop(raw.get("desktop", {})),
     )
     env = os.environ
     if "PADDOCKD_PORT" in env:

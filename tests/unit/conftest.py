@@ -11,11 +11,13 @@ import pytest
 
 from paddockd.api.deps import Services
 from paddockd.config import Config
+from paddockd.desktop.links import DesktopLinks
 from paddockd.images.builder import ImageBuilder
 from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.boxes import BoxService
 from paddockd.services.capacity import Capacity
+from paddockd.services.desktop import DesktopService
 from paddockd.services.drives import DriveService
 from paddockd.services.egress import EgressLog, EgressService
 from paddockd.services.reaper import Reaper
@@ -81,6 +83,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         snapshots=SnapshotService(repo, runtime, reconciler, boxes),
         drives=drives,
         egress=EgressService(boxes, EgressLog(cfg.boxes_dir, clock), frozenset({"10.213.0.1"})),
+        desktop=DesktopService(boxes, reconciler.run_dir, DesktopLinks(tmp_path / "desktop.key")),
     )
     yield World(
         cfg,

@@ -8,6 +8,7 @@ import sys
 
 from .._exceptions import InvalidRequest
 from ._common import box_ref, client
+from ._output import note
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "as it is produced; paddock exits with the command's exit code (125 when Paddock "
         "itself fails). The command is argv, not a shell line: use bash -lc '...' for one.",
         epilog="examples:\n  paddock exec current -- bash -lc 'cd /config/project && npm test'\n"
-        "  paddock exec -t current -- htop\n  echo hi | paddock exec -i current -- cat",
+        "  paddock exec -t current -- htop\n  echo hi | paddock exec -i current -- cat\n"
+        "  paddock exec --desktop current -- xfce4-terminal\n"
+        "  paddock exec --desktop --wait current -- xdotool getactivewindow getwindowname",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")
@@ -40,6 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="environment variable (repeatable)",
     )
     p.add_argument("-u", "--user", help="user to run as (default abc; e.g. root)")
+    p.add_argument(
+        "--desktop",
+        action="store_true",
+        help="run on the box's desktop (DISPLAY, D-Bus; started if need be); returns once "
+        "the program started (its output goes to /run/paddock-desktop/apps.log)",
+    )
+    p.add_argument(
+        "--wait", action="store_true", help="with --desktop: wait for it to end, like exec"
+    )
     p.add_argument("box", metavar="BOX", help="box name, id prefix, or `current`")
     p.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command and its arguments"
@@ -70,6 +82,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise InvalidRequest("no command given: paddock exec BOX -- CMD [ARGS...]")
+    if args.desktop:
+        return _on_desktop(args, cmd)
+    if args.wait:
+        raise InvalidRequest("--wait goes with --desktop (a plain exec always waits)")
     options = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
     if args.tty or args.interactive:
         return _interactive(args, cmd, tty=args.tty, **options)
@@ -82,6 +98,20 @@ def cmd_exec(args: argparse.Namespace) -> int:
             target.flush()
     assert stream.exit_code is not None
     return stream.exit_code
+
+
+def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:
+    if args.tty or args.interactive or args.user:
+        raise InvalidRequest("--desktop runs as the box user, without a terminal or stdin")
+    with client(args) as c:
+        result = c.exec_desktop(
+            box_ref(args.box), cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir
+        )
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if not args.wait and result.exit_code == 0:
+        note(f"started {cmd[0]} on the desktop of {args.box} (`paddock screenshot {args.box}`)")
+    return result.exit_code
 
 
 def cmd_shell(args: argparse.Namespace) -> int:

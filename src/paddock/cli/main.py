@@ -27,6 +27,7 @@ COMMANDS = {
     **dict.fromkeys(["snapshot", "snapshots", "restore", "fork"], "snapshot"),
     "drive": "drive",
     "network": "network",
+    **dict.fromkeys(["desktop", "screenshot"], "desktop"),
     **dict.fromkeys(["login", "status", "image"], "server"),
 }
 

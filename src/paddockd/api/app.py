@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 
 from fastapi import Depends, FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from . import errors
 from .deps import Services, require_token
-from .routes import boxes, drives, execs, files, images, network, snapshots, system
+from .routes import boxes, desktop, drives, execs, files, images, network, snapshots, system
 
 DESCRIPTION = """Paddock runs **boxes**: isolated Linux computers for coding agents.
 
@@ -35,8 +37,16 @@ def create_app(
     errors.install(app)
     auth = [Depends(require_token)]
     app.include_router(system.public, prefix="/v1")
-    for module in (system, boxes, network, execs, files, snapshots, drives, images):
+    modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop)
+    for module in modules:
         app.include_router(module.router, prefix="/v1", dependencies=auth)
-    # WebSockets authenticate inside the handler, where an error can still be framed.
+    # WebSockets authenticate inside the handler, where an error can still be framed; the
+    # desktop's page and bridge take a desktop link's token instead of the API token.
     app.include_router(execs.ws_router, prefix="/v1")
+    app.include_router(desktop.ws_router, prefix="/v1")
+    app.include_router(desktop.page_router)
+    novnc = services.config.desktop.novnc_dir
+    if not novnc.is_dir():
+        novnc = Path("/usr/share/novnc")
+    app.mount("/desktop/novnc", StaticFiles(directory=novnc, check_dir=False), name="novnc")
     return app

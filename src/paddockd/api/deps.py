@@ -12,6 +12,7 @@ from ..config import Config
 from ..domain.errors import Unauthorized
 from ..images.builder import ImageBuilder
 from ..services.boxes import BoxService
+from ..services.desktop import DesktopService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
 from ..services.snapshots import SnapshotService
@@ -29,6 +30,7 @@ class Services:
     snapshots: SnapshotService
     drives: DriveService
     egress: EgressService
+    desktop: DesktopService
 
 
 def services(conn: HTTPConnection) -> Services:

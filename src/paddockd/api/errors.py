@@ -22,6 +22,7 @@ STATUS: dict[type[e.PaddockError], int] = {
     e.CapacityExceeded: 409,
     e.Unauthorized: 401,
     e.EngineUnavailable: 503,
+    e.DesktopFailed: 502,
     e.PaddockError: 500,
 }
 

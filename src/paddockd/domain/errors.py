@@ -8,7 +8,8 @@
     ├── InvalidState        the box is not in a state that allows this
     ├── CapacityExceeded    the server has no room left
     ├── Unauthorized        missing or wrong token
-    └── EngineUnavailable   the box engine does not answer
+    ├── EngineUnavailable   the box engine does not answer
+    └── DesktopFailed       the box's desktop did not start or does not answer
 """
 
 from __future__ import annotations
@@ -49,3 +50,7 @@ class Unauthorized(PaddockError):
 
 class EngineUnavailable(PaddockError):
     code = "engine_unavailable"
+
+
+class DesktopFailed(PaddockError):
+    code = "desktop_failed"

@@ -18,7 +18,7 @@ from ..runtime.base import ImageEngine
 
 CONTEXT = Path(__file__).parent / "context"
 # In build order; each is `context/<name>.Dockerfile`, built FROM the previous one.
-LAYERS = ["devtools", "user", "docker"]
+LAYERS = ["devtools", "user", "docker", "desktop"]
 
 
 def base_ref(cfg: ImageConfig) -> str:

@@ -257,6 +257,7 @@ def accept_in_docker_user(bridge: str) -> None:
     br_netfilter, bridged frames pass it too), so the boxes' traffic would die there.
     Docker leaves the DOCKER-USER chain to the admin; accept Paddock's bridge in it. Our
     own table still decides what boxes may reach."""
+
     def iptables(*args: str) -> bool:
         try:
             return subprocess.run(["iptables", *args], capture_output=True).returncode == 0

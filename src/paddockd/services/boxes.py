@@ -224,6 +224,29 @@ class BoxService:
         await self._want(box.id, desired)
 
     # -- inside a box -----------------------------------------------------------------
+    async def running(self, ref: str) -> Box:
+        """The box, if it is running; otherwise a clear error (with how to resume)."""
+        return await self._running(ref)
+
+    async def run(
+        self,
+        ref: str,
+        cmd: list[str],
+        user: str | None = None,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> tuple[int, str, str]:
+        """Run a command to completion: (exit code, stdout, stderr)."""
+        proc = await self.exec(ref, cmd, env or {}, workdir, user)
+        out: dict[int, list[bytes]] = {1: [], 2: []}
+        try:
+            async for kind, data in proc.output():
+                out[kind].append(data)
+            code = await proc.wait()
+        finally:
+            await proc.close()
+        return code, *(b"".join(out[k]).decode(errors="replace") for k in (1, 2))  # type: ignore[return-value]
+
     async def _running(self, ref: str) -> Box:
         box = await self.resolve(ref)
         if box.state != BoxState.RUNNING or box.container_id is None:

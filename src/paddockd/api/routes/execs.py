@@ -17,6 +17,7 @@ from paddock._models import ExecRequest, ExecResult
 
 from ...domain.errors import PaddockError
 from ...runtime.base import ExecProcess
+from ...services.desktop import detached
 from ..deps import Svc, authenticate, services
 from ..errors import error_body
 
@@ -50,21 +51,17 @@ async def _frames_of(proc: ExecProcess) -> AsyncIterator[bytes]:
 async def exec_command(
     ref: str, body: ExecRequest, svc: Svc, wait: bool = False
 ) -> StreamingResponse | ExecResult:
-    proc = await svc.boxes.exec(ref, body.cmd, body.env, body.workdir, body.user)
-    if not wait:
-        return StreamingResponse(_frames_of(proc), media_type=_frames.MEDIA_TYPE)
-    out: dict[int, list[bytes]] = {1: [], 2: []}
-    try:
-        async for kind, data in proc.output():
-            out[kind].append(data)
-        code = await proc.wait()
-    finally:
-        await proc.close()
-    return ExecResult(
-        exit_code=code,
-        stdout=b"".join(out[1]).decode(errors="replace"),
-        stderr=b"".join(out[2]).decode(errors="replace"),
-    )
+    cmd, env = body.cmd, body.env
+    if body.desktop:
+        # On the box's desktop (started if need be); detached: back once it started.
+        env = {**await svc.desktop.session_env(ref), **env}
+        if body.detach:
+            cmd, wait = detached(cmd), True
+    if wait:
+        code, out, err = await svc.boxes.run(ref, cmd, body.user, env, body.workdir)
+        return ExecResult(exit_code=code, stdout=out, stderr=err)
+    proc = await svc.boxes.exec(ref, cmd, env, body.workdir, body.user)
+    return StreamingResponse(_frames_of(proc), media_type=_frames.MEDIA_TYPE)
 
 
 @ws_router.websocket("/{ref}/exec/ws")

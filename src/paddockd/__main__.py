@@ -156,7 +156,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
             await egress_log.flush()
             db.close()
 
-    return create_app(services, lifespan), services
+    return create_app(services, lifespan, cfg.desktop.novnc_dir), services
 
 
 def serve(cfg: config.Config) -> None:

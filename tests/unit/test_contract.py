@@ -23,6 +23,16 @@ def test_every_path_but_health_requires_a_token() -> None:
     spec = create_app(None).openapi()  # type: ignore[arg-type]
     for path in spec["paths"]:
         assert path.startswith("/v1/")
+    # The desktop page (not in the schema) takes a desktop link's token instead.
+    app = create_app(None)  # type: ignore[arg-type]
+    public = {getattr(r, "path", "") for r in app.routes} - {f"/v1{p}" for p in spec["paths"]}
+    assert {p for p in public if p and not p.startswith("/v1/")} <= {
+        "/openapi.json",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/desktop/{box_id}",
+        "/desktop/novnc",
+    }
 
 
 def test_public_names() -> None:

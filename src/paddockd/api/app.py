@@ -24,6 +24,7 @@ A box is addressed by its name, its id, or a unique id prefix."""
 def create_app(
     services: Services,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    novnc_dir: Path | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="Paddock API",
@@ -45,8 +46,6 @@ def create_app(
     app.include_router(execs.ws_router, prefix="/v1")
     app.include_router(desktop.ws_router, prefix="/v1")
     app.include_router(desktop.page_router)
-    novnc = services.config.desktop.novnc_dir
-    if not novnc.is_dir():
-        novnc = Path("/usr/share/novnc")
+    novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")
     app.mount("/desktop/novnc", StaticFiles(directory=novnc, check_dir=False), name="novnc")
     return app

@@ -40,6 +40,7 @@ class RfbClient:
             self._sock.close()
             raise RfbError(f"cannot talk to the desktop's VNC server: {exc}") from exc
         self._screen: tuple[int, int] | None = None  # (id, flags) once the server said
+        self._fb = bytearray()
 
     def __enter__(self) -> RfbClient:
         return self
@@ -79,9 +80,10 @@ class RfbClient:
     def _request(self, incremental: bool = False) -> None:
         self._sock.sendall(struct.pack("!BBHHHH", 3, incremental, 0, 0, self.width, self.height))
 
-    def _update(self) -> tuple[bytearray | None, list[tuple[int, int, int, int]]]:
-        """Read server messages up to one framebuffer update; returns the pixels it carried
-        (None if it had none) and its ExtendedDesktopSize rectangles (reason, status, w, h)."""
+    def _update(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """Read server messages up to one framebuffer update, painting its pixels into the
+        client's copy of the framebuffer; returns the pixel area it carried and its
+        ExtendedDesktopSize rectangles (reason, status, w, h)."""
         while True:
             (kind,) = self._read(1)
             if kind == 0:
@@ -94,7 +96,7 @@ class RfbClient:
                 continue
             raise RfbError(f"unexpected VNC message {kind}")
         (rects,) = struct.unpack("!xH", self._read(3))
-        pixels: bytearray | None = None
+        area = 0
         sizes = []
         for _ in range(rects):
             x, y, w, h, encoding = struct.unpack("!HHHHi", self._read(12))
@@ -108,24 +110,31 @@ class RfbClient:
                 sizes.append((x, y, w, h))
             elif encoding == RAW:
                 data = self._read(w * h * 4)
-                if pixels is None or len(pixels) != self.width * self.height * 4:
-                    pixels = bytearray(self.width * self.height * 4)
-                stride = self.width * 4
+                if len(self._fb) != self.width * self.height * 4:
+                    self._fb = bytearray(self.width * self.height * 4)
+                stride, row_bytes = self.width * 4, w * 4
                 for row in range(h):
                     start = (y + row) * stride + x * 4
-                    pixels[start : start + w * 4] = data[row * w * 4 : (row + 1) * w * 4]
+                    self._fb[start : start + row_bytes] = data[
+                        row * row_bytes : (row + 1) * row_bytes
+                    ]
+                area += w * h
             else:
                 raise RfbError(f"unexpected VNC encoding {encoding}")
-        return pixels, sizes
+        return area, sizes
 
     def frame(self) -> Frame:
         """The whole framebuffer, as it is now."""
+        # A full request is first answered with the desktop's size only (ExtendedDesktopSize);
+        # the pixels it marked for sending follow on the next (incremental) requests.
         self._request()
-        while True:
-            pixels, _ = self._update()
-            if pixels is not None and len(pixels) == self.width * self.height * 4:
-                return Frame(self.width, self.height, bytes(pixels))
-            self._request()
+        covered = 0
+        while covered < self.width * self.height:
+            area, sizes = self._update()
+            covered = 0 if sizes else covered + area
+            if covered < self.width * self.height:
+                self._request(incremental=True)
+        return Frame(self.width, self.height, bytes(self._fb))
 
     def resize(self, width: int, height: int) -> None:
         """Ask for a new desktop size (what a browser does when its window changes)."""

@@ -4,7 +4,7 @@ ARG FROM
 FROM ${FROM}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends docker.io docker-compose iptables \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && usermod -aG docker abc
 COPY box/services/dockerd /etc/paddock/services.d/dockerd
 COPY box/docker-compose-plugin /usr/libexec/docker/cli-plugins/docker-compose

@@ -28,6 +28,7 @@ COMMANDS = {
     "drive": "drive",
     "network": "network",
     **dict.fromkeys(["desktop", "screenshot"], "desktop"),
+    "skill": "skill",
     **dict.fromkeys(["login", "status", "image"], "server"),
 }
 

@@ -1,0 +1,56 @@
+"""The Paddock skill teaches agents commands: every one it shows must parse, with the
+flags it shows, as the CLI really has them."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from paddock.cli.main import parser
+
+SKILL = Path(__file__).parents[2] / "skill" / "paddock" / "SKILL.md"
+
+
+def test_install_puts_it_where_each_agent_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paddock.cli.main import main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["skill", "install", "--agent", "claude", "--agent", "pi"]) == 0
+    installed = tmp_path / ".claude" / "skills" / "paddock" / "SKILL.md"
+    assert installed.read_text() == SKILL.read_text()
+    assert (tmp_path / ".pi" / "agent" / "skills" / "paddock" / "SKILL.md").exists()
+    assert not (tmp_path / ".codex").exists()
+
+
+def commands() -> list[str]:
+    text = SKILL.read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line.startswith("paddock ")]
+
+
+def test_front_matter() -> None:
+    text = SKILL.read_text()
+    assert text.startswith("---\nname: paddock\ndescription: ")
+    assert text.index("\n---\n") < 800
+
+
+@pytest.mark.parametrize("line", commands())
+def test_every_command_parses(line: str) -> None:
+    argv = shlex.split(line)[1:]
+    command = next(a for a in argv if not a.startswith("-"))
+    try:
+        args = parser(command).parse_args(argv)
+    except SystemExit as exc:  # argparse's way of saying "no such command or flag"
+        raise AssertionError(f"the skill shows a command the CLI rejects: {line}") from exc
+    assert getattr(args, "run", None) is not None, line
+
+
+def test_the_skill_covers_the_basics() -> None:
+    shown = {shlex.split(line)[1] for line in commands()}
+    assert {"new", "push", "exec", "screenshot", "pull", "stop", "rm"} <= shown

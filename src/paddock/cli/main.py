@@ -29,6 +29,7 @@ COMMANDS = {
     "network": "network",
     **dict.fromkeys(["desktop", "screenshot"], "desktop"),
     "skill": "skill",
+    "mcp": "mcp",
     **dict.fromkeys(["login", "status", "image"], "server"),
 }
 

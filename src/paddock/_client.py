@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
     from ._archive import Progress
     from ._models import (
+        AgentInfo,
         Box,
         BoxTypeList,
+        Credential,
         DesktopLink,
         Drive,
         EgressEvent,
@@ -339,6 +341,41 @@ class Client(_Base):
         req = _Request("GET", _box(ref) + "/network/suggest")
         return from_wire(NetworkSuggestion, self._call(req))
 
+    def list_agents(self) -> list[AgentInfo]:
+        """The coding agents in the box image, their versions, and whether a key is set."""
+        from ._models import AgentList, from_wire
+
+        return from_wire(AgentList, self._call(_Request("GET", "/v1/agents"))).agents
+
+    # -- provider credentials -----------------------------------------------------------
+    def set_credential(self, provider: str, key: str, *, base_url: str | None = None) -> Credential:
+        """Store a provider's API key on the server (encrypted; it is never sent back)."""
+        from ._models import Credential, from_wire
+
+        body = {"key": key, "base_url": base_url}
+        return from_wire(Credential, self._call(_Request("PUT", f"/v1/auth/{provider}", json=body)))
+
+    def list_credentials(self) -> list[Credential]:
+        from ._models import CredentialList, from_wire
+
+        return from_wire(CredentialList, self._call(_Request("GET", "/v1/auth"))).providers
+
+    def delete_credential(self, provider: str) -> None:
+        self._call(_Request("DELETE", f"/v1/auth/{provider}"))
+
+    def attach_credential(self, box: str, provider: str) -> list[str]:
+        """The box's commands get this provider's key from now on; returns what is attached."""
+        from ._models import BoxAuth, from_wire
+
+        req = _Request("PUT", _box(box) + f"/auth/{provider}")
+        return from_wire(BoxAuth, self._call(req)).providers
+
+    def detach_credential(self, box: str, provider: str) -> list[str]:
+        from ._models import BoxAuth, from_wire
+
+        req = _Request("DELETE", _box(box) + f"/auth/{provider}")
+        return from_wire(BoxAuth, self._call(req)).providers
+
     def list_boxes(self) -> list[Box]:
         from ._models import BoxList, from_wire
 
@@ -578,12 +615,16 @@ class Client(_Base):
 
     # -- images -----------------------------------------------------------------------
     def build_image(
-        self, *, no_cache: bool = False, rebuild_base: bool = False
+        self, *, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
     ) -> Iterator[dict[str, Any]]:
-        """Build the box image on the server; yields progress events as they happen."""
-        req = _Request(
-            "POST", "/v1/images/build", json={"no_cache": no_cache, "rebuild_base": rebuild_base}
-        )
+        """Build the box image on the server; yields progress events as they happen.
+        `upgrade_agents` moves the coding agents to their latest versions first."""
+        body = {
+            "no_cache": no_cache,
+            "rebuild_base": rebuild_base,
+            "upgrade_agents": upgrade_agents,
+        }
+        req = _Request("POST", "/v1/images/build", json=body)
         yield from _ndjson(self._open(req).iter_bytes())
 
 

@@ -106,6 +106,46 @@ class DesktopAction:
 
 
 @dataclass
+class CredentialSet:
+    key: str  # write-only: never returned by the API
+    base_url: str | None = None  # an OpenAI- or Anthropic-compatible endpoint
+
+
+@dataclass
+class Credential:
+    provider: str
+    configured: bool
+    base_url: str | None = None
+    last_used_at: datetime | None = None
+
+
+@dataclass
+class CredentialList:
+    providers: list[Credential] = field(default_factory=list)
+
+
+@dataclass
+class BoxAuth:
+    providers: list[str] = field(default_factory=list)  # attached to the box
+
+
+@dataclass
+class AgentInfo:
+    name: str
+    command: str
+    package: str
+    version: str | None  # None: not in the server's box image
+    providers: list[str]
+    credentials: bool  # a key for one of its providers is set (`paddock auth set`)
+    note: str = ""
+
+
+@dataclass
+class AgentList:
+    agents: list[AgentInfo] = field(default_factory=list)
+
+
+@dataclass
 class Box:
     id: str
     name: str
@@ -243,6 +283,7 @@ class ServerStatus:
 class ImageBuildRequest:
     no_cache: bool = False
     rebuild_base: bool = False
+    upgrade_agents: bool = False  # move the agents to their latest versions first
 
 
 # -- the client's parser ----------------------------------------------------------------

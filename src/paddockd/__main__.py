@@ -39,8 +39,10 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .netpolicy.nftables import NftablesPolicy
     from .runtime import engine
     from .runtime.docker import DockerRuntime
+    from .services.agents import AgentService
     from .services.boxes import BoxService
     from .services.capacity import Capacity
+    from .services.credentials import CredentialService
     from .services.desktop import DesktopService
     from .services.drives import DriveService
     from .services.egress import EgressLog, EgressService
@@ -49,6 +51,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .services.snapshots import SnapshotService
     from .services.system import SystemService
     from .store.boxes import BoxRepository
+    from .store.credentials import CredentialRepository
     from .store.db import Database
     from .store.tokens import TokenRepository
 
@@ -79,6 +82,10 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     drives = DriveService(repo, runtime, cfg.instance)
     boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow, drives)
     system = SystemService(boxes, runtime, cfg.image.name)
+    credentials = CredentialService(
+        CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
+    )
+    boxes.environment = credentials
     services = Services(
         config=cfg,
         boxes=boxes,
@@ -94,6 +101,8 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
             DesktopLinks(cfg.data_dir / "desktop.key"),
             cfg.desktop.link_ttl,
         ),
+        credentials=credentials,
+        agents=AgentService(runtime, cfg.image.name, credentials),
     )
     reaper = Reaper(boxes, utcnow)
 

@@ -15,8 +15,10 @@ from paddockd.desktop.links import DesktopLinks
 from paddockd.images.builder import ImageBuilder
 from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.fake import FakeRuntime
+from paddockd.services.agents import AgentService
 from paddockd.services.boxes import BoxService
 from paddockd.services.capacity import Capacity
+from paddockd.services.credentials import CredentialService
 from paddockd.services.desktop import DesktopService
 from paddockd.services.drives import DriveService
 from paddockd.services.egress import EgressLog, EgressService
@@ -25,6 +27,7 @@ from paddockd.services.reconciler import Reconciler
 from paddockd.services.snapshots import SnapshotService
 from paddockd.services.system import SystemService
 from paddockd.store.boxes import BoxRepository
+from paddockd.store.credentials import CredentialRepository
 from paddockd.store.db import Database
 from paddockd.store.tokens import TokenRepository
 
@@ -74,6 +77,8 @@ def world(tmp_path: Path) -> Iterator[World]:
     drives = DriveService(repo, runtime, "test")
     boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), clock, drives)
     tokens = TokenRepository(db)
+    credentials = CredentialService(CredentialRepository(db, tmp_path / "credentials.key"), boxes)
+    boxes.environment = credentials
     services = Services(
         config=cfg,
         boxes=boxes,
@@ -84,6 +89,8 @@ def world(tmp_path: Path) -> Iterator[World]:
         drives=drives,
         egress=EgressService(boxes, EgressLog(cfg.boxes_dir, clock), frozenset({"10.213.0.1"})),
         desktop=DesktopService(boxes, reconciler.run_dir, DesktopLinks(tmp_path / "desktop.key")),
+        credentials=credentials,
+        agents=AgentService(runtime, cfg.image.name, credentials),
     )
     yield World(
         cfg,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._config import ClientConfig
+from .._exceptions import InvalidRequest
 from ._common import add_json, box_ref, client, set_current
 from ._output import duration, emit_json, note, since, table, until
 
@@ -65,7 +66,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="append",
         default=[],
         metavar="TARGET",
-        help="allow only these IPv4 addresses/CIDRs out (repeatable; implies an allowlist)",
+        help="allow only these IPv4 addresses/CIDRs, domains or *.domains out (repeatable; "
+        "implies an allowlist)",
+    )
+    p.add_argument(
+        "--auth",
+        action="append",
+        default=[],
+        metavar="PROVIDER",
+        help="give the box's commands this provider's API key (see `paddock auth`; repeatable)",
     )
     add_json(p)
     p.set_defaults(run=cmd_new)
@@ -151,6 +160,13 @@ def _print_box(box: Box, as_json: bool) -> None:
 
 def cmd_new(args: argparse.Namespace) -> int:
     with client(args) as c:
+        if args.auth:  # checked before anything is created
+            configured = {r.provider for r in c.list_credentials() if r.configured}
+            missing = [p for p in args.auth if p not in configured]
+            if missing:
+                raise InvalidRequest(
+                    f"no API key set for {', '.join(missing)}: run `paddock auth set {missing[0]}`"
+                )
         box = c.create_box(
             args.name,
             box_type=args.box_type,
@@ -160,6 +176,8 @@ def cmd_new(args: argparse.Namespace) -> int:
             network="allowlist" if args.allow else args.network,
             allow=args.allow,
         )
+        for provider in args.auth:
+            c.attach_credential(box.name, provider)
     set_current(box.name)
     if args.json:
         emit_json(box)

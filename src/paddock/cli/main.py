@@ -29,6 +29,7 @@ COMMANDS = {
     "network": "network",
     **dict.fromkeys(["desktop", "screenshot"], "desktop"),
     "skill": "skill",
+    **dict.fromkeys(["auth", "agents"], "auth"),
     "mcp": "mcp",
     **dict.fromkeys(["login", "status", "image"], "server"),
 }

@@ -31,6 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     b = image.add_parser("build", help="build (or refresh) the box image on the server")
     b.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     b.add_argument("--rebuild-base", action="store_true", help="make a fresh base with mmdebstrap")
+    b.add_argument(
+        "--upgrade-agents",
+        action="store_true",
+        help="move the coding agents (Claude Code, Codex, ...) to their latest versions",
+    )
     b.add_argument("-q", "--quiet", action="store_true", help="print only the result")
     b.set_defaults(run=cmd_image_build)
 
@@ -79,7 +84,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_image_build(args: argparse.Namespace) -> int:
     with client(args) as c:
-        for event in c.build_image(no_cache=args.no_cache, rebuild_base=args.rebuild_base):
+        events = c.build_image(
+            no_cache=args.no_cache,
+            rebuild_base=args.rebuild_base,
+            upgrade_agents=args.upgrade_agents,
+        )
+        for event in events:
             if event.get("done"):
                 note(f"image {event['image']} ready in {event['seconds']}s")
             elif not args.quiet and "line" in event:

@@ -12,7 +12,18 @@ from fastapi.staticfiles import StaticFiles
 from .. import __version__
 from . import errors
 from .deps import Services, require_token
-from .routes import boxes, desktop, drives, execs, files, images, network, snapshots, system
+from .routes import (
+    auth,
+    boxes,
+    desktop,
+    drives,
+    execs,
+    files,
+    images,
+    network,
+    snapshots,
+    system,
+)
 
 DESCRIPTION = """Paddock runs **boxes**: isolated Linux computers for coding agents.
 
@@ -36,11 +47,11 @@ def create_app(
     )
     app.state.services = services
     errors.install(app)
-    auth = [Depends(require_token)]
+    needs_token = [Depends(require_token)]
     app.include_router(system.public, prefix="/v1")
-    modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop)
+    modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop, auth)
     for module in modules:
-        app.include_router(module.router, prefix="/v1", dependencies=auth)
+        app.include_router(module.router, prefix="/v1", dependencies=needs_token)
     # WebSockets authenticate inside the handler, where an error can still be framed; the
     # desktop's page and bridge take a desktop link's token instead of the API token.
     app.include_router(execs.ws_router, prefix="/v1")

@@ -11,7 +11,9 @@ from starlette.requests import HTTPConnection
 from ..config import Config
 from ..domain.errors import Unauthorized
 from ..images.builder import ImageBuilder
+from ..services.agents import AgentService
 from ..services.boxes import BoxService
+from ..services.credentials import CredentialService
 from ..services.desktop import DesktopService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
@@ -31,6 +33,8 @@ class Services:
     drives: DriveService
     egress: EgressService
     desktop: DesktopService
+    credentials: CredentialService
+    agents: AgentService
 
 
 def services(conn: HTTPConnection) -> Services:

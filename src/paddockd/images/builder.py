@@ -3,6 +3,7 @@ layer in LAYERS as its own cached `docker build`. Later features append a layer.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
 import time
@@ -18,7 +19,46 @@ from ..runtime.base import ImageEngine
 
 CONTEXT = Path(__file__).parent / "context"
 # In build order; each is `context/<name>.Dockerfile`, built FROM the previous one.
-LAYERS = ["devtools", "user", "docker", "desktop"]
+LAYERS = ["devtools", "user", "docker", "desktop", "agents"]
+PINS = Path(__file__).with_name("agents.json")
+
+
+def agent_build_args(pins: dict[str, dict[str, str]]) -> dict[str, str]:
+    npm = dict(pins["npm"])
+    node = npm.pop("node")
+    versions = {**npm, **pins["pypi"], "node": node}
+    return {
+        "NODE_VERSION": node,
+        "NPM_PACKAGES": " ".join(f"{name}@{version}" for name, version in npm.items()),
+        "PIP_PACKAGES": " ".join(f"{name}=={version}" for name, version in pins["pypi"].items()),
+        # A label value: no quotes or spaces to escape.
+        "AGENT_VERSIONS": ",".join(f"{name}={version}" for name, version in versions.items()),
+    }
+
+
+def latest_versions(pins: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The registries' current versions of the pinned packages (node stays on its major)."""
+    import urllib.request
+
+    def fetch(url: str) -> dict[str, Any]:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            data: dict[str, Any] = json.loads(resp.read())
+            return data
+
+    npm = {}
+    for name, version in pins["npm"].items():
+        if name == "node":  # the latest of the same major: agents state a minimum
+            major = version.split(".")[0]
+            versions = fetch("https://registry.npmjs.org/node")["versions"]
+            same = [v for v in versions if v.split(".")[0] == major and "-" not in v]
+            npm[name] = max(same, key=lambda v: tuple(int(p) for p in v.split(".")))
+        else:
+            npm[name] = str(fetch(f"https://registry.npmjs.org/{name}/latest")["version"])
+    pypi = {
+        name: str(fetch(f"https://pypi.org/pypi/{name}/json")["info"]["version"])
+        for name in pins["pypi"]
+    }
+    return {"npm": npm, "pypi": pypi}
 
 
 def base_ref(cfg: ImageConfig) -> str:
@@ -39,11 +79,26 @@ class ImageBuilder:
         self._engine = engine
         self._work_dir = work_dir
         self._lock = anyio.Lock()
+        # Versions chosen by --upgrade-agents on this server; the packaged pins otherwise.
+        self._upgraded_pins = work_dir.parent / "agents.json"
+
+    def pins(self) -> dict[str, dict[str, str]]:
+        path = self._upgraded_pins if self._upgraded_pins.exists() else PINS
+        data = json.loads(path.read_text())
+        return {"npm": dict(data["npm"]), "pypi": dict(data["pypi"])}
 
     async def build(
-        self, no_cache: bool = False, rebuild_base: bool = False
+        self, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield progress events; the last one is {"done": true, ...}."""
+        if upgrade_agents:
+            yield {"step": "agents", "line": "looking up the agents' latest versions\n"}
+            pins = await anyio.to_thread.run_sync(latest_versions, self.pins())
+            self._upgraded_pins.parent.mkdir(parents=True, exist_ok=True)
+            self._upgraded_pins.write_text(json.dumps(pins, indent=2) + "\n")
+            for kind in ("npm", "pypi"):
+                for name, version in pins[kind].items():
+                    yield {"step": "agents", "line": f"  {name} {version}\n"}
         if self._lock.locked():
             yield {"step": "wait", "line": "another image build is running; waiting for it\n"}
         async with self._lock:
@@ -61,8 +116,12 @@ class ImageBuilder:
             for i, layer in enumerate(LAYERS):
                 tag = self._cfg.name if i == len(LAYERS) - 1 else f"paddock-layer-{layer}:latest"
                 yield {"step": layer, "line": f"layer {i + 1}/{len(LAYERS)}: {layer}\n"}
+                args = {
+                    "FROM": parent,
+                    **(agent_build_args(self.pins()) if layer == "agents" else {}),
+                }
                 async for line in self._engine.build(
-                    CONTEXT, f"{layer}.Dockerfile", tag, {"FROM": parent}, no_cache
+                    CONTEXT, f"{layer}.Dockerfile", tag, args, no_cache
                 ):
                     yield {"step": layer, "line": line}
                 parent = tag

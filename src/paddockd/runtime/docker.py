@@ -137,6 +137,14 @@ class DockerRuntime:
             }
         return {}
 
+    async def image_labels(self, ref: str) -> dict[str, str] | None:
+        """The image's labels; None when there is no such image."""
+        try:
+            data = await self._run(lambda: self.api.inspect_image(ref))
+        except NotFound:
+            return None
+        return dict((data.get("Config") or {}).get("Labels") or {})
+
     async def image_exists(self, ref: str) -> bool:
         try:
             await self._run(lambda: self.api.inspect_image(ref))

@@ -55,6 +55,7 @@ class FakeRuntime:
         self.images: set[str] = {"paddock-box:latest"}
         self.files: dict[tuple[str, str], bytes] = {}
         self.execs: list[ExecSpec] = []
+        self.labels: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
         self.volume_by_name: dict[str, VolumeInfo] = {}
         self.fail_next: dict[str, Exception] = {}
@@ -71,6 +72,9 @@ class FakeRuntime:
 
     async def image_exists(self, ref: str) -> bool:
         return ref in self.images
+
+    async def image_labels(self, ref: str) -> dict[str, str] | None:
+        return dict(self.labels.get(ref, {})) if ref in self.images else None
 
     async def remove_image(self, ref: str) -> None:
         self.images.discard(ref)

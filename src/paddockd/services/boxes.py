@@ -9,7 +9,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import Config
 from ..domain.box import (
@@ -48,6 +48,10 @@ _MKDIRS = (
 _SIZED = 'stty cols "$1" rows "$2" 2>/dev/null; shift 2; exec "$@"'
 
 
+class BoxEnvironment(Protocol):
+    async def env_for_box(self, box_id: str) -> dict[str, str]: ...
+
+
 def box_path(path: str) -> str:
     """A path in the box: relative ones are under the box user's home."""
     if not path or "\x00" in path:
@@ -78,6 +82,9 @@ class BoxService:
         # Capacity is checked and claimed under one lock, so two concurrent `new`s can never
         # both take the last slot.
         self._claim = asyncio.Lock()
+        # Extra environment for a box's commands (provider keys attached to it); set by the
+        # composition root, since the credentials service itself resolves boxes here.
+        self.environment: BoxEnvironment | None = None
 
     # -- reading ----------------------------------------------------------------------
     @property
@@ -275,6 +282,8 @@ class BoxService:
         if any("\x00" in arg for arg in cmd):
             raise InvalidRequest("command arguments cannot contain NUL bytes")
         box = await self._running(ref)
+        if self.environment is not None:
+            env = {**await self.environment.env_for_box(box.id), **env}
         if tty and size:
             # The engine's API (1.41) cannot size a TTY at creation, and a resize after start
             # races the command; so the terminal gets its size inside the box, first.

@@ -60,6 +60,23 @@ tokens = sa.Table(
     sa.Column("last_used_at", sa.Float),
 )
 
+credentials = sa.Table(
+    "credentials",
+    metadata,
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("secret", sa.LargeBinary, nullable=False),  # Fernet token, never clear text
+    sa.Column("base_url", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
+)
+
+box_credentials = sa.Table(
+    "box_credentials",
+    metadata,
+    sa.Column("box_id", sa.String(32), nullable=False, index=True),
+    sa.Column("provider", sa.String(64), nullable=False),
+)
+
 # Ordered, append-only. Each entry is plain DDL so an old database can always be brought
 # forward, whatever the tables above look like today.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -96,6 +113,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (3, ["ALTER TABLE boxes ADD COLUMN network TEXT"]),
+    (
+        4,
+        [
+            """CREATE TABLE credentials (
+                provider VARCHAR(64) PRIMARY KEY, secret BLOB NOT NULL, base_url TEXT,
+                created_at FLOAT NOT NULL, last_used_at FLOAT)""",
+            """CREATE TABLE box_credentials (
+                box_id VARCHAR(32) NOT NULL, provider VARCHAR(64) NOT NULL)""",
+            "CREATE INDEX ix_box_credentials_box_id ON box_credentials (box_id)",
+        ],
+    ),
 ]
 
 

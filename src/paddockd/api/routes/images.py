@@ -26,7 +26,9 @@ router = APIRouter(prefix="/images", tags=["images"])
 async def build_image(body: ImageBuildRequest, svc: Svc) -> StreamingResponse:
     async def events() -> AsyncIterator[bytes]:
         try:
-            async for event in svc.images.build(body.no_cache, body.rebuild_base):
+            async for event in svc.images.build(
+                body.no_cache, body.rebuild_base, body.upgrade_agents
+            ):
                 yield json.dumps(event).encode() + b"\n"
         except PaddockError as exc:
             yield json.dumps(error_body(exc.code, exc.message)).encode() + b"\n"

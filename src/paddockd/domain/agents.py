@@ -1,0 +1,40 @@
+"""The coding agents a box image carries: what runs them and which providers they use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    command: str
+    package: str  # its npm or PyPI name, as pinned in images/agents.json
+    providers: tuple[str, ...]  # any one of these is enough
+    note: str = ""
+
+
+AGENTS = {
+    a.name: a
+    for a in (
+        Agent("claude", "claude", "@anthropic-ai/claude-code", ("anthropic",)),
+        Agent("codex", "codex", "@openai/codex", ("openai",)),
+        Agent("opencode", "opencode", "opencode-ai", ("anthropic", "openai", "openrouter")),
+        Agent("pi", "pi", "@mariozechner/pi-coding-agent", ("anthropic", "openai", "openrouter")),
+        Agent("prime", "prime", "prime", ("prime",)),
+        Agent(
+            "kimi",
+            "kimi",
+            "kimi-cli",
+            ("moonshot",),
+            "not in the image: kimi-cli needs Python >= 3.12 and boxes have Debian 12's 3.11 "
+            "(docs/agents.md says how to add it)",
+        ),
+    )
+}
+
+
+def versions_from_label(label: str | None) -> dict[str, str]:
+    """The image's `paddock.agents` label: name=version,name=version."""
+    pairs = (item.rpartition("=") for item in (label or "").split(",") if "=" in item)
+    return {name: version for name, _, version in pairs}

@@ -1,0 +1,19 @@
+# Layer: coding agents for user abc. Versions come from images/agents.json as build
+# arguments. Node 22 (Claude Code needs >= 22; Debian 12 has 18) from the npm registry's
+# `node` package, linked into /usr/local/bin so it comes first on PATH; Python agents in a
+# venv of their own. Kimi CLI is missing: it needs Python >= 3.12 (see docs/agents.md).
+ARG FROM
+FROM ${FROM}
+ARG NODE_VERSION
+ARG NPM_PACKAGES
+ARG PIP_PACKAGES
+ARG AGENT_VERSIONS
+RUN npm install -g --no-fund --no-audit --loglevel=error "node@${NODE_VERSION}" \
+ && node --version \
+ && npm cache clean --force
+RUN npm install -g --no-fund --no-audit --loglevel=error ${NPM_PACKAGES} \
+ && npm cache clean --force
+RUN python3 -m venv /opt/paddock-agents \
+ && /opt/paddock-agents/bin/pip install --no-cache-dir --quiet ${PIP_PACKAGES} \
+ && ln -s /opt/paddock-agents/bin/prime /usr/local/bin/prime
+LABEL paddock.agents=${AGENT_VERSIONS}

@@ -1,0 +1,128 @@
+"""Provider credentials, encrypted at rest (Fernet: AES-128-CBC + HMAC-SHA256) with a key
+file only paddockd can read, and which boxes each one is attached to."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from cryptography.fernet import Fernet, InvalidToken
+from sqlalchemy.engine import Connection
+
+from ..domain.errors import PaddockError
+from .db import Database, box_credentials, credentials
+
+
+@dataclass(frozen=True)
+class StoredCredential:
+    provider: str
+    base_url: str | None
+    created_at: float
+    last_used_at: float | None
+
+
+def load_key(path: Path) -> bytes:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(Fernet.generate_key())
+    return path.read_bytes().strip()
+
+
+class CredentialRepository:
+    def __init__(self, db: Database, key_file: Path) -> None:
+        self._db = db
+        self._fernet = Fernet(load_key(key_file))
+
+    async def put(self, provider: str, secret: str, base_url: str | None) -> None:
+        sealed = self._fernet.encrypt(secret.encode())
+        values = {"secret": sealed, "base_url": base_url, "created_at": time.time()}
+
+        def work(conn: Connection) -> None:
+            conn.execute(credentials.delete().where(credentials.c.provider == provider))
+            conn.execute(credentials.insert().values(provider=provider, **values))
+
+        await self._db.run(work)
+
+    async def delete(self, provider: str) -> bool:
+        def work(conn: Connection) -> bool:
+            conn.execute(box_credentials.delete().where(box_credentials.c.provider == provider))
+            done = conn.execute(credentials.delete().where(credentials.c.provider == provider))
+            return bool(done.rowcount)
+
+        return await self._db.run(work)
+
+    async def all(self) -> list[StoredCredential]:
+        def work(conn: Connection) -> list[StoredCredential]:
+            rows = conn.execute(
+                sa.select(
+                    credentials.c.provider,
+                    credentials.c.base_url,
+                    credentials.c.created_at,
+                    credentials.c.last_used_at,
+                )
+            )
+            return [StoredCredential(*row) for row in rows]
+
+        return await self._db.run(work)
+
+    async def secrets(self, providers: list[str]) -> dict[str, tuple[str, str | None]]:
+        """provider -> (secret, base URL) for those that are set; marks them used."""
+
+        def work(conn: Connection) -> dict[str, tuple[str, str | None]]:
+            rows = conn.execute(
+                sa.select(
+                    credentials.c.provider, credentials.c.secret, credentials.c.base_url
+                ).where(credentials.c.provider.in_(providers))
+            ).all()
+            if rows:
+                conn.execute(
+                    credentials.update()
+                    .where(credentials.c.provider.in_([r[0] for r in rows]))
+                    .values(last_used_at=time.time())
+                )
+            return {r[0]: (self._open(r[1]), r[2]) for r in rows}
+
+        return await self._db.run(work)
+
+    def _open(self, sealed: bytes) -> str:
+        try:
+            return self._fernet.decrypt(sealed).decode()
+        except InvalidToken:
+            raise PaddockError(
+                "a stored credential cannot be decrypted: was credentials.key replaced? "
+                "Set it again with `paddock auth set`"
+            ) from None
+
+    async def attach(self, box_id: str, provider: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(
+                box_credentials.delete().where(
+                    (box_credentials.c.box_id == box_id) & (box_credentials.c.provider == provider)
+                )
+            )
+            conn.execute(box_credentials.insert().values(box_id=box_id, provider=provider))
+
+        await self._db.run(work)
+
+    async def detach(self, box_id: str, provider: str | None = None) -> None:
+        def work(conn: Connection) -> None:
+            where = box_credentials.c.box_id == box_id
+            if provider is not None:
+                where = where & (box_credentials.c.provider == provider)
+            conn.execute(box_credentials.delete().where(where))
+
+        await self._db.run(work)
+
+    async def attached(self, box_id: str) -> list[str]:
+        def work(conn: Connection) -> list[str]:
+            rows = conn.execute(
+                sa.select(box_credentials.c.provider).where(box_credentials.c.box_id == box_id)
+            )
+            return sorted(r[0] for r in rows)
+
+        return await self._db.run(work)

@@ -1,0 +1,89 @@
+"""Provider credentials through the API on fakes: write-only secrets, encrypted at rest,
+given to a box's commands only once attached."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from paddockd.api.app import create_app
+
+from ..conftest import World
+
+SECRET = "sk-ant-test-0123456789abcdef"
+
+
+@pytest.fixture
+def api(world: World) -> Iterator[TestClient]:
+    with TestClient(create_app(world.services)) as client:
+        client.headers["Authorization"] = f"Bearer {world.token}"
+        yield client
+
+
+def test_secrets_are_write_only_and_encrypted_at_rest(api: TestClient, world: World) -> None:
+    resp = api.put("/v1/auth/anthropic", json={"key": SECRET, "base_url": "http://127.0.0.1:9/"})
+    assert resp.status_code == 200 and SECRET not in resp.text
+    assert resp.json()["base_url"] == "http://127.0.0.1:9"
+    listed = api.get("/v1/auth")
+    assert SECRET not in listed.text
+    rows = {r["provider"]: r for r in listed.json()["providers"]}
+    assert rows["anthropic"]["configured"] and not rows["openai"]["configured"]
+    raw = (world.cfg.data_dir / "paddock.db").read_bytes()
+    assert SECRET.encode() not in raw
+    key_file = world.cfg.data_dir / "credentials.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_only_attached_boxes_get_the_key(api: TestClient, world: World) -> None:
+    api.put("/v1/auth/anthropic", json={"key": SECRET})
+    api.post("/v1/boxes", json={"name": "with"})
+    api.post("/v1/boxes", json={"name": "without"})
+    assert api.put("/v1/boxes/with/auth/anthropic").json() == {"providers": ["anthropic"]}
+    api.post("/v1/boxes/with/exec?wait=true", json={"cmd": ["env"]})
+    api.post("/v1/boxes/without/exec?wait=true", json={"cmd": ["env"]})
+    with_env, without_env = (spec.env for spec in world.runtime.execs[-2:])
+    assert with_env["ANTHROPIC_API_KEY"] == SECRET
+    assert "ANTHROPIC_API_KEY" not in without_env
+    assert api.get("/v1/auth").json()["providers"][0]["last_used_at"] is not None
+    # Forgetting the key detaches it everywhere.
+    assert api.delete("/v1/auth/anthropic").status_code == 204
+    assert api.get("/v1/boxes/with/auth").json() == {"providers": []}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "code"),
+    [
+        ("/v1/auth/acme", {"key": SECRET}, "invalid_request"),
+        ("/v1/auth/openai", {"key": "short"}, "invalid_request"),
+        ("/v1/auth/openai", {"key": "has a space in it"}, "invalid_request"),
+        ("/v1/auth/openai", {"key": SECRET, "base_url": "ftp://x"}, "invalid_request"),
+    ],
+)
+def test_bad_credentials_are_refused(
+    api: TestClient, path: str, body: dict[str, str], code: str
+) -> None:
+    resp = api.put(path, json=body)
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == code
+    assert SECRET not in resp.text
+
+
+def test_attach_needs_a_key_and_a_box(api: TestClient) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    resp = api.put("/v1/boxes/b/auth/openai")
+    assert resp.status_code == 404 and "paddock auth set openai" in resp.json()["error"]["message"]
+    assert api.put("/v1/boxes/nope/auth/openai").status_code == 404
+    assert api.delete("/v1/auth/openai").status_code == 404
+
+
+def test_agents_list_versions_from_the_image_and_keys(api: TestClient, world: World) -> None:
+    world.runtime.labels[world.cfg.image.name] = {
+        "paddock.agents": "@anthropic-ai/claude-code=2.1.332,@openai/codex=0.169.0,node=22.23.3"
+    }
+    api.put("/v1/auth/anthropic", json={"key": SECRET})
+    agents = {a["name"]: a for a in api.get("/v1/agents").json()["agents"]}
+    assert agents["claude"]["version"] == "2.1.332" and agents["claude"]["credentials"]
+    assert agents["codex"]["version"] == "0.169.0" and not agents["codex"]["credentials"]
+    assert agents["opencode"]["credentials"]  # any of its providers will do
+    assert agents["kimi"]["version"] is None and "3.12" in agents["kimi"]["note"]

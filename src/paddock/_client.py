@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         NetworkSpec,
         NetworkSuggestion,
         PushResult,
+        RunInfo,
         ServerStatus,
         Snapshot,
     )
@@ -340,6 +341,69 @@ class Client(_Base):
 
         req = _Request("GET", _box(ref) + "/network/suggest")
         return from_wire(NetworkSuggestion, self._call(req))
+
+    # -- agent runs -----------------------------------------------------------------------
+    def start_run(
+        self,
+        box: str,
+        instruction: str,
+        *,
+        agent: str | None = None,
+        workdir: str | None = None,
+        model: str | None = None,
+        json_events: bool = False,
+    ) -> RunInfo:
+        """Start a coding agent headless in the box; it goes on if this client goes away."""
+        from ._models import RunInfo, from_wire
+
+        body = {
+            "instruction": instruction,
+            "agent": agent,
+            "workdir": workdir,
+            "model": model,
+            "json": json_events,
+        }
+        return from_wire(RunInfo, self._call(_Request("POST", _box(box) + "/runs", json=body)))
+
+    def list_runs(self, box: str) -> list[RunInfo]:
+        from ._models import RunList, from_wire
+
+        return from_wire(RunList, self._call(_Request("GET", _box(box) + "/runs"))).runs
+
+    def get_run(self, run_id: str) -> RunInfo:
+        from ._models import RunInfo, from_wire
+
+        return from_wire(RunInfo, self._call(_Request("GET", f"/v1/runs/{run_id}")))
+
+    def follow_run(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """The run's output events so far, then live: {"stream", "data"} ..., and last
+        {"status", "exit_code"}."""
+        yield from _ndjson(self._open(_Request("GET", f"/v1/runs/{run_id}/log")).iter_bytes())
+
+    def stop_run(self, run_id: str) -> RunInfo:
+        from ._models import RunInfo, from_wire
+
+        return from_wire(RunInfo, self._call(_Request("POST", f"/v1/runs/{run_id}/stop")))
+
+    def prompt(
+        self,
+        box: str,
+        instruction: str,
+        *,
+        agent: str | None = None,
+        workdir: str | None = None,
+        model: str | None = None,
+    ) -> ExecResult:
+        """Run an agent to completion: its output and exit code."""
+        run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
+        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        code = -1
+        for event in self.follow_run(run.id):
+            if "stream" in event:
+                out[event["stream"]].append(str(event["data"]).encode())
+            elif "status" in event:
+                code = int(event["exit_code"]) if event["exit_code"] is not None else -1
+        return _result(code, out)
 
     def list_agents(self) -> list[AgentInfo]:
         """The coding agents in the box image, their versions, and whether a key is set."""

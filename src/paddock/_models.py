@@ -146,6 +146,34 @@ class AgentList:
 
 
 @dataclass
+class RunRequest:
+    instruction: str
+    agent: str | None = None  # default: the server's (`[agents] default`)
+    workdir: str | None = None
+    model: str | None = None
+    json: bool = False  # the agent's structured event stream instead of plain text
+
+
+@dataclass
+class RunInfo:
+    id: str
+    box: str
+    agent: str
+    instruction: str
+    workdir: str
+    model: str | None
+    status: str  # running | succeeded | failed | stopped | lost
+    started_at: datetime
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+
+
+@dataclass
+class RunList:
+    runs: list[RunInfo] = field(default_factory=list)
+
+
+@dataclass
 class Box:
     id: str
     name: str

@@ -48,6 +48,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .services.egress import EgressLog, EgressService
     from .services.reaper import Reaper
     from .services.reconciler import Reconciler
+    from .services.runs import RunService
     from .services.snapshots import SnapshotService
     from .services.system import SystemService
     from .store.boxes import BoxRepository
@@ -103,6 +104,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         ),
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
+        runs=RunService(boxes, credentials, cfg.data_dir / "runs", cfg.default_agent),
     )
     reaper = Reaper(boxes, utcnow)
 
@@ -143,6 +145,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await services.runs.recover()
         try:
             await system.refresh_profile()
         except PaddockError as exc:

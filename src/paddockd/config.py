@@ -45,6 +45,9 @@ class ImageConfig:
     suite: str = "bookworm"
     mirror: str = "http://deb.debian.org/debian"
     security_mirror: str = "http://deb.debian.org/debian-security"
+    # Certificate authorities the host added (a corporate TLS proxy's, say): boxes trust
+    # them too, so npm, pip and the agents work through the same proxy. "" for none.
+    extra_ca_dir: str = "/usr/local/share/ca-certificates"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Config:
     ttl_action: TtlAction = TtlAction.STOP
     stop_timeout: int = 10
     snapshot_retention: int = 5  # automatic (stop) snapshots kept per box
+    default_agent: str = "claude"  # for `paddock prompt` without --agent
     reap_interval: float = 5.0
     reconcile_interval: float = 30.0
     capacity_cpus: float = 0.0  # 0: host cores x cpu_overcommit

@@ -24,6 +24,7 @@ from paddockd.services.drives import DriveService
 from paddockd.services.egress import EgressLog, EgressService
 from paddockd.services.reaper import Reaper
 from paddockd.services.reconciler import Reconciler
+from paddockd.services.runs import RunService
 from paddockd.services.snapshots import SnapshotService
 from paddockd.services.system import SystemService
 from paddockd.store.boxes import BoxRepository
@@ -91,6 +92,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         desktop=DesktopService(boxes, reconciler.run_dir, DesktopLinks(tmp_path / "desktop.key")),
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
+        runs=RunService(boxes, credentials, tmp_path / "runs"),
     )
     yield World(
         cfg,

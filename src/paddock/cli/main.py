@@ -30,6 +30,7 @@ COMMANDS = {
     **dict.fromkeys(["desktop", "screenshot"], "desktop"),
     "skill": "skill",
     **dict.fromkeys(["auth", "agents"], "auth"),
+    **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
     **dict.fromkeys(["login", "status", "image"], "server"),
 }

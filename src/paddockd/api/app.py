@@ -21,6 +21,7 @@ from .routes import (
     files,
     images,
     network,
+    runs,
     snapshots,
     system,
 )
@@ -49,7 +50,7 @@ def create_app(
     errors.install(app)
     needs_token = [Depends(require_token)]
     app.include_router(system.public, prefix="/v1")
-    modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop, auth)
+    modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop, auth, runs)
     for module in modules:
         app.include_router(module.router, prefix="/v1", dependencies=needs_token)
     # WebSockets authenticate inside the handler, where an error can still be framed; the

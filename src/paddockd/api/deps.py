@@ -17,6 +17,7 @@ from ..services.credentials import CredentialService
 from ..services.desktop import DesktopService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
+from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
 from ..services.system import SystemService
 from ..store.tokens import TokenRepository
@@ -35,6 +36,7 @@ class Services:
     desktop: DesktopService
     credentials: CredentialService
     agents: AgentService
+    runs: RunService
 
 
 def services(conn: HTTPConnection) -> Services:

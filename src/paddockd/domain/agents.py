@@ -12,12 +12,21 @@ class Agent:
     package: str  # its npm or PyPI name, as pinned in images/agents.json
     providers: tuple[str, ...]  # any one of these is enough
     note: str = ""
+    # For headless runs: versions are pinned by the image, so no self-updates, and no
+    # traffic a sandbox has no use for.
+    env: tuple[tuple[str, str], ...] = ()
 
 
 AGENTS = {
     a.name: a
     for a in (
-        Agent("claude", "claude", "@anthropic-ai/claude-code", ("anthropic",)),
+        Agent(
+            "claude",
+            "claude",
+            "@anthropic-ai/claude-code",
+            ("anthropic",),
+            env=(("DISABLE_AUTOUPDATER", "1"), ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")),
+        ),
         Agent("codex", "codex", "@openai/codex", ("openai",)),
         Agent("opencode", "opencode", "opencode-ai", ("anthropic", "openai", "openrouter")),
         Agent("pi", "pi", "@mariozechner/pi-coding-agent", ("anthropic", "openai", "openrouter")),

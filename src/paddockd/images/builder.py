@@ -4,6 +4,7 @@ layer in LAYERS as its own cached `docker build`. Later features append a layer.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tempfile
 import time
@@ -113,6 +114,7 @@ class ImageBuilder:
                     "line": f"using existing {base} (--rebuild-base to refresh)\n",
                 }
             parent = base
+            context = self._context()
             for i, layer in enumerate(LAYERS):
                 tag = self._cfg.name if i == len(LAYERS) - 1 else f"paddock-layer-{layer}:latest"
                 yield {"step": layer, "line": f"layer {i + 1}/{len(LAYERS)}: {layer}\n"}
@@ -121,7 +123,7 @@ class ImageBuilder:
                     **(agent_build_args(self.pins()) if layer == "agents" else {}),
                 }
                 async for line in self._engine.build(
-                    CONTEXT, f"{layer}.Dockerfile", tag, args, no_cache
+                    context, f"{layer}.Dockerfile", tag, args, no_cache
                 ):
                     yield {"step": layer, "line": line}
                 parent = tag
@@ -130,6 +132,25 @@ class ImageBuilder:
                 "image": self._cfg.name,
                 "seconds": round(time.monotonic() - started, 1),
             }
+
+    def _context(self) -> Path:
+        """The build context: the packaged files plus the host's extra CA certificates
+        (in `ca/`, copied only when they changed, so the layer cache holds)."""
+        context = self._work_dir / "context"
+        shutil.copytree(CONTEXT, context, dirs_exist_ok=True)
+        ca = context / "ca"
+        ca.mkdir(exist_ok=True)
+        wanted = {}
+        if self._cfg.extra_ca_dir and Path(self._cfg.extra_ca_dir).is_dir():
+            wanted = {p.name: p.read_bytes() for p in Path(self._cfg.extra_ca_dir).rglob("*.crt")}
+        for old in ca.glob("*.crt"):
+            if old.name not in wanted:
+                old.unlink()
+        for name, data in wanted.items():
+            if not (ca / name).exists() or (ca / name).read_bytes() != data:
+                (ca / name).write_bytes(data)
+        (ca / "README").write_text("CA certificates the host added; trusted in boxes.\n")
+        return context
 
     async def _base(self, ref: str) -> AsyncIterator[dict[str, Any]]:
         self._work_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,12 @@ ARG NODE_VERSION
 ARG NPM_PACKAGES
 ARG PIP_PACKAGES
 ARG AGENT_VERSIONS
+# The host's extra CAs (a TLS-inspecting proxy's): Node and pip use their own stores
+# unless told, so point them at the system's.
+COPY ca/ /usr/local/share/ca-certificates/host/
+RUN update-ca-certificates
+ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 RUN npm install -g --no-fund --no-audit --loglevel=error "node@${NODE_VERSION}" \
  && node --version \
  && npm cache clean --force

@@ -1,0 +1,64 @@
+"""Agent runs (`paddock prompt`): what one is, and the command line each agent is run
+headless with."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+
+from .agents import AGENTS
+from .errors import InvalidRequest
+
+RUN_STATES = ("running", "succeeded", "failed", "stopped", "lost")
+_MODEL_RE = re.compile(r"^[A-Za-z0-9._:/@-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    box_id: str
+    box_name: str
+    agent: str
+    instruction: str
+    workdir: str
+    model: str | None
+    status: str
+    started_at: float
+    ended_at: float | None = None
+    exit_code: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Run:
+        return cls(**json.loads(text))
+
+
+def headless(agent: str, instruction: str, model: str | None, as_json: bool) -> list[str]:
+    """The agent's own non-interactive mode: it works without asking, since the box is the
+    sandbox."""
+    if not instruction.strip():
+        raise InvalidRequest("no instruction given")
+    if model is not None and not _MODEL_RE.match(model):
+        raise InvalidRequest(f"invalid model name {model!r}")
+    m = ["--model", model] if model else []
+    if agent == "claude":
+        fmt = ["--output-format", "stream-json", "--verbose"] if as_json else []
+        return ["claude", "-p", *fmt, *m, "--dangerously-skip-permissions", "--", instruction]
+    if agent == "codex":
+        return [
+            "codex", "exec", "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox", *(["--json"] if as_json else []),
+            *(["-m", model] if model else []), "--", instruction,
+        ]  # fmt: skip
+    if agent == "opencode":
+        return ["opencode", "run", *(["--format", "json"] if as_json else []), *m, instruction]
+    if agent == "pi":
+        return ["pi", "-p", *(["--mode", "json"] if as_json else []), *m, instruction]
+    if agent in AGENTS:
+        raise InvalidRequest(
+            f"{agent} has no headless mode Paddock can drive; run it in `paddock shell`"
+        )
+    raise InvalidRequest(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")

@@ -1,0 +1,188 @@
+"""Agent runs: `paddock prompt` runs a coding agent headless in a box, with only the key
+its provider needs, and keeps going when the client goes away. Each run is a JSON record
+and a log of output events (`runs/<id>.json`, `runs/<id>.log`) in the data folder;
+followers get the log so far, then the rest live."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import anyio.to_thread
+
+from ..domain.agents import AGENTS
+from ..domain.errors import InvalidRequest, NotFound
+from ..domain.runs import Run, headless
+from ..runtime.base import ExecProcess
+from .boxes import BoxService, box_path
+from .credentials import CredentialService
+
+# The agent runs in its own session, its process group id kept in the box, so `stop`
+# ends the agent and everything it started.
+_LAUNCH = 'echo $$ > "/tmp/paddock-run-$1.pid"; shift; exec "$@"'
+
+
+class RunService:
+    def __init__(
+        self,
+        boxes: BoxService,
+        credentials: CredentialService,
+        runs_dir: Path,
+        default_agent: str = "claude",
+    ) -> None:
+        self._boxes = boxes
+        self._credentials = credentials
+        self._dir = runs_dir
+        self.default_agent = default_agent
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._followers: defaultdict[str, set[asyncio.Queue[dict[str, object] | None]]] = (
+            defaultdict(set)
+        )
+
+    # -- records ------------------------------------------------------------------------
+    def _record(self, run_id: str) -> Path:
+        return self._dir / f"{run_id}.json"
+
+    def _log(self, run_id: str) -> Path:
+        return self._dir / f"{run_id}.log"
+
+    async def _save(self, run: Run) -> None:
+        await anyio.to_thread.run_sync(self._record(run.id).write_text, run.to_json())
+
+    async def get(self, run_id: str) -> Run:
+        if not run_id.isalnum() or not self._record(run_id).exists():
+            raise NotFound(f"no run {run_id!r}")
+        return Run.from_json(await anyio.to_thread.run_sync(self._record(run_id).read_text))
+
+    async def list(self, ref: str) -> list[Run]:
+        box = await self._boxes.resolve(ref)
+
+        def load() -> list[Run]:
+            runs = [Run.from_json(p.read_text()) for p in self._dir.glob("*.json")]
+            return sorted((r for r in runs if r.box_id == box.id), key=lambda r: r.started_at)
+
+        return await anyio.to_thread.run_sync(load)
+
+    async def recover(self) -> None:
+        """At start-up: runs that were going when paddockd stopped have no one reading them."""
+        self._dir.mkdir(parents=True, exist_ok=True)
+        for path in self._dir.glob("*.json"):
+            run = Run.from_json(path.read_text())
+            if run.status == "running" and run.id not in self._tasks:
+                await self._save(replace(run, status="lost", ended_at=time.time()))
+
+    # -- running ------------------------------------------------------------------------
+    async def start(
+        self,
+        ref: str,
+        agent: str | None,
+        instruction: str,
+        workdir: str | None,
+        model: str | None,
+        as_json: bool = False,
+    ) -> Run:
+        box = await self._boxes.running(ref)
+        name = agent or self.default_agent
+        cmd = headless(name, instruction, model, as_json)
+        providers = list(AGENTS[name].providers)
+        env = await self._credentials.env_for(providers)
+        if not env:
+            raise InvalidRequest(
+                f"{name} needs an API key for {' or '.join(providers)}: "
+                f"run `paddock auth set {providers[0]}`"
+            )
+        env.update(AGENTS[name].env)
+        run = Run(
+            id=secrets.token_hex(6),
+            box_id=box.id,
+            box_name=box.name,
+            agent=name,
+            instruction=instruction,
+            workdir=box_path(workdir or "/config"),
+            model=model,
+            status="running",
+            started_at=time.time(),
+        )
+        self._dir.mkdir(parents=True, exist_ok=True)
+        await self._save(run)
+        launch = ["setsid", "sh", "-c", _LAUNCH, "sh", run.id, *cmd]
+        proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
+        self._tasks[run.id] = asyncio.create_task(self._pump(run, proc))
+        return run
+
+    async def _pump(self, run: Run, proc: ExecProcess) -> None:
+        """Owns the agent's output for the run's whole life, whoever is listening."""
+        log = await anyio.to_thread.run_sync(lambda: self._log(run.id).open("ab"))
+        code: int | None = None
+        seq = 0
+        try:
+            async for kind, data in proc.output():
+                seq += 1
+                stream = "stdout" if kind == 1 else "stderr"
+                event = {"seq": seq, "stream": stream, "data": data.decode(errors="replace")}
+                log.write(json.dumps(event).encode() + b"\n")
+                log.flush()
+                self._publish(run.id, event)
+            code = await proc.wait()
+        finally:
+            await proc.close()
+            current = await self.get(run.id)
+            status = (
+                current.status
+                if current.status == "stopped"
+                else ("succeeded" if code == 0 else "failed")
+            )
+            done = replace(current, status=status, exit_code=code, ended_at=time.time())
+            end = {"seq": seq + 1, "status": done.status, "exit_code": code}
+            log.write(json.dumps(end).encode() + b"\n")
+            log.close()
+            await self._save(done)
+            self._publish(run.id, end)
+            self._publish(run.id, None)
+            self._tasks.pop(run.id, None)
+
+    def _publish(self, run_id: str, event: dict[str, object] | None) -> None:
+        for queue in self._followers[run_id]:
+            queue.put_nowait(event)
+
+    async def follow(self, run_id: str) -> AsyncIterator[dict[str, object]]:
+        """The run's log so far, then what comes, until the run ends."""
+        await self.get(run_id)
+        queue: asyncio.Queue[dict[str, object] | None] = asyncio.Queue()
+        self._followers[run_id].add(queue)
+        try:
+            path = self._log(run_id)
+            text = await anyio.to_thread.run_sync(lambda: path.read_text() if path.exists() else "")
+            ended, last = False, 0
+            for line in text.splitlines():
+                event = json.loads(line)
+                ended, last = ended or "status" in event, int(event.get("seq", last))
+                yield event
+            while not ended and run_id in self._tasks:
+                item = await queue.get()
+                if item is None:
+                    break
+                if int(str(item.get("seq", 0))) > last:  # not already read from the file
+                    yield item
+        finally:
+            self._followers[run_id].discard(queue)
+
+    async def stop(self, run_id: str) -> Run:
+        run = await self.get(run_id)
+        if run.status != "running":
+            return run
+        await self._save(replace(run, status="stopped"))
+        kill = f'kill -TERM -- -"$(cat /tmp/paddock-run-{run_id}.pid)" 2>/dev/null'
+        await self._boxes.run(run.box_id, ["sh", "-c", kill], "root")
+        task = self._tasks.get(run_id)
+        if task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), 10)
+        return await self.get(run_id)

@@ -14,6 +14,7 @@ import json
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -41,8 +42,11 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
 
 
 def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any] | None, str]:
-    """("text", None, answer) or ("tool", {"name", "input"}, "") for this request."""
+    """("text", None, answer) or ("tool", {"name", "input"}, "") for this request. An
+    instruction with SLOW in it keeps the agent waiting (for stopping runs)."""
     history = _texts(messages)
+    if "SLOW" in history:
+        time.sleep(120)
     wanted = _WRITE.search(history)
     tools = _tool_names(body)
     if wanted and tools and f"DONE {wanted[2]}" not in history:

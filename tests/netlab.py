@@ -47,6 +47,7 @@ class TestInternet:
         ip("-n", self.ns, "route", "add", "default", "via", LINK_HOST)
         for route in ROUTED:
             ip("route", "add", route, "via", LINK_NS)
+        self._spawned: list[subprocess.Popen[bytes]] = []
         listener = Path(__file__).with_name("netlab_listener.py")
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, sys.executable, str(listener), str(self.log)],
@@ -67,6 +68,16 @@ class TestInternet:
                 time.sleep(0.1)
         raise RuntimeError("the test internet's listener did not start")
 
+    def spawn(self, *argv: str) -> subprocess.Popen[bytes]:
+        """Another server in the test internet (stopped by close())."""
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self._spawned.append(proc)
+        return proc
+
     def connections(self, local: str | None = None) -> list[dict[str, object]]:
         rows = [json.loads(line) for line in self.log.read_text().splitlines() if line]
         return [r for r in rows if local is None or r["local"] == local]
@@ -75,8 +86,9 @@ class TestInternet:
         self.log.write_text("")
 
     def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=5)
+        for proc in [self.proc, *self._spawned]:
+            proc.terminate()
+            proc.wait(timeout=5)
         for route in ROUTED:
             ip("route", "del", route, check=False)
         ip("link", "del", self.host_if, check=False)

@@ -1,0 +1,158 @@
+"""Coding agents in real boxes: the real agent CLIs, run by `paddock prompt` against a fake
+model provider in the tests' internet namespace (no real provider is reachable here)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ..netlab import ALLOWED, TestInternet
+from .conftest import Server
+
+PORT = 8080
+BASE_URL = f"http://{ALLOWED}:{PORT}"
+KEY = f"sk-ant-fake-{uuid.uuid4().hex}"
+
+
+class FakeModel:
+    def __init__(self, internet: TestInternet, log: Path) -> None:
+        self.log = log
+        log.touch()
+        script = Path(__file__).parents[1] / "fakemodel.py"
+        internet.spawn(sys.executable, str(script), str(PORT), str(log))
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection((ALLOWED, PORT), timeout=1).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "the fake model API did not start"
+                time.sleep(0.1)
+
+    def requests(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+
+@pytest.fixture(scope="module")
+def model(workdir: Path) -> Iterator[FakeModel]:
+    internet = TestInternet(workdir)
+    yield FakeModel(internet, workdir / "fakemodel.jsonl")
+    internet.close()
+
+
+@pytest.fixture(scope="module")
+def agent_box(server: Server, model: FakeModel) -> Iterator[str]:
+    name = f"agent-{uuid.uuid4().hex[:6]}"
+    server.cli("new", "--name", name, "--type", "medium", check=True)
+    done = server.cli(
+        "auth", "set", "anthropic", "--from-stdin", "--base-url", BASE_URL, stdin=KEY.encode()
+    )
+    assert done.returncode == 0, done.stderr
+    yield name
+    server.cli("rm", "--force", name)
+    server.cli("auth", "rm", "anthropic")
+
+
+@pytest.mark.parametrize("command", ["claude", "codex", "opencode", "pi", "prime"])
+def test_each_agent_runs_for_the_box_user(server: Server, agent_box: str, command: str) -> None:
+    done = server.cli("exec", agent_box, "--", command, "--version")
+    assert done.returncode == 0 and done.stdout.strip(), (command, done.stdout, done.stderr)
+
+
+def test_agents_lists_versions_and_keys(server: Server, agent_box: str) -> None:
+    agents = {a["name"]: a for a in json.loads(server.cli("agents", "--json", check=True).stdout)}
+    assert agents["claude"]["version"] and agents["claude"]["credentials"]
+    assert not agents["codex"]["credentials"]
+
+
+def test_claude_answers_with_the_key_set_by_auth(
+    server: Server, agent_box: str, model: FakeModel
+) -> None:
+    before = len(model.requests())
+    done = server.cli("prompt", agent_box, "--agent", "claude", "Say something.")
+    assert done.returncode == 0, done.stderr
+    assert "FAKE-ANSWER" in done.stdout
+    sent = [r for r in model.requests()[before:] if str(r["path"]).startswith("/v1/messages")]
+    assert sent and all(r["key"] == KEY for r in sent)
+
+
+def test_claude_carries_out_a_tool_call(server: Server, agent_box: str) -> None:
+    server.cli("exec", agent_box, "--", "mkdir", "-p", "/config/work", check=True)
+    done = server.cli(
+        "prompt",
+        agent_box,
+        "--agent",
+        "claude",
+        "--workdir",
+        "/config/work",
+        "WRITE /config/work/hello.txt banana",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "DONE banana" in done.stdout
+    assert (
+        server.cli("exec", agent_box, "--", "cat", "/config/work/hello.txt").stdout.strip()
+        == "banana"
+    )
+
+
+def test_detach_follow_and_list(server: Server, agent_box: str) -> None:
+    run_id = server.cli(
+        "prompt", agent_box, "--agent", "claude", "--detach", "Say something.", check=True
+    ).stdout.strip()
+    followed = server.cli("runs", "follow", run_id, check=True)
+    assert "FAKE-ANSWER" in followed.stdout
+    runs = json.loads(server.cli("runs", agent_box, "--json", check=True).stdout)
+    mine = next(r for r in runs if r["id"] == run_id)
+    assert mine["status"] == "succeeded" and mine["agent"] == "claude"
+    assert "FAKE-ANSWER" in server.cli("runs", "show", run_id, check=True).stdout
+
+
+def test_stop_ends_a_run(server: Server, agent_box: str) -> None:
+    run_id = server.cli(
+        "prompt", agent_box, "--agent", "claude", "--detach", "SLOW please", check=True
+    ).stdout.strip()
+    time.sleep(3)  # the agent is waiting for the (slow) model
+    assert (
+        json.loads(server.cli("runs", "show", run_id, "--json", check=True).stdout)["status"]
+        == "running"
+    )
+    server.cli("runs", "stop", run_id, check=True)
+    shown = json.loads(server.cli("runs", "show", run_id, "--json", check=True).stdout)
+    assert shown["status"] == "stopped"
+    ps = server.cli("exec", agent_box, "--", "pgrep", "-f", "claude -p").stdout
+    assert ps.strip() == "", "the agent is still running in the box"
+
+
+def test_prompt_refuses_clearly(server: Server, agent_box: str) -> None:
+    done = server.cli("prompt", agent_box, "--agent", "codex", "hi")
+    assert done.returncode == 1 and "paddock auth set openai" in done.stderr
+    done = server.cli("prompt", agent_box, "--agent", "nope", "hi")
+    assert done.returncode == 1 and "unknown agent" in done.stderr
+    stopped = f"st-{uuid.uuid4().hex[:6]}"
+    server.cli("new", "--name", stopped, check=True)
+    server.cli("stop", stopped, check=True)
+    try:
+        done = server.cli("prompt", stopped, "--agent", "claude", "hi")
+        assert done.returncode == 1 and "resume" in done.stderr
+    finally:
+        server.cli("rm", "--force", stopped)
+
+
+def test_the_key_is_nowhere_it_should_not_be(server: Server, agent_box: str) -> None:
+    import docker
+
+    from .conftest import ENGINE_SOCKET
+
+    assert KEY not in server.cli("auth", "ls", "--json", check=True).stdout
+    assert KEY.encode() not in (server.dir / "data" / "paddock.db").read_bytes()
+    assert KEY not in (server.dir / "paddockd.log").read_text()
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+    for c in server.containers():
+        assert KEY not in json.dumps(api.inspect_container(c["Id"]))

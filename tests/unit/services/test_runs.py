@@ -1,0 +1,70 @@
+"""Agent runs on fakes: the command line, the key that goes with it, and the run record."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from paddockd.domain.errors import InvalidRequest, InvalidState
+from paddockd.domain.runs import headless
+
+from ..conftest import World
+
+pytestmark = pytest.mark.anyio
+KEY = "sk-ant-fake-0123456789"
+
+
+async def test_a_run_gets_only_its_providers_key_and_is_recorded(world: World) -> None:
+    services = world.services
+    await services.credentials.set("anthropic", KEY)
+    await services.credentials.set("openai", "sk-openai-fake-0123456789")
+    await world.boxes.create("r", None, None, None)
+    run = await services.runs.start("r", "claude", "say hi", "/config/w", None)
+    events = [e async for e in services.runs.follow(run.id)]
+    spec = world.runtime.execs[-1]
+    assert spec.env["ANTHROPIC_API_KEY"] == KEY and "OPENAI_API_KEY" not in spec.env
+    assert spec.env["DISABLE_AUTOUPDATER"] == "1" and spec.workdir == "/config/w"
+    assert spec.cmd[:2] == ["setsid", "sh"] and spec.cmd[-2:] == ["--", "say hi"]
+    assert "claude -p" in str(events[0]["data"])
+    assert events[-1] == {"seq": 2, "status": "succeeded", "exit_code": 0}
+    done = await services.runs.get(run.id)
+    assert done.status == "succeeded" and done.exit_code == 0 and done.ended_at
+    assert [r.id for r in await services.runs.list("r")] == [run.id]
+
+
+async def test_runs_refuse_clearly(world: World) -> None:
+    runs = world.services.runs
+    await world.boxes.create("r", None, None, None)
+    with pytest.raises(InvalidRequest, match="paddock auth set anthropic"):
+        await runs.start("r", "claude", "hi", None, None)
+    await world.services.credentials.set("anthropic", KEY)
+    with pytest.raises(InvalidRequest, match="unknown agent"):
+        await runs.start("r", "gpt-pilot", "hi", None, None)
+    with pytest.raises(InvalidRequest, match="no instruction"):
+        await runs.start("r", "claude", "  ", None, None)
+    with pytest.raises(InvalidRequest, match="headless"):
+        await runs.start("r", "prime", "hi", None, None)
+    await world.boxes.stop("r")
+    with pytest.raises(InvalidState, match="resume"):
+        await runs.start("r", "claude", "hi", None, None)
+
+
+async def test_recover_marks_orphaned_runs_lost(world: World) -> None:
+    await world.services.credentials.set("anthropic", KEY)
+    await world.boxes.create("r", None, None, None)
+    run = await world.services.runs.start("r", "claude", "hi", None, None)
+    await asyncio.sleep(0.05)
+    record = world.services.runs._record(run.id)
+    record.write_text(record.read_text().replace('"succeeded"', '"running"'))
+    await world.services.runs.recover()
+    assert (await world.services.runs.get(run.id)).status == "lost"
+
+
+def test_command_lines() -> None:
+    assert headless("codex", "x", "gpt-5", False)[:2] == ["codex", "exec"]
+    assert "--json" in headless("codex", "x", None, True)
+    assert headless("opencode", "x", None, False)[:2] == ["opencode", "run"]
+    assert headless("pi", "x", "m", True) == ["pi", "-p", "--mode", "json", "--model", "m", "x"]
+    with pytest.raises(InvalidRequest):
+        headless("claude", "x", "bad model name!", False)

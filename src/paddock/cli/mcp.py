@@ -1,8 +1,8 @@
 """`paddock mcp`: an MCP server over stdio (the official `mcp` SDK) that gives MCP-capable
 agents the same operations as the CLI: boxes, exec, files, snapshots, the desktop."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: the MCP SDK reads the tools' annotations
+# at run time, and they name classes imported inside build_server.
 import argparse
 from typing import Any
 
@@ -37,6 +37,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def build_server(url: str | None = None) -> Any:
     import anyio.to_thread
     from mcp.server.mcpserver import Image, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     from .._client import Client
     from .._models import to_wire
@@ -51,7 +52,10 @@ def build_server(url: str | None = None) -> Any:
 
     async def call(fn: Any, *a: Any, **kw: Any) -> Any:
         # The SDK client is synchronous; keep the MCP event loop free while it waits.
-        return await anyio.to_thread.run_sync(lambda: fn(*a, **kw))
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*a, **kw))
+        except PaddockError as exc:  # the agent sees Paddock's own message
+            raise ToolError(exc.message) from None
 
     @server.tool()
     async def new(

@@ -43,12 +43,10 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
 
 def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any] | None, str]:
     """("text", None, answer) or ("tool", {"name", "input"}, "") for this request. An
-    instruction with SLOW in it keeps the agent waiting (for stopping runs)."""
+    instruction with SLOW in it is answered slowly (see Handler.slow)."""
     history = _texts(messages)
-    if "SLOW" in history:
-        time.sleep(120)
-    wanted = _WRITE.search(history)
     tools = _tool_names(body)
+    wanted = _WRITE.search(history)
     if wanted and tools and f"DONE {wanted[2]}" not in history:
         answered = any(
             isinstance(m, dict)
@@ -330,9 +328,40 @@ class Handler(BaseHTTPRequestHandler):
                 b'{"error": {"type": "not_found", "message": "no such route"}}',
                 "application/json",
             )
+        elif "SLOW" in _texts(body.get("messages") or body.get("input") or []):
+            self.slow()
         else:
             data, ctype = route(body)
             self._send(200, data, ctype)
+
+    def slow(self) -> None:
+        """A stream that starts at once and then only keeps alive for two minutes: an agent
+        that waits on its model, for the tests that stop runs."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": "msg_slow",
+                "type": "message",
+                "role": "assistant",
+                "model": "fake",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        }
+        try:
+            self.wfile.write(sse([("message_start", start)]))
+            for _ in range(60):
+                self.wfile.flush()
+                time.sleep(2)
+                self.wfile.write(sse([("ping", {"type": "ping"})]))
+        except OSError:
+            pass
 
     def _send(self, status: int, data: bytes, ctype: str) -> None:
         self.send_response(status)

@@ -34,6 +34,11 @@ class TestInternet:
         self.log.touch()
         for route in ROUTED:  # leftovers of an interrupted run
             ip("route", "del", route, check=False)
+        for stale in subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True
+        ).stdout.split():
+            if stale.startswith("pdt-inet-"):
+                ip("netns", "del", stale, check=False)
         ip("netns", "add", self.ns)
         ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
         ip("link", "set", self.ns_if, "netns", self.ns)
@@ -89,6 +94,7 @@ class TestInternet:
         for proc in [self.proc, *self._spawned]:
             proc.terminate()
             proc.wait(timeout=5)
+        ip("netns", "del", self.ns, check=False)  # takes its end of the veth pair, and so ours
         for route in ROUTED:
             ip("route", "del", route, check=False)
         ip("link", "del", self.host_if, check=False)

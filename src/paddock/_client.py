@@ -375,10 +375,12 @@ class Client(_Base):
 
         return from_wire(RunInfo, self._call(_Request("GET", f"/v1/runs/{run_id}")))
 
-    def follow_run(self, run_id: str) -> Iterator[dict[str, Any]]:
-        """The run's output events so far, then live: {"stream", "data"} ..., and last
-        {"status", "exit_code"}."""
-        yield from _ndjson(self._open(_Request("GET", f"/v1/runs/{run_id}/log")).iter_bytes())
+    def follow_run(self, run_id: str, *, live: bool = True) -> Iterator[dict[str, Any]]:
+        """The run's output events so far, then (if `live`) the rest as they come:
+        {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
+        params = {"follow": "true" if live else "false"}
+        req = _Request("GET", f"/v1/runs/{run_id}/log", params)
+        yield from _ndjson(self._open(req).iter_bytes())
 
     def stop_run(self, run_id: str) -> RunInfo:
         from ._models import RunInfo, from_wire

@@ -60,7 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = next((a for a in argv if not a.startswith("-")), None)
     p = parser(command)
-    args = p.parse_args(argv)
+    if command == "prompt":
+        # `paddock prompt BOX --agent X "do this"`: argparse has matched the positionals
+        # before the options, so the instruction after them comes back as extra words.
+        args, extra = p.parse_known_args(argv)
+        if any(word.startswith("-") for word in extra) or (extra and args.instruction):
+            p.error(f"unrecognized arguments: {' '.join(extra)}")
+        if extra:
+            args.instruction = " ".join(extra)
+    else:
+        args = p.parse_args(argv)
     if not getattr(args, "run", None):
         p.print_help()
         return 2

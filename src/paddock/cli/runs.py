@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "or stop one.",
     )
     p.add_argument("words", nargs="+", metavar="BOX | follow RUN | show RUN | stop RUN")
+    # show: the log so far (a running run is not waited for); follow: until it ends.
     add_json(p)
     p.set_defaults(run=cmd_runs)
 
@@ -76,9 +77,9 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         return _follow(c, run.id)
 
 
-def _follow(c: Client, run_id: str) -> int:
-    code = 1
-    for event in c.follow_run(run_id):
+def _follow(c: Client, run_id: str, live: bool = True) -> int:
+    code = 0 if not live else 1
+    for event in c.follow_run(run_id, live=live):
         if "stream" in event:
             target = sys.stdout if event["stream"] == "stdout" else sys.stderr
             target.write(str(event["data"]))
@@ -102,7 +103,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             if action == "show" and args.json:
                 emit_json(c.get_run(run_id))
                 return 0
-            return _follow(c, run_id)
+            return _follow(c, run_id, live=action == "follow")
         if len(words) != 1:
             raise InvalidRequest("usage: " + RUNS_USAGE)
         runs = c.list_runs(box_ref(words[0]))

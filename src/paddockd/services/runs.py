@@ -112,7 +112,8 @@ class RunService:
         )
         self._dir.mkdir(parents=True, exist_ok=True)
         await self._save(run)
-        launch = ["setsid", "sh", "-c", _LAUNCH, "sh", run.id, *cmd]
+        # -w: setsid forks when the caller leads its group (an exec does); wait for it.
+        launch = ["setsid", "-w", "sh", "-c", _LAUNCH, "sh", run.id, *cmd]
         proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
         self._tasks[run.id] = asyncio.create_task(self._pump(run, proc))
         return run
@@ -152,8 +153,8 @@ class RunService:
         for queue in self._followers[run_id]:
             queue.put_nowait(event)
 
-    async def follow(self, run_id: str) -> AsyncIterator[dict[str, object]]:
-        """The run's log so far, then what comes, until the run ends."""
+    async def follow(self, run_id: str, live: bool = True) -> AsyncIterator[dict[str, object]]:
+        """The run's log so far, then (if `live`) what comes, until the run ends."""
         await self.get(run_id)
         queue: asyncio.Queue[dict[str, object] | None] = asyncio.Queue()
         self._followers[run_id].add(queue)
@@ -165,7 +166,7 @@ class RunService:
                 event = json.loads(line)
                 ended, last = ended or "status" in event, int(event.get("seq", last))
                 yield event
-            while not ended and run_id in self._tasks:
+            while live and not ended and run_id in self._tasks:
                 item = await queue.get()
                 if item is None:
                     break
@@ -175,14 +176,19 @@ class RunService:
             self._followers[run_id].discard(queue)
 
     async def stop(self, run_id: str) -> Run:
+        """TERM to the agent's process group; KILL if it is still there 5 s later."""
         run = await self.get(run_id)
         if run.status != "running":
             return run
         await self._save(replace(run, status="stopped"))
-        kill = f'kill -TERM -- -"$(cat /tmp/paddock-run-{run_id}.pid)" 2>/dev/null'
-        await self._boxes.run(run.box_id, ["sh", "-c", kill], "root")
         task = self._tasks.get(run_id)
-        if task is not None:
+        for signal, grace in (("TERM", 5), ("KILL", 10)):
+            group = f'"$(cat /tmp/paddock-run-{run_id}.pid)"'
+            # dash: `kill -SIG -PGID` (it takes no `--`)
+            await self._boxes.run(run.box_id, ["sh", "-c", f"kill -{signal} -{group}"], "root")
+            if task is None:
+                break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), 10)
+                await asyncio.wait_for(asyncio.shield(task), grace)
+                break
         return await self.get(run_id)

@@ -25,7 +25,7 @@ async def test_a_run_gets_only_its_providers_key_and_is_recorded(world: World) -
     spec = world.runtime.execs[-1]
     assert spec.env["ANTHROPIC_API_KEY"] == KEY and "OPENAI_API_KEY" not in spec.env
     assert spec.env["DISABLE_AUTOUPDATER"] == "1" and spec.workdir == "/config/w"
-    assert spec.cmd[:2] == ["setsid", "sh"] and spec.cmd[-2:] == ["--", "say hi"]
+    assert spec.cmd[:3] == ["setsid", "-w", "sh"] and spec.cmd[-2:] == ["--", "say hi"]
     assert "claude -p" in str(events[0]["data"])
     assert events[-1] == {"seq": 2, "status": "succeeded", "exit_code": 0}
     done = await services.runs.get(run.id)

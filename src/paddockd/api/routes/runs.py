@@ -61,15 +61,15 @@ async def get_run(run_id: str, svc: Svc) -> RunInfo:
 
 @router.get(
     "/runs/{run_id}/log",
-    summary="The run's output as newline-delimited JSON events, live until it ends",
+    summary="The run's output as newline-delimited JSON events (with follow, live until it ends)",
     response_class=StreamingResponse,
     responses={200: {"content": {"application/x-ndjson": {}}}},
 )
-async def run_log(run_id: str, svc: Svc) -> StreamingResponse:
+async def run_log(run_id: str, svc: Svc, follow: bool = True) -> StreamingResponse:
     await svc.runs.get(run_id)  # a 404 before the stream starts
 
     async def events() -> AsyncIterator[bytes]:
-        async for event in svc.runs.follow(run_id):
+        async for event in svc.runs.follow(run_id, live=follow):
             yield json.dumps(event).encode() + b"\n"
 
     return StreamingResponse(events(), media_type="application/x-ndjson")

@@ -103,6 +103,29 @@ def test_claude_carries_out_a_tool_call(server: Server, agent_box: str) -> None:
     )
 
 
+def test_opencode_answers_and_carries_out_a_tool_call(
+    server: Server, agent_box: str, model: FakeModel
+) -> None:
+    """The same `auth set` base URL serves OpenCode (AI SDK: /v1 in the URL) and Claude
+    Code (which appends /v1 itself)."""
+    before = len(model.requests())
+    done = server.cli("prompt", agent_box, "--agent", "opencode", "Say something.")
+    assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, done.stderr
+    sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/messages")]
+    assert sent and all(r["key"] == KEY for r in sent)
+    done = server.cli(
+        "prompt",
+        agent_box,
+        "--agent",
+        "opencode",
+        "--workdir",
+        "/config",
+        "WRITE /config/oc.txt kiwi",
+    )
+    assert done.returncode == 0 and "DONE kiwi" in done.stdout, done.stderr
+    assert server.cli("exec", agent_box, "--", "cat", "/config/oc.txt").stdout.strip() == "kiwi"
+
+
 def test_detach_follow_and_list(server: Server, agent_box: str) -> None:
     run_id = server.cli(
         "prompt", agent_box, "--agent", "claude", "--detach", "Say something.", check=True

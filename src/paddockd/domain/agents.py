@@ -15,6 +15,18 @@ class Agent:
     # For headless runs: versions are pinned by the image, so no self-updates, and no
     # traffic a sandbox has no use for.
     env: tuple[tuple[str, str], ...] = ()
+    # Anthropic-compatible base URLs: Claude Code appends /v1 itself, agents on the AI SDK
+    # (OpenCode) expect it in the URL. One URL set with `paddock auth` serves both.
+    anthropic_v1: bool = False
+
+    def adapt(self, env: dict[str, str]) -> dict[str, str]:
+        """The provider environment as this agent reads it, plus its own settings."""
+        env = {**env, **dict(self.env)}
+        base = env.get("ANTHROPIC_BASE_URL")
+        if base:
+            root = base.rstrip("/").removesuffix("/v1")
+            env["ANTHROPIC_BASE_URL"] = root + "/v1" if self.anthropic_v1 else root
+        return env
 
 
 AGENTS = {
@@ -28,7 +40,13 @@ AGENTS = {
             env=(("DISABLE_AUTOUPDATER", "1"), ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")),
         ),
         Agent("codex", "codex", "@openai/codex", ("openai",)),
-        Agent("opencode", "opencode", "opencode-ai", ("anthropic", "openai", "openrouter")),
+        Agent(
+            "opencode",
+            "opencode",
+            "opencode-ai",
+            ("anthropic", "openai", "openrouter"),
+            anthropic_v1=True,
+        ),
         Agent("pi", "pi", "@mariozechner/pi-coding-agent", ("anthropic", "openai", "openrouter")),
         Agent("prime", "prime", "prime", ("prime",)),
         Agent(

@@ -98,7 +98,7 @@ class RunService:
                 f"{name} needs an API key for {' or '.join(providers)}: "
                 f"run `paddock auth set {providers[0]}`"
             )
-        env.update(AGENTS[name].env)
+        env = AGENTS[name].adapt(env)
         run = Run(
             id=secrets.token_hex(6),
             box_id=box.id,

@@ -68,3 +68,13 @@ def test_command_lines() -> None:
     assert headless("pi", "x", "m", True) == ["pi", "-p", "--mode", "json", "--model", "m", "x"]
     with pytest.raises(InvalidRequest):
         headless("claude", "x", "bad model name!", False)
+
+
+def test_one_anthropic_base_url_serves_every_agent() -> None:
+    from paddockd.domain.agents import AGENTS
+
+    env = {"ANTHROPIC_BASE_URL": "http://10.0.0.5:8080/v1/"}
+    assert AGENTS["claude"].adapt(env)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080"
+    assert AGENTS["opencode"].adapt(env)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080/v1"
+    plain = {"ANTHROPIC_BASE_URL": "http://10.0.0.5:8080"}
+    assert AGENTS["opencode"].adapt(plain)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080/v1"

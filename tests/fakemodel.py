@@ -291,6 +291,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _record(self, body: Any) -> None:
         entry = {
+            "t": time.time(),
             "method": self.command,
             "path": self.path,
             "key": self.headers.get("x-api-key") or self.headers.get("authorization", ""),

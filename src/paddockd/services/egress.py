@@ -11,11 +11,14 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
 import anyio.to_thread
+
+# The log's entries are the API's own (a plain dataclass shared with the client).
+from paddock._models import EgressEvent
 
 from ..netpolicy.base import Flow
 from .boxes import BoxService
@@ -24,19 +27,8 @@ MAX_LOG_BYTES = 2 * 1024 * 1024
 NEVER_ALLOWABLE = ("169.254.",)  # metadata: refused whatever the policy
 
 
-@dataclass(frozen=True)
-class EgressEvent:
-    time: str
-    kind: str  # dns | connect
-    verdict: str  # allowed | refused
-    name: str = ""
-    address: str = ""
-    port: int = 0
-    proto: str = ""
-    count: int = 1
-
-    def to_wire(self) -> dict[str, object]:
-        return asdict(self)
+def line(event: EgressEvent) -> str:
+    return json.dumps(asdict(event))
 
 
 class EgressLog:
@@ -103,7 +95,7 @@ class EgressLog:
                 lines = path.read_text().splitlines(keepends=True)
                 path.write_text("".join(lines[len(lines) // 2 :]))
             with path.open("a") as f:
-                f.writelines(json.dumps(e.to_wire()) + "\n" for e in events)
+                f.writelines(line(e) + "\n" for e in events)
 
     # -- reading ------------------------------------------------------------------------
     async def read(self, box_id: str, limit: int = 0) -> list[EgressEvent]:

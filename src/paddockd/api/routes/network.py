@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from paddock._models import EgressEvent, EgressLog, NetworkSpec, NetworkSuggestion
+from paddock._models import EgressLog, NetworkSpec, NetworkSuggestion
 
 from ...domain.network import policy
+from ...services.egress import line
 from ..deps import Svc
 
 router = APIRouter(prefix="/boxes", tags=["network"])
@@ -43,14 +43,14 @@ async def egress_log(
 ) -> EgressLog | StreamingResponse:
     if not follow:
         events = await svc.egress.events(ref, max(limit, 0))
-        return EgressLog(events=[EgressEvent(**e.to_wire()) for e in events])  # type: ignore[arg-type]
+        return EgressLog(events=events)
     events, live = await svc.egress.follow(ref, max(limit, 0))
 
     async def stream() -> AsyncIterator[bytes]:
         for event in events:
-            yield json.dumps(event.to_wire()).encode() + b"\n"
+            yield line(event).encode() + b"\n"
         async for event in live:
-            yield json.dumps(event.to_wire()).encode() + b"\n"
+            yield line(event).encode() + b"\n"
 
     return StreamingResponse(stream(), media_type="application/x-ndjson")
 

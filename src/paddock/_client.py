@@ -177,8 +177,10 @@ class _Base:
         drives: Sequence[str] | None = None,
         network: str | None = None,
         allow: Sequence[str] | None = None,
+        agent: str | None = None,
     ) -> _Request:
         body = {
+            "agent": agent,
             "name": name,
             "type": box_type,
             "ttl": ttl,
@@ -300,13 +302,15 @@ class Client(_Base):
         drives: Sequence[str] | None = None,
         network: str | None = None,
         allow: Sequence[str] | None = None,
+        agent: str | None = None,
     ) -> Box:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
         created if they do not exist. `network`: allow-all, deny-all or allowlist (with
-        `allow`, IPv4 addresses/CIDRs)."""
+        `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
+        agent for `prompt`."""
         from ._models import Box, from_wire
 
-        req = self._r_create(name, box_type, ttl, ttl_action, drives, network, allow)
+        req = self._r_create(name, box_type, ttl, ttl_action, drives, network, allow, agent)
         return from_wire(Box, self._call(req))
 
     def get_network(self, ref: str) -> NetworkSpec:

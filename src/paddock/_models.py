@@ -48,6 +48,7 @@ class BoxCreate:
     drives: list[str] = field(default_factory=list)  # "name" or "name:ro" -> /mnt/name
     network: str | None = None  # allow-all | deny-all | allowlist; server default if absent
     allow: list[str] = field(default_factory=list)  # IPv4 addresses/CIDRs; implies allowlist
+    agent: str | None = None  # default agent of `paddock prompt` here; the server's if absent
 
 
 @dataclass
@@ -190,6 +191,7 @@ class Box:
     snapshots: int = 0
     drives: list[str] = field(default_factory=list)
     network: NetworkSpec | None = None
+    agent: str | None = None  # default agent of `paddock prompt` here (None: the server's)
     message: str | None = None  # why the box is in `error`, or what the server repaired
 
 

@@ -76,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="PROVIDER",
         help="give the box's commands this provider's API key (see `paddock auth`; repeatable)",
     )
+    p.add_argument(
+        "--agent", help="the box's default agent for `paddock prompt` (default: the server's)"
+    )
     add_json(p)
     p.set_defaults(run=cmd_new)
 
@@ -175,6 +178,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             drives=args.drive,
             network="allowlist" if args.allow else args.network,
             allow=args.allow,
+            agent=args.agent,
         )
         for provider in args.auth:
             c.attach_credential(box.name, provider)

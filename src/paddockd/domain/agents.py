@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import InvalidRequest
+
 
 @dataclass(frozen=True)
 class Agent:
@@ -59,6 +61,12 @@ AGENTS = {
         ),
     )
 }
+
+
+def check_agent(name: str | None) -> str | None:
+    if name is not None and name not in AGENTS:
+        raise InvalidRequest(f"unknown agent {name!r}: use one of {', '.join(AGENTS)}")
+    return name
 
 
 def versions_from_label(label: str | None) -> dict[str, str]:

@@ -77,6 +77,7 @@ class Box:
     current_snapshot: str | None = None
     drives: tuple[str, ...] = ()  # "name" or "name:ro", mounted at /mnt/<name>
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    agent: str | None = None  # default agent of `paddock prompt` in this box
 
     @property
     def source_image(self) -> str:

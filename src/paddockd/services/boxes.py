@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..config import Config
+from ..domain.agents import check_agent
 from ..domain.box import (
     Box,
     BoxState,
@@ -121,6 +122,7 @@ class BoxService:
         drives: list[str] | tuple[str, ...] = (),
         image: str | None = None,
         network: NetworkPolicy | None = None,
+        agent: str | None = None,
     ) -> Box:
         """Admit a box (validation, capacity, name) and bring it up; `image` is for forks."""
         type_name = type_name or self._cfg.default_type
@@ -160,6 +162,7 @@ class BoxService:
                 started_at=now,
                 drives=mounts,
                 network=network or self.default_network,
+                agent=check_agent(agent),
             )
             box = replace(box, expires_at=box.deadline_from(now))
             await self._repo.add(box)

@@ -89,7 +89,7 @@ class RunService:
         as_json: bool = False,
     ) -> Run:
         box = await self._boxes.running(ref)
-        name = agent or self.default_agent
+        name = agent or box.agent or self.default_agent
         cmd = headless(name, instruction, model, as_json)
         providers = list(AGENTS[name].providers)
         env = await self._credentials.env_for(providers)

@@ -98,4 +98,5 @@ class SnapshotService:
             source.drives,
             image=image,
             network=source.network,
+            agent=source.agent,
         )

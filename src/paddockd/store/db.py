@@ -35,6 +35,7 @@ boxes = sa.Table(
     sa.Column("current_snapshot", sa.String(255)),
     sa.Column("drives", sa.Text, nullable=False, server_default="[]"),
     sa.Column("network", sa.Text),
+    sa.Column("agent", sa.String(32)),
 )
 
 snapshots = sa.Table(
@@ -124,6 +125,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX ix_box_credentials_box_id ON box_credentials (box_id)",
         ],
     ),
+    (5, ["ALTER TABLE boxes ADD COLUMN agent VARCHAR(32)"]),
 ]
 
 

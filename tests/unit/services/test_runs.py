@@ -78,3 +78,15 @@ def test_one_anthropic_base_url_serves_every_agent() -> None:
     assert AGENTS["opencode"].adapt(env)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080/v1"
     plain = {"ANTHROPIC_BASE_URL": "http://10.0.0.5:8080"}
     assert AGENTS["opencode"].adapt(plain)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080/v1"
+
+
+async def test_the_boxs_default_agent_comes_before_the_servers(world: World) -> None:
+    await world.services.credentials.set("openai", "sk-openai-fake-0123456789")
+    box = await world.boxes.create("r", None, None, None, agent="codex")
+    assert box.agent == "codex"
+    run = await world.services.runs.start("r", None, "hi", None, None)
+    assert run.agent == "codex" and world.runtime.execs[-1].cmd[7:9] == ["codex", "exec"]
+    fork = await world.services.snapshots.fork("r", "r2", None)
+    assert fork.agent == "codex"
+    with pytest.raises(InvalidRequest, match="unknown agent"):
+        await world.boxes.create("bad", None, None, None, agent="nope")

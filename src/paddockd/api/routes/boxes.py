@@ -30,6 +30,7 @@ async def present(svc: Services, box: Box) -> BoxModel:
         snapshots=await svc.boxes.snapshot_count(box),
         drives=list(box.drives),
         network=NetworkSpec(mode=box.network.mode, allow=list(box.network.allow)),
+        agent=box.agent,
         profile=await svc.system.profile(),
         message=box.message,
     )
@@ -45,6 +46,7 @@ async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
         body.ttl_action,
         body.drives,
         network=policy(mode, body.allow) if mode else None,
+        agent=body.agent,
     )
     return await present(svc, box)
 

@@ -166,7 +166,9 @@ class RunService:
                 event = json.loads(line)
                 ended, last = ended or "status" in event, int(event.get("seq", last))
                 yield event
-            while live and not ended and run_id in self._tasks:
+            while live and not ended:
+                if run_id not in self._tasks and queue.empty():
+                    break  # it ended before we looked, and its last events are in the file
                 item = await queue.get()
                 if item is None:
                     break

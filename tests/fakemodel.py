@@ -68,10 +68,13 @@ def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any]
             )
             if name:
                 path, word = wanted[1], wanted[2]
-                # Each agent's own parameter name for the file (Claude Code: Write,
-                # OpenCode: write; others: path).
-                key = {"Write": "file_path", "write": "filePath"}.get(name, "path")
-                args = {key: path, "content": word + "\n"}
+                # Each agent's own parameter name for the file: Claude Code's Write takes
+                # file_path (and refuses others); a `write` is OpenCode's (filePath) or
+                # Pi's (path), and both ignore the other's name.
+                if name == "Write":
+                    args = {"file_path": path, "content": word + "\n"}
+                else:
+                    args = {"filePath": path, "path": path, "content": word + "\n"}
                 return "tool", {"name": name, "input": args}, ""
         return "text", None, f"DONE {wanted[2]}"
     return "text", None, ANSWER

@@ -103,27 +103,23 @@ def test_claude_carries_out_a_tool_call(server: Server, agent_box: str) -> None:
     )
 
 
-def test_opencode_answers_and_carries_out_a_tool_call(
-    server: Server, agent_box: str, model: FakeModel
+@pytest.mark.parametrize("agent", ["opencode", "pi"])
+def test_other_agents_answer_and_carry_out_a_tool_call(
+    server: Server, agent_box: str, model: FakeModel, agent: str
 ) -> None:
-    """The same `auth set` base URL serves OpenCode (AI SDK: /v1 in the URL) and Claude
-    Code (which appends /v1 itself)."""
+    """The same `auth set` base URL serves OpenCode (AI SDK: /v1 in the URL), Pi (its
+    models.json, written by Paddock) and Claude Code (which appends /v1 itself)."""
     before = len(model.requests())
-    done = server.cli("prompt", agent_box, "--agent", "opencode", "Say something.")
-    assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, done.stderr
+    done = server.cli("prompt", agent_box, "--agent", agent, "Say something.")
+    assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (done.stdout, done.stderr)
     sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/messages")]
     assert sent and all(r["key"] == KEY for r in sent)
+    target = f"/config/{agent}.txt"
     done = server.cli(
-        "prompt",
-        agent_box,
-        "--agent",
-        "opencode",
-        "--workdir",
-        "/config",
-        "WRITE /config/oc.txt kiwi",
+        "prompt", agent_box, "--agent", agent, "--workdir", "/config", f"WRITE {target} kiwi"
     )
-    assert done.returncode == 0 and "DONE kiwi" in done.stdout, done.stderr
-    assert server.cli("exec", agent_box, "--", "cat", "/config/oc.txt").stdout.strip() == "kiwi"
+    assert done.returncode == 0 and "DONE kiwi" in done.stdout, (done.stdout, done.stderr)
+    assert server.cli("exec", agent_box, "--", "cat", target).stdout.strip() == "kiwi"
 
 
 def test_detach_follow_and_list(server: Server, agent_box: str) -> None:

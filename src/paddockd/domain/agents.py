@@ -20,6 +20,9 @@ class Agent:
     # Anthropic-compatible base URLs: Claude Code appends /v1 itself, agents on the AI SDK
     # (OpenCode) expect it in the URL. One URL set with `paddock auth` serves both.
     anthropic_v1: bool = False
+    # Shell run (as the box user, with the run's environment) just before the agent: for
+    # agents that take a custom endpoint only from their own config file.
+    prepare: str = ""
 
     def adapt(self, env: dict[str, str]) -> dict[str, str]:
         """The provider environment as this agent reads it, plus its own settings."""
@@ -49,7 +52,21 @@ AGENTS = {
             ("anthropic", "openai", "openrouter"),
             anthropic_v1=True,
         ),
-        Agent("pi", "pi", "@mariozechner/pi-coding-agent", ("anthropic", "openai", "openrouter")),
+        Agent(
+            "pi",
+            "pi",
+            "@mariozechner/pi-coding-agent",
+            ("anthropic", "openai", "openrouter"),
+            # Pi reads base URLs only from ~/.pi/agent/models.json: write one when there is
+            # none (a user's own file is left alone).
+            prepare=(
+                'f="$HOME/.pi/agent/models.json"; '
+                'if [ -n "${ANTHROPIC_BASE_URL:-}" ] && [ ! -e "$f" ]; then '
+                'mkdir -p "${f%/*}" && '
+                'printf \'{"providers": {"anthropic": {"baseUrl": "%s"}}}\\n\' '
+                '"$ANTHROPIC_BASE_URL" > "$f"; fi'
+            ),
+        ),
         Agent("prime", "prime", "prime", ("prime",)),
         Agent(
             "kimi",

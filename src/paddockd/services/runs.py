@@ -25,8 +25,8 @@ from .boxes import BoxService, box_path
 from .credentials import CredentialService
 
 # The agent runs in its own session, its process group id kept in the box, so `stop`
-# ends the agent and everything it started.
-_LAUNCH = 'echo $$ > "/tmp/paddock-run-$1.pid"; shift; exec "$@"'
+# ends the agent and everything it started; $2 is the agent's preparation, if any.
+_LAUNCH = 'echo $$ > "/tmp/paddock-run-$1.pid"; eval "$2"; shift 2; exec "$@"'
 
 
 class RunService:
@@ -113,7 +113,7 @@ class RunService:
         self._dir.mkdir(parents=True, exist_ok=True)
         await self._save(run)
         # -w: setsid forks when the caller leads its group (an exec does); wait for it.
-        launch = ["setsid", "-w", "sh", "-c", _LAUNCH, "sh", run.id, *cmd]
+        launch = ["setsid", "-w", "sh", "-c", _LAUNCH, "sh", run.id, AGENTS[name].prepare, *cmd]
         proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
         self._tasks[run.id] = asyncio.create_task(self._pump(run, proc))
         return run

@@ -85,7 +85,7 @@ async def test_the_boxs_default_agent_comes_before_the_servers(world: World) -> 
     box = await world.boxes.create("r", None, None, None, agent="codex")
     assert box.agent == "codex"
     run = await world.services.runs.start("r", None, "hi", None, None)
-    assert run.agent == "codex" and world.runtime.execs[-1].cmd[7:9] == ["codex", "exec"]
+    assert run.agent == "codex" and world.runtime.execs[-1].cmd[8:10] == ["codex", "exec"]
     fork = await world.services.snapshots.fork("r", "r2", None)
     assert fork.agent == "codex"
     with pytest.raises(InvalidRequest, match="unknown agent"):

@@ -122,6 +122,34 @@ def test_other_agents_answer_and_carry_out_a_tool_call(
     assert server.cli("exec", agent_box, "--", "cat", target).stdout.strip() == "kiwi"
 
 
+def test_codex_answers_through_its_own_provider_setting(
+    server: Server, agent_box: str, model: FakeModel
+) -> None:
+    """Codex takes a custom endpoint only as a provider option; Paddock passes it."""
+    key = "sk-openai-fake-0123456789"
+    server.cli(
+        "auth",
+        "set",
+        "openai",
+        "--from-stdin",
+        "--base-url",
+        f"{BASE_URL}/v1",
+        stdin=key.encode(),
+        check=True,
+    )
+    try:
+        before = len(model.requests())
+        done = server.cli("prompt", agent_box, "--agent", "codex", "Say something.")
+        assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (
+            done.stdout,
+            done.stderr[-2000:],
+        )
+        sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/responses")]
+        assert sent and all(r["key"] == f"Bearer {key}" for r in sent)
+    finally:
+        server.cli("auth", "rm", "openai")
+
+
 def test_detach_follow_and_list(server: Server, agent_box: str) -> None:
     run_id = server.cli(
         "prompt", agent_box, "--agent", "claude", "--detach", "Say something.", check=True

@@ -36,9 +36,16 @@ class Run:
         return cls(**json.loads(text))
 
 
-def headless(agent: str, instruction: str, model: str | None, as_json: bool) -> list[str]:
+def headless(
+    agent: str,
+    instruction: str,
+    model: str | None,
+    as_json: bool,
+    env: dict[str, str] | None = None,
+) -> list[str]:
     """The agent's own non-interactive mode: it works without asking, since the box is the
-    sandbox."""
+    sandbox. `env` is the provider environment the run gets (for agents that take a custom
+    endpoint only as an option)."""
     if not instruction.strip():
         raise InvalidRequest("no instruction given")
     if model is not None and not _MODEL_RE.match(model):
@@ -48,8 +55,21 @@ def headless(agent: str, instruction: str, model: str | None, as_json: bool) -> 
         fmt = ["--output-format", "stream-json", "--verbose"] if as_json else []
         return ["claude", "-p", *fmt, *m, "--dangerously-skip-permissions", "--", instruction]
     if agent == "codex":
+        # Codex ignores OPENAI_BASE_URL: a custom endpoint is a provider of its own.
+        base = (env or {}).get("OPENAI_BASE_URL")
+        provider = (
+            [
+                "-c",
+                "model_provider=paddock",
+                "-c",
+                f'model_providers.paddock={{ name = "Paddock", base_url = {json.dumps(base)}, '
+                'env_key = "OPENAI_API_KEY", wire_api = "responses" }',
+            ]
+            if base
+            else []
+        )
         return [
-            "codex", "exec", "--skip-git-repo-check",
+            "codex", "exec", "--skip-git-repo-check", *provider,
             "--dangerously-bypass-approvals-and-sandbox", *(["--json"] if as_json else []),
             *(["-m", model] if model else []), "--", instruction,
         ]  # fmt: skip

@@ -90,7 +90,7 @@ class RunService:
     ) -> Run:
         box = await self._boxes.running(ref)
         name = agent or box.agent or self.default_agent
-        cmd = headless(name, instruction, model, as_json)
+        headless(name, instruction, model, as_json)  # bad input is refused before keys are read
         providers = list(AGENTS[name].providers)
         env = await self._credentials.env_for(providers)
         if not env:
@@ -99,6 +99,7 @@ class RunService:
                 f"run `paddock auth set {providers[0]}`"
             )
         env = AGENTS[name].adapt(env)
+        cmd = headless(name, instruction, model, as_json, env)
         run = Run(
             id=secrets.token_hex(6),
             box_id=box.id,

@@ -122,10 +122,9 @@ def test_other_agents_answer_and_carry_out_a_tool_call(
     assert server.cli("exec", agent_box, "--", "cat", target).stdout.strip() == "kiwi"
 
 
-def test_codex_answers_through_its_own_provider_setting(
-    server: Server, agent_box: str, model: FakeModel
-) -> None:
-    """Codex takes a custom endpoint only as a provider option; Paddock passes it."""
+@pytest.fixture
+def openai_key(server: Server) -> Iterator[str]:
+    """An OpenAI key pointed at the fake API, for the Codex tests."""
     key = "sk-openai-fake-0123456789"
     server.cli(
         "auth",
@@ -137,17 +136,22 @@ def test_codex_answers_through_its_own_provider_setting(
         stdin=key.encode(),
         check=True,
     )
-    try:
-        before = len(model.requests())
-        done = server.cli("prompt", agent_box, "--agent", "codex", "Say something.")
-        assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (
-            done.stdout,
-            done.stderr[-2000:],
-        )
-        sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/responses")]
-        assert sent and all(r["key"] == f"Bearer {key}" for r in sent)
-    finally:
-        server.cli("auth", "rm", "openai")
+    yield key
+    server.cli("auth", "rm", "openai")
+
+
+def test_codex_answers_through_its_own_provider_setting(
+    server: Server, agent_box: str, model: FakeModel, openai_key: str
+) -> None:
+    """Codex takes a custom endpoint only as a provider option; Paddock passes it."""
+    before = len(model.requests())
+    done = server.cli("prompt", agent_box, "--agent", "codex", "Say something.")
+    assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (
+        done.stdout,
+        done.stderr[-2000:],
+    )
+    sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/responses")]
+    assert sent and all(r["key"] == f"Bearer {openai_key}" for r in sent)
 
 
 def test_detach_follow_and_list(server: Server, agent_box: str) -> None:
@@ -162,33 +166,20 @@ def test_detach_follow_and_list(server: Server, agent_box: str) -> None:
     assert "FAKE-ANSWER" in server.cli("runs", "show", run_id, check=True).stdout
 
 
-def test_stop_ends_a_run(server: Server, agent_box: str) -> None:
+def test_stop_ends_a_run(server: Server, agent_box: str, openai_key: str) -> None:
     """Codex waits on a model that does not answer; `runs stop` ends it."""
-    server.cli(
-        "auth",
-        "set",
-        "openai",
-        "--from-stdin",
-        "--base-url",
-        f"{BASE_URL}/v1",
-        stdin=b"sk-openai-fake-0123456789",
-        check=True,
-    )
-    try:
-        run_id = server.cli(
-            "prompt", agent_box, "--agent", "codex", "--detach", "SLOW please", check=True
-        ).stdout.strip()
-        time.sleep(5)
-        shown = json.loads(server.cli("runs", "show", run_id, "--json", check=True).stdout)
-        log = server.cli("runs", "show", run_id)
-        assert shown["status"] == "running", (log.stdout[-800:], log.stderr[-1500:])
-        assert server.cli("exec", agent_box, "--", "pgrep", "-f", "codex exec").returncode == 0
-        server.cli("runs", "stop", run_id, check=True)
-        shown = json.loads(server.cli("runs", "show", run_id, "--json", check=True).stdout)
-        assert shown["status"] == "stopped"
-        assert server.cli("exec", agent_box, "--", "pgrep", "-f", "codex exec").returncode == 1
-    finally:
-        server.cli("auth", "rm", "openai")
+    run_id = server.cli(
+        "prompt", agent_box, "--agent", "codex", "--detach", "SLOW please", check=True
+    ).stdout.strip()
+    time.sleep(5)
+    shown = json.loads(server.cli("runs", "show", run_id, "--json", check=True).stdout)
+    log = server.cli("runs", "show", run_id)
+    assert shown["status"] == "running", (log.stdout[-800:], log.stderr[-1500:])
+    assert server.cli("exec", agent_box, "--", "pgrep", "-f", "codex exec").returncode == 0
+    server.cli("runs", "stop", run_id, check=True)
+    shown = json.loads(server.cli("runs", "show", run_id, "--json", check=True).stdout)
+    assert shown["status"] == "stopped"
+    assert server.cli("exec", agent_box, "--", "pgrep", "-f", "codex exec").returncode == 1
 
 
 def test_prompt_refuses_clearly(server: Server, agent_box: str) -> None:

@@ -75,7 +75,7 @@ class EgressLog:
 
     def _add(self, box_id: str, event: EgressEvent) -> None:
         self._unwritten[box_id].append(event)
-        for queue in self._followers[box_id]:
+        for queue in self._followers.get(box_id, ()):
             queue.put_nowait(event)
 
     async def flush(self) -> None:

@@ -151,7 +151,7 @@ class RunService:
             self._tasks.pop(run.id, None)
 
     def _publish(self, run_id: str, event: dict[str, object] | None) -> None:
-        for queue in self._followers[run_id]:
+        for queue in self._followers.get(run_id, ()):
             queue.put_nowait(event)
 
     async def follow(self, run_id: str, live: bool = True) -> AsyncIterator[dict[str, object]]:

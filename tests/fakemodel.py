@@ -34,18 +34,21 @@ def _texts(value: Any) -> str:
     return ""
 
 
-def _tool_names(body: dict[str, Any]) -> list[str]:
-    names = []
+def _tools(body: dict[str, Any]) -> dict[str, set[str]]:
+    """Each offered tool's name and its parameters' names, whatever the API's shape."""
+    tools = {}
     for tool in body.get("tools") or []:
-        names.append(tool.get("name") or (tool.get("function") or {}).get("name") or "")
-    return names
+        fn = tool.get("function") or tool
+        schema = fn.get("input_schema") or fn.get("parameters") or {}
+        tools[fn.get("name") or ""] = set(schema.get("properties") or {})
+    return tools
 
 
 def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any] | None, str]:
     """("text", None, answer) or ("tool", {"name", "input"}, "") for this request. An
     instruction with SLOW in it is answered slowly (see Handler.slow)."""
     history = _texts(messages)
-    tools = _tool_names(body)
+    tools = _tools(body)
     wanted = _WRITE.search(history)
     if wanted and tools and f"DONE {wanted[2]}" not in history:
         answered = any(
@@ -68,13 +71,12 @@ def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any]
             )
             if name:
                 path, word = wanted[1], wanted[2]
-                # Each agent's own parameter name for the file: Claude Code's Write takes
-                # file_path (and refuses others); a `write` is OpenCode's (filePath) or
-                # Pi's (path), and both ignore the other's name.
-                if name == "Write":
-                    args = {"file_path": path, "content": word + "\n"}
-                else:
-                    args = {"filePath": path, "path": path, "content": word + "\n"}
+                # Each agent names the file parameter its own way (file_path, filePath,
+                # path) and refuses the others: take the one its schema offers.
+                key = next(
+                    (k for k in ("file_path", "filePath", "path") if k in tools[name]), "path"
+                )
+                args = {key: path, "content": word + "\n"}
                 return "tool", {"name": name, "input": args}, ""
         return "text", None, f"DONE {wanted[2]}"
     return "text", None, ANSWER

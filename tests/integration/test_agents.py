@@ -60,7 +60,7 @@ def agent_box(server: Server, model: FakeModel) -> Iterator[str]:
     server.cli("auth", "rm", "anthropic")
 
 
-@pytest.mark.parametrize("command", ["claude", "codex", "opencode", "pi", "prime"])
+@pytest.mark.parametrize("command", ["claude", "codex", "opencode", "pi", "prime", "kimi"])
 def test_each_agent_runs_for_the_box_user(server: Server, agent_box: str, command: str) -> None:
     done = server.cli("exec", agent_box, "--", command, "--version")
     # (pi prints its version on stderr)
@@ -152,6 +152,59 @@ def test_codex_answers_through_its_own_provider_setting(
     )
     sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/responses")]
     assert sent and all(r["key"] == f"Bearer {openai_key}" for r in sent)
+
+
+def test_kimi_answers_and_carries_out_a_tool_call(
+    server: Server, agent_box: str, model: FakeModel
+) -> None:
+    """Kimi Code against the Moonshot (OpenAI-compatible) API: the key set by `auth set
+    moonshot`, the model named with --model, a scripted write; then, with the key attached
+    to the box, `kimi` run straight from a shell."""
+    key = "sk-moonshot-fake-0123456789"
+    server.cli(
+        "auth", "set", "moonshot", "--from-stdin", "--base-url", f"{BASE_URL}/v1",
+        stdin=key.encode(), check=True,
+    )  # fmt: skip
+    try:
+        before = len(model.requests())
+        done = server.cli(
+            "prompt", agent_box, "--agent", "kimi", "--model", "kimi-fake", "Say something."
+        )
+        assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (done.stdout, done.stderr)
+        sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/completions")]
+        assert sent and all(r["key"] == f"Bearer {key}" for r in sent)
+        assert all(r["body"]["model"] == "kimi-fake" for r in sent)  # type: ignore[index]
+        done = server.cli(
+            "prompt", agent_box, "--agent", "kimi", "--workdir", "/config",
+            "WRITE /config/kimi.txt mango",
+        )  # fmt: skip
+        assert done.returncode == 0 and "DONE mango" in done.stdout, (done.stdout, done.stderr)
+        assert server.cli("exec", agent_box, "--", "cat", "/config/kimi.txt").stdout.strip() == (
+            "mango"
+        )
+        server.cli("auth", "attach", agent_box, "moonshot", check=True)
+        done = server.cli("exec", agent_box, "--", "kimi", "--prompt=Say something.")
+        assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (done.stdout, done.stderr)
+    finally:
+        server.cli("auth", "rm", "moonshot")
+
+
+def test_mcp_prompt_runs_an_agent(server: Server, agent_box: str) -> None:
+    import anyio
+
+    from .test_mcp import mcp_session, text_of
+
+    async def ask() -> dict[str, object]:
+        with anyio.fail_after(180):
+            async with mcp_session(server) as session:
+                result = await session.call_tool(
+                    "prompt", {"box": agent_box, "instruction": "Say something.", "agent": "claude"}
+                )
+                assert not result.is_error, text_of(result)
+                return dict(json.loads(text_of(result)))
+
+    out = anyio.run(ask)
+    assert out["exit_code"] == 0 and "FAKE-ANSWER" in str(out["stdout"])
 
 
 def test_detach_follow_and_list(server: Server, agent_box: str) -> None:

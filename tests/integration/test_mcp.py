@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -25,16 +27,23 @@ def text_of(result: object) -> str:
     return "".join(getattr(c, "text", "") for c in getattr(result, "content", []))
 
 
-async def test_mcp_tools_drive_boxes(server: Server) -> None:
+@asynccontextmanager
+async def mcp_session(server: Server) -> AsyncIterator[ClientSession]:
+    """`paddock mcp` as an MCP client starts it: a child process speaking stdio."""
     params = StdioServerParameters(
         command=PADDOCK,
         args=["mcp"],
         env={"PADDOCK_URL": server.url, "PADDOCK_TOKEN": server.token},
     )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def test_mcp_tools_drive_boxes(server: Server) -> None:
     name = f"mcp-{uuid.uuid4().hex[:6]}"
     with anyio.fail_after(240):
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+        async with mcp_session(server) as session:
             tools = {t.name for t in (await session.list_tools()).tools}
             assert {
                 "new",
@@ -49,6 +58,7 @@ async def test_mcp_tools_drive_boxes(server: Server) -> None:
                 "desktop_click",
                 "desktop_type",
                 "desktop_key",
+                "prompt",
             } <= tools
             created = await session.call_tool("new", {"name": name, "box_type": "medium"})
             assert not created.is_error and name in text_of(created)

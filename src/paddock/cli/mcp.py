@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "mcp",
         help="run an MCP server (stdio) exposing Paddock to MCP-capable agents",
         description="Serve Paddock's operations as MCP tools over stdio: new, ls, exec, push, "
-        "pull, stop, resume, fork, rm, screenshot, desktop_click, desktop_type, desktop_key. "
+        "pull, stop, resume, fork, rm, screenshot, desktop_click, desktop_type, desktop_key, "
+        "prompt. "
         "Uses the server and token of `paddock login` (or PADDOCK_URL/PADDOCK_TOKEN). "
         "Needs the `mcp` package: pip install 'paddock[mcp]'.",
         epilog="example (Claude Code):\n  claude mcp add paddock -- paddock mcp",
@@ -57,6 +58,9 @@ def build_server(url: str | None = None) -> Any:
         except PaddockError as exc:  # the agent sees Paddock's own message
             raise ToolError(exc.message) from None
 
+    def outcome(result: Any) -> dict[str, Any]:
+        return {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}
+
     @server.tool()
     async def new(
         name: str | None = None, box_type: str | None = None, ttl: int | None = None
@@ -72,8 +76,7 @@ def build_server(url: str | None = None) -> Any:
     @server.tool()
     async def exec(box: str, command: str, workdir: str | None = None) -> dict[str, Any]:  # noqa: A001
         """Run a shell command (bash -lc) in the box to completion: exit code and output."""
-        result = await call(client.exec, box, command, workdir=workdir)
-        return {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}
+        return outcome(await call(client.exec, box, command, workdir=workdir))
 
     @server.tool()
     async def push(box: str, sources: list[str], dest: str) -> dict[str, Any]:
@@ -128,5 +131,19 @@ def build_server(url: str | None = None) -> Any:
         """Press a key or combination (xdotool names: Return, ctrl+s, alt+F4)."""
         await call(client.desktop_key, box, keys)
         return "pressed"
+
+    @server.tool()
+    async def prompt(
+        box: str,
+        instruction: str,
+        agent: str | None = None,
+        workdir: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """Run a coding agent (claude, codex, opencode, pi, kimi) headless in the box to
+        completion with the instruction: its exit code and output."""
+        return outcome(
+            await call(client.prompt, box, instruction, agent=agent, workdir=workdir, model=model)
+        )
 
     return server

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "prompt",
         help="run a coding agent headless in a box",
-        description="Run a coding agent (claude, codex, opencode, pi) in the box without a "
+        description="Run a coding agent (claude, codex, opencode, pi, kimi) in the box without a "
         "terminal, with only its provider's key (`paddock auth set`), and stream its "
         "output; exit with the agent's exit code. The run goes on if you disconnect: "
         "`paddock runs follow RUN` re-attaches. The instruction is an argument or stdin.",
@@ -33,7 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("box", metavar="BOX")
     p.add_argument("instruction", nargs="?", metavar="INSTRUCTION", help="default: stdin")
-    p.add_argument("--agent", help="claude, codex, opencode or pi (default: the server's)")
+    p.add_argument(
+        "--agent",
+        help="claude, codex, opencode, pi or kimi (default: the box's, else the server's)",
+    )
     p.add_argument("-w", "--workdir", metavar="DIR", help="where the agent works (default /config)")
     p.add_argument("--model", help="the model, in the agent's own naming")
     p.add_argument("-d", "--detach", action="store_true", help="print the run id and return")

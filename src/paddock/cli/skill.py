@@ -14,6 +14,7 @@ LOCATIONS = {
     "codex": "~/.codex/skills/paddock",
     "opencode": "~/.config/opencode/skill/paddock",
     "pi": "~/.pi/agent/skills/paddock",
+    "kimi": "~/.kimi-code/skills/paddock",
 }
 
 

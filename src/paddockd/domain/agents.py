@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from .errors import InvalidRequest
 
+# Moonshot's current flagship in Kimi Code's own model catalog.
+KIMI_DEFAULT_MODEL = "kimi-k3"
+
 
 @dataclass(frozen=True)
 class Agent:
@@ -23,10 +26,13 @@ class Agent:
     # Shell run (as the box user, with the run's environment) just before the agent: for
     # agents that take a custom endpoint only from their own config file.
     prepare: str = ""
+    # (its variable, the provider's): for agents that read a key under a name of their own.
+    aliases: tuple[tuple[str, str], ...] = ()
 
     def adapt(self, env: dict[str, str]) -> dict[str, str]:
         """The provider environment as this agent reads it, plus its own settings."""
         env = {**env, **dict(self.env)}
+        env.update({mine: env[theirs] for mine, theirs in self.aliases if theirs in env})
         base = env.get("ANTHROPIC_BASE_URL")
         if base:
             root = base.rstrip("/").removesuffix("/v1")
@@ -71,13 +77,33 @@ AGENTS = {
         Agent(
             "kimi",
             "kimi",
-            "kimi-cli",
+            "@moonshot-ai/kimi-code",
             ("moonshot",),
-            "not in the image: kimi-cli needs Python >= 3.12 and boxes have Debian 12's 3.11 "
-            "(docs/agents.md says how to add it)",
+            # Kimi Code takes a whole model from KIMI_MODEL_* (it needs the name too);
+            # `--model` replaces the default name.
+            env=(
+                ("KIMI_MODEL_PROVIDER_TYPE", "kimi"),
+                ("KIMI_MODEL_NAME", KIMI_DEFAULT_MODEL),
+                ("KIMI_CODE_NO_AUTO_UPDATE", "1"),
+                ("KIMI_DISABLE_TELEMETRY", "1"),
+            ),
+            aliases=(
+                ("KIMI_MODEL_API_KEY", "MOONSHOT_API_KEY"),
+                ("KIMI_MODEL_BASE_URL", "MOONSHOT_BASE_URL"),
+            ),
         ),
     )
 }
+
+
+def shell_env(env: dict[str, str]) -> dict[str, str]:
+    """Attached keys as a box's own commands see them: also under the names of agents that
+    read a provider's key only under a name of their own, so `kimi` in a shell works too."""
+    out = dict(env)
+    for agent in AGENTS.values():
+        if agent.aliases and any(theirs in env for _, theirs in agent.aliases):
+            out.update({k: v for k, v in agent.adapt(env).items() if k not in env})
+    return out
 
 
 def check_agent(name: str | None) -> str | None:

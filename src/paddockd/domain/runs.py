@@ -77,6 +77,14 @@ def headless(
         return ["opencode", "run", *(["--format", "json"] if as_json else []), *m, instruction]
     if agent == "pi":
         return ["pi", "-p", *(["--mode", "json"] if as_json else []), *m, instruction]
+    if agent == "kimi":
+        # Its -m takes an alias from its config file; a model by name is an env variable.
+        # In prompt mode Kimi Code approves its own tool calls.
+        return [
+            *(["env", f"KIMI_MODEL_NAME={model}"] if model else []),
+            "kimi", *(["--output-format", "stream-json"] if as_json else []),
+            f"--prompt={instruction}",
+        ]  # fmt: skip
     if agent in AGENTS:
         raise InvalidRequest(
             f"{agent} has no headless mode Paddock can drive; run it in `paddock shell`"

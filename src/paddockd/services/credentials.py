@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..domain.agents import shell_env
 from ..domain.credentials import PROVIDERS, check_base_url, check_key, provider
 from ..domain.errors import NotFound
 from ..store.credentials import CredentialRepository
@@ -66,7 +67,7 @@ class CredentialService:
 
     async def env_for_box(self, box_id: str) -> dict[str, str]:
         names = await self._repo.attached(box_id)
-        return await self.env_for(names) if names else {}
+        return shell_env(await self.env_for(names)) if names else {}
 
     async def env_for(self, names: list[str]) -> dict[str, str]:
         env = {}

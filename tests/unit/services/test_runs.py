@@ -66,6 +66,10 @@ def test_command_lines() -> None:
     assert "--json" in headless("codex", "x", None, True)
     assert headless("opencode", "x", None, False)[:2] == ["opencode", "run"]
     assert headless("pi", "x", "m", True) == ["pi", "-p", "--mode", "json", "--model", "m", "x"]
+    assert headless("kimi", "-x", None, False) == ["kimi", "--prompt=-x"]
+    assert headless("kimi", "x", "kimi-k2", True) == [
+        "env", "KIMI_MODEL_NAME=kimi-k2", "kimi", "--output-format", "stream-json", "--prompt=x",
+    ]  # fmt: skip
     with pytest.raises(InvalidRequest):
         headless("claude", "x", "bad model name!", False)
 
@@ -78,6 +82,20 @@ def test_one_anthropic_base_url_serves_every_agent() -> None:
     assert AGENTS["opencode"].adapt(env)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080/v1"
     plain = {"ANTHROPIC_BASE_URL": "http://10.0.0.5:8080"}
     assert AGENTS["opencode"].adapt(plain)["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8080/v1"
+
+
+def test_kimi_reads_the_moonshot_key_under_its_own_names() -> None:
+    from paddockd.domain.agents import AGENTS, shell_env
+
+    env = {"MOONSHOT_API_KEY": "sk-m-0123456789", "MOONSHOT_BASE_URL": "http://10.0.0.5/v1"}
+    kimi = AGENTS["kimi"].adapt(env)
+    assert kimi["KIMI_MODEL_API_KEY"] == env["MOONSHOT_API_KEY"]
+    assert kimi["KIMI_MODEL_BASE_URL"] == env["MOONSHOT_BASE_URL"]
+    assert kimi["KIMI_MODEL_NAME"] and kimi["KIMI_MODEL_PROVIDER_TYPE"] == "kimi"
+    # An attached Moonshot key reaches `kimi` in a shell too; other keys get nothing more.
+    assert shell_env(env)["KIMI_MODEL_API_KEY"] == env["MOONSHOT_API_KEY"]
+    openai = {"OPENAI_API_KEY": "sk-o-0123456789"}
+    assert shell_env(openai) == openai
 
 
 async def test_the_boxs_default_agent_comes_before_the_servers(world: World) -> None:

@@ -1,7 +1,8 @@
 # Layer: coding agents for user abc. Versions come from images/agents.json as build
 # arguments. Node 22 (Claude Code needs >= 22; Debian 12 has 18) from the npm registry's
 # `node` package, linked into /usr/local/bin so it comes first on PATH; Python agents in a
-# venv of their own. Kimi CLI is missing: it needs Python >= 3.12 (see docs/agents.md).
+# venv of their own. Kimi is Moonshot's Kimi Code CLI from npm: the PyPI `kimi-cli` it
+# replaces needs Python >= 3.12 and is no longer maintained.
 ARG FROM
 FROM ${FROM}
 ARG NODE_VERSION

@@ -22,22 +22,42 @@ from tests.dnsstub import DnsStub
 from tests.harness import ENGINE_SOCKET, IMAGE, Server
 from tests.netlab import ALLOWED, TestInternet
 
+from paddockd.domain.agents import AGENTS
+from paddockd.domain.credentials import PROVIDERS
+from paddockd.domain.runs import headless
+
 from ._table import Row, print_table
 
 PORT = 8080
-KEY = "sk-ant-bench-0123456789"
+KEY = "sk-bench-0123456789"
+BASE = f"http://{ALLOWED}:{PORT}"
 BELOW = "paddock-layer-desktop:latest"  # the image without the agents layer
+# agent: (provider, its base URL, the path of its model requests)
+AGENTS_MEASURED = {
+    "claude": ("anthropic", BASE, "/v1/messages"),
+    "kimi": ("moonshot", f"{BASE}/v1", "/chat/completions"),
+}
 
 
-def first_request_after(log: Path, started: float, timeout: float = 60) -> float:
+def first_request_after(log: Path, started: float, path: str, timeout: float = 60) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in log.read_text().splitlines():
             entry = json.loads(line)
-            if entry["t"] > started and "/v1/messages" in entry["path"]:
+            if entry["t"] > started and path in entry["path"]:
                 return float(entry["t"]) - started
         time.sleep(0.02)
     raise RuntimeError("the agent's request never reached the fake API")
+
+
+def raw_exec(cid: str, agent: str, provider: str, base_url: str) -> list[str]:
+    """The same agent, command line and environment as a Paddock run, by `docker exec`."""
+    p = PROVIDERS[provider]
+    env = AGENTS[agent].adapt({p.key_env: KEY, p.base_url_env: base_url})
+    cmd = headless(agent, "Say something.", None, False, env)
+    flags = [f for k, v in env.items() for f in ("-e", f"{k}={v}")]
+    return ["docker", "-H", f"unix://{ENGINE_SOCKET}", "exec", "-u", "abc", *flags,
+            "-w", "/config", cid, *cmd]  # fmt: skip
 
 
 def main() -> None:
@@ -56,54 +76,31 @@ def main() -> None:
     try:
         time.sleep(1)
         with srv.client() as c:
-            c.set_credential("anthropic", KEY, base_url=f"http://{ALLOWED}:{PORT}")
             box = c.create_box("ag", box_type="medium")
             cid = f"paddock-{box.id}"
-            paddock, raw = [], []
-            for _ in range(runs):
-                started = time.time()
-                run = c.start_run("ag", "Say something.", agent="claude")
-                paddock.append(first_request_after(log, started))
-                for _event in c.follow_run(run.id):
-                    pass
-                started = time.time()
-                subprocess.run(
-                    [
-                        "docker",
-                        "-H",
-                        f"unix://{ENGINE_SOCKET}",
-                        "exec",
-                        "-u",
-                        "abc",
-                        "-e",
-                        f"ANTHROPIC_API_KEY={KEY}",
-                        "-e",
-                        f"ANTHROPIC_BASE_URL=http://{ALLOWED}:{PORT}",
-                        "-e",
-                        "DISABLE_AUTOUPDATER=1",
-                        "-e",
-                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-                        "-w",
-                        "/config",
-                        cid,
-                        "claude",
-                        "-p",
-                        "--dangerously-skip-permissions",
-                        "Say something.",
-                    ],
-                    check=True,
-                    capture_output=True,
+            for agent, (provider, base_url, path) in AGENTS_MEASURED.items():
+                c.set_credential(provider, KEY, base_url=base_url)
+                paddock, raw = [], []
+                for _ in range(runs):
+                    started = time.time()
+                    run = c.start_run("ag", "Say something.", agent=agent)
+                    paddock.append(first_request_after(log, started, path))
+                    for _event in c.follow_run(run.id):
+                        pass
+                    started = time.time()
+                    subprocess.run(
+                        raw_exec(cid, agent, provider, base_url), check=True, capture_output=True
+                    )
+                    raw.append(first_request_after(log, started, path))
+                rows.append(
+                    Row(
+                        f"prompt -> first model request ({agent})",
+                        statistics.median(paddock),
+                        statistics.median(raw),
+                        "s",
+                        f"report (raw: docker exec {agent})",
+                    )
                 )
-                raw.append(first_request_after(log, started))
-            rows.append(
-                Row(
-                    "prompt -> first model request (claude)",
-                    statistics.median(paddock),
-                    statistics.median(raw),
-                    "s",
-                    "report (raw: docker exec claude -p)",
-                )
-            )
         size = (api.inspect_image(IMAGE)["Size"] - api.inspect_image(BELOW)["Size"]) / 1e6
         rows.append(Row("agents layer size", size, None, "MB", "report"))
     finally:

@@ -189,6 +189,26 @@ def test_kimi_answers_and_carries_out_a_tool_call(
         server.cli("auth", "rm", "moonshot")
 
 
+def test_prime_answers_with_the_key_set_by_auth(
+    server: Server, agent_box: str, model: FakeModel
+) -> None:
+    """Prime's CLI is no coding agent: `prompt --agent prime` is a one-shot chat with a
+    Prime Inference model, here at the base URL given to `auth set prime`."""
+    key = "pk-prime-fake-0123456789"
+    server.cli(
+        "auth", "set", "prime", "--from-stdin", "--base-url", f"{BASE_URL}/v1",
+        stdin=key.encode(), check=True,
+    )  # fmt: skip
+    try:
+        before = len(model.requests())
+        done = server.cli("prompt", agent_box, "--agent", "prime", "Say something.")
+        assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (done.stdout, done.stderr)
+        sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/completions")]
+        assert sent and all(r["key"] == f"Bearer {key}" for r in sent)
+    finally:
+        server.cli("auth", "rm", "prime")
+
+
 def test_mcp_prompt_runs_an_agent(server: Server, agent_box: str) -> None:
     import anyio
 

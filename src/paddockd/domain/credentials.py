@@ -24,7 +24,8 @@ PROVIDERS = {
         Provider("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
         Provider("openrouter", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL"),
         Provider("moonshot", "MOONSHOT_API_KEY", "MOONSHOT_BASE_URL"),
-        Provider("prime", "PRIME_API_KEY", "PRIME_BASE_URL"),
+        # Prime's model endpoint; its PRIME_BASE_URL is the platform API (pods, evals).
+        Provider("prime", "PRIME_API_KEY", "PRIME_INFERENCE_URL"),
     )
 }
 _KEY_RE = re.compile(r"^[\x21-\x7e]{8,4096}$")  # printable, no spaces or newlines

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from .agents import AGENTS
 from .errors import InvalidRequest
 
+# The model Prime's own CLI defaults to for evaluations.
+PRIME_DEFAULT_MODEL = "openai/gpt-4.1-mini"
 RUN_STATES = ("running", "succeeded", "failed", "stopped", "lost")
 _MODEL_RE = re.compile(r"^[A-Za-z0-9._:/@-]{1,128}$")
 
@@ -85,8 +87,10 @@ def headless(
             "kimi", *(["--output-format", "stream-json"] if as_json else []),
             f"--prompt={instruction}",
         ]  # fmt: skip
-    if agent in AGENTS:
-        raise InvalidRequest(
-            f"{agent} has no headless mode Paddock can drive; run it in `paddock shell`"
-        )
+    if agent == "prime":
+        # Prime's CLI is not a coding agent: a one-shot chat with a Prime Inference model,
+        # without tools.
+        fmt = ["--output", "json"] if as_json else ["--stream"]
+        return ["prime", "--plain", "inference", "chat", *fmt, "--", model or PRIME_DEFAULT_MODEL,
+                instruction]  # fmt: skip
     raise InvalidRequest(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")

@@ -43,8 +43,6 @@ async def test_runs_refuse_clearly(world: World) -> None:
         await runs.start("r", "gpt-pilot", "hi", None, None)
     with pytest.raises(InvalidRequest, match="no instruction"):
         await runs.start("r", "claude", "  ", None, None)
-    with pytest.raises(InvalidRequest, match="headless"):
-        await runs.start("r", "prime", "hi", None, None)
     await world.boxes.stop("r")
     with pytest.raises(InvalidState, match="resume"):
         await runs.start("r", "claude", "hi", None, None)
@@ -67,6 +65,12 @@ def test_command_lines() -> None:
     assert headless("opencode", "x", None, False)[:2] == ["opencode", "run"]
     assert headless("pi", "x", "m", True) == ["pi", "-p", "--mode", "json", "--model", "m", "x"]
     assert headless("kimi", "-x", None, False) == ["kimi", "--prompt=-x"]
+    assert headless("prime", "-x", None, False)[-4:] == [
+        "--stream",
+        "--",
+        "openai/gpt-4.1-mini",
+        "-x",
+    ]
     assert headless("kimi", "x", "kimi-k2", True) == [
         "env", "KIMI_MODEL_NAME=kimi-k2", "kimi", "--output-format", "stream-json", "--prompt=x",
     ]  # fmt: skip

@@ -22,10 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "prompt",
         help="run a coding agent headless in a box",
-        description="Run a coding agent (claude, codex, opencode, pi, kimi) in the box without a "
-        "terminal, with only its provider's key (`paddock auth set`), and stream its "
-        "output; exit with the agent's exit code. The run goes on if you disconnect: "
-        "`paddock runs follow RUN` re-attaches. The instruction is an argument or stdin.",
+        description="Run a coding agent (claude, codex, opencode, pi, kimi; prime is a one-shot\n"
+        "chat) in the box without a terminal, with only its provider's key (`paddock auth\n"
+        "set`), and stream its output; exit with the agent's exit code. The run goes on if\n"
+        "you disconnect: `paddock runs follow RUN` re-attaches. The instruction is an\n"
+        "argument or stdin.",
         epilog="examples:\n  paddock prompt current 'add a test for the parser and make it pass'\n"
         "  paddock prompt current --agent codex --workdir /config/project < task.md\n"
         "  paddock prompt current --detach 'upgrade the dependencies'",
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("instruction", nargs="?", metavar="INSTRUCTION", help="default: stdin")
     p.add_argument(
         "--agent",
-        help="claude, codex, opencode, pi or kimi (default: the box's, else the server's)",
+        help="claude, codex, opencode, pi, kimi or prime (default: the box's, else the server's)",
     )
     p.add_argument("-w", "--workdir", metavar="DIR", help="where the agent works (default /config)")
     p.add_argument("--model", help="the model, in the agent's own naming")

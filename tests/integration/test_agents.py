@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -122,22 +123,25 @@ def test_other_agents_answer_and_carry_out_a_tool_call(
     assert server.cli("exec", agent_box, "--", "cat", target).stdout.strip() == "kiwi"
 
 
+@contextmanager
+def provider_key(server: Server, provider: str) -> Iterator[str]:
+    """A key for this provider, set with `auth set` and pointed at the fake API's /v1."""
+    key = f"sk-{provider}-fake-0123456789"
+    server.cli(
+        "auth", "set", provider, "--from-stdin", "--base-url", f"{BASE_URL}/v1",
+        stdin=key.encode(), check=True,
+    )  # fmt: skip
+    try:
+        yield key
+    finally:
+        server.cli("auth", "rm", provider)
+
+
 @pytest.fixture
 def openai_key(server: Server) -> Iterator[str]:
-    """An OpenAI key pointed at the fake API, for the Codex tests."""
-    key = "sk-openai-fake-0123456789"
-    server.cli(
-        "auth",
-        "set",
-        "openai",
-        "--from-stdin",
-        "--base-url",
-        f"{BASE_URL}/v1",
-        stdin=key.encode(),
-        check=True,
-    )
-    yield key
-    server.cli("auth", "rm", "openai")
+    """For the Codex tests."""
+    with provider_key(server, "openai") as key:
+        yield key
 
 
 def test_codex_answers_through_its_own_provider_setting(
@@ -160,12 +164,7 @@ def test_kimi_answers_and_carries_out_a_tool_call(
     """Kimi Code against the Moonshot (OpenAI-compatible) API: the key set by `auth set
     moonshot`, the model named with --model, a scripted write; then, with the key attached
     to the box, `kimi` run straight from a shell."""
-    key = "sk-moonshot-fake-0123456789"
-    server.cli(
-        "auth", "set", "moonshot", "--from-stdin", "--base-url", f"{BASE_URL}/v1",
-        stdin=key.encode(), check=True,
-    )  # fmt: skip
-    try:
+    with provider_key(server, "moonshot") as key:
         before = len(model.requests())
         done = server.cli(
             "prompt", agent_box, "--agent", "kimi", "--model", "kimi-fake", "Say something."
@@ -185,8 +184,6 @@ def test_kimi_answers_and_carries_out_a_tool_call(
         server.cli("auth", "attach", agent_box, "moonshot", check=True)
         done = server.cli("exec", agent_box, "--", "kimi", "--prompt=Say something.")
         assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (done.stdout, done.stderr)
-    finally:
-        server.cli("auth", "rm", "moonshot")
 
 
 def test_prime_answers_with_the_key_set_by_auth(
@@ -194,19 +191,12 @@ def test_prime_answers_with_the_key_set_by_auth(
 ) -> None:
     """Prime's CLI is no coding agent: `prompt --agent prime` is a one-shot chat with a
     Prime Inference model, here at the base URL given to `auth set prime`."""
-    key = "pk-prime-fake-0123456789"
-    server.cli(
-        "auth", "set", "prime", "--from-stdin", "--base-url", f"{BASE_URL}/v1",
-        stdin=key.encode(), check=True,
-    )  # fmt: skip
-    try:
+    with provider_key(server, "prime") as key:
         before = len(model.requests())
         done = server.cli("prompt", agent_box, "--agent", "prime", "Say something.")
         assert done.returncode == 0 and "FAKE-ANSWER" in done.stdout, (done.stdout, done.stderr)
         sent = [r for r in model.requests()[before:] if str(r["path"]).endswith("/completions")]
         assert sent and all(r["key"] == f"Bearer {key}" for r in sent)
-    finally:
-        server.cli("auth", "rm", "prime")
 
 
 def test_mcp_prompt_runs_an_agent(server: Server, agent_box: str) -> None:

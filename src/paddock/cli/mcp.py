@@ -140,8 +140,8 @@ def build_server(url: str | None = None) -> Any:
         workdir: str | None = None,
         model: str | None = None,
     ) -> dict[str, Any]:
-        """Run a coding agent (claude, codex, opencode, pi, kimi) headless in the box to
-        completion with the instruction: its exit code and output."""
+        """Run a coding agent (claude, codex, opencode, pi, kimi; prime is a one-shot chat)
+        headless in the box to completion with the instruction: its exit code and output."""
         return outcome(
             await call(client.prompt, box, instruction, agent=agent, workdir=workdir, model=model)
         )

@@ -4,7 +4,8 @@ in the tests' internet namespace, so real agent CLIs in boxes reach it over the 
 like a real provider, and records every request (path, key, body) as a JSON line.
 
 The script: an instruction containing `WRITE <path> <word>` gets a tool call writing
-<word> to <path> (the agent's own write/file tool), then, once the tool result comes back,
+<word> to <path> (the agent's own write/file tool, or for Codex a JavaScript `exec` calling
+apply_patch), then, once the tool result comes back,
 the answer `DONE <word>`; any other instruction gets the answer `FAKE-ANSWER`.
 """
 
@@ -35,9 +36,18 @@ def _texts(value: Any) -> str:
 
 
 def _tools(body: dict[str, Any]) -> dict[str, set[str]]:
-    """Each offered tool's name and its parameters' names, whatever the API's shape."""
-    tools = {}
-    for tool in body.get("tools") or []:
+    """Each offered tool's name and its parameters' names, whatever the API's shape.
+    Codex offers its tools in an `additional_tools` input item, grouped in namespaces."""
+    offered = list(body.get("tools") or [])
+    for item in body.get("input") if isinstance(body.get("input"), list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            offered += item.get("tools") or []
+    tools: dict[str, set[str]] = {}
+    while offered:
+        tool = offered.pop()
+        if tool.get("type") == "namespace":
+            offered += tool.get("tools") or []
+            continue
         fn = tool.get("function") or tool
         schema = fn.get("input_schema") or fn.get("parameters") or {}
         tools[fn.get("name") or ""] = set(schema.get("properties") or {})
@@ -55,7 +65,8 @@ def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any]
             isinstance(m, dict)
             and (
                 m.get("role") == "tool"
-                or m.get("type") in ("function_call_output", "tool_result")
+                or m.get("type")
+                in ("function_call_output", "custom_tool_call_output", "tool_result")
                 or (
                     isinstance(m.get("content"), list)
                     and any(
@@ -69,8 +80,17 @@ def plan(body: dict[str, Any], messages: list[Any]) -> tuple[str, dict[str, Any]
             name = next(
                 (t for t in tools if t.lower() in ("write", "write_file", "create_file")), None
             )
+            path, word = wanted[1], wanted[2]
+            if name is None and "exec" in tools and "apply_patch" in _texts(body.get("input")):
+                # Codex's one freeform tool runs JavaScript that calls its nested tools:
+                # apply_patch is how Codex writes files.
+                patch = f"*** Begin Patch\n*** Add File: {path}\n+{word}\n*** End Patch\n"
+                return (
+                    "tool",
+                    {"name": "exec", "code": f"await tools.apply_patch({json.dumps(patch)});"},
+                    "",
+                )
             if name:
-                path, word = wanted[1], wanted[2]
                 # Each agent names the file parameter its own way (file_path, filePath,
                 # path) and refuses the others: take the one its schema offers.
                 key = next(
@@ -213,9 +233,19 @@ def chat(body: dict[str, Any]) -> tuple[bytes, str]:
 def responses(body: dict[str, Any]) -> tuple[bytes, str]:
     items = body.get("input") if isinstance(body.get("input"), list) else [body.get("input", "")]
     kind, tool, text = plan(body, items)
-    if kind == "tool":
+    if kind == "tool" and "code" in (tool or {}):
         assert tool is not None
         item: dict[str, Any] = {
+            "type": "custom_tool_call",
+            "id": "ctc_fake1",
+            "call_id": "call_fake1",
+            "name": tool["name"],
+            "input": tool["code"],
+            "status": "completed",
+        }
+    elif kind == "tool":
+        assert tool is not None
+        item = {
             "type": "function_call",
             "id": "fc_fake1",
             "call_id": "call_fake1",

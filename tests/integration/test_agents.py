@@ -158,6 +158,17 @@ def test_codex_answers_through_its_own_provider_setting(
     assert sent and all(r["key"] == f"Bearer {openai_key}" for r in sent)
 
 
+def test_codex_carries_out_a_tool_call(server: Server, agent_box: str, openai_key: str) -> None:
+    """Codex's one tool runs JavaScript that calls its nested tools; the fake API's script
+    uses apply_patch, Codex's own way to write a file."""
+    done = server.cli(
+        "prompt", agent_box, "--agent", "codex", "--workdir", "/config",
+        "WRITE /config/codex.txt pear",
+    )  # fmt: skip
+    assert done.returncode == 0 and "DONE pear" in done.stdout, (done.stdout, done.stderr[-2000:])
+    assert server.cli("exec", agent_box, "--", "cat", "/config/codex.txt").stdout.strip() == "pear"
+
+
 def test_kimi_answers_and_carries_out_a_tool_call(
     server: Server, agent_box: str, model: FakeModel
 ) -> None:

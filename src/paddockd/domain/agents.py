@@ -8,6 +8,8 @@ from .errors import InvalidRequest
 
 # Moonshot's current flagship in Kimi Code's own model catalog.
 KIMI_DEFAULT_MODEL = "kimi-k3"
+# The model Prime's own CLI defaults to for evaluations.
+PRIME_DEFAULT_MODEL = "openai/gpt-4.1-mini"
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,9 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from .agents import AGENTS
+from .agents import AGENTS, PRIME_DEFAULT_MODEL
 from .errors import InvalidRequest
 
-# The model Prime's own CLI defaults to for evaluations.
-PRIME_DEFAULT_MODEL = "openai/gpt-4.1-mini"
 RUN_STATES = ("running", "succeeded", "failed", "stopped", "lost")
 _MODEL_RE = re.compile(r"^[A-Za-z0-9._:/@-]{1,128}$")
 

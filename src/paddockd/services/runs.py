@@ -176,7 +176,10 @@ class RunService:
                 if int(str(item.get("seq", 0))) > last:  # not already read from the file
                     yield item
         finally:
-            self._followers[run_id].discard(queue)
+            followers = self._followers[run_id]
+            followers.discard(queue)
+            if not followers:  # one entry per run ever followed would pile up otherwise
+                del self._followers[run_id]
 
     async def stop(self, run_id: str) -> Run:
         """TERM to the agent's process group; KILL if it is still there 5 s later."""

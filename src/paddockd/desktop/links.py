@@ -54,13 +54,11 @@ class DesktopLinks:
         return f"{body}.{self._sign(body)}"
 
     def verify(self, token: str, box_id: str, now: float | None = None) -> Grant:
-        body, _, signature = token.partition(".")
-        if not body or not hmac.compare_digest(signature, self._sign(body)):
+        grant = self._signed_grant(token)
+        if grant is None:
             raise Unauthorized(
                 "this desktop link is not valid: ask for a new one (`paddock desktop BOX`)"
             )
-        data = json.loads(_unb64(body))
-        grant = Grant(str(data["b"]), int(data["e"]), bool(data["v"]))
         if grant.box_id != box_id:
             raise Unauthorized("this desktop link is for another box")
         if grant.expires < (now or time.time()):
@@ -68,3 +66,16 @@ class DesktopLinks:
                 "this desktop link has expired: ask for a new one (`paddock desktop BOX`)"
             )
         return grant
+
+    def _signed_grant(self, token: str) -> Grant | None:
+        """The grant in a token this server signed; None for anything else, however malformed
+        (the token is whatever a URL carried)."""
+        # Ours are base64url and a dot: ASCII. hmac.compare_digest raises TypeError on
+        # non-ASCII str, which would turn a bad link into a 500.
+        body, _, signature = token.partition(".")
+        if not body or not token.isascii():
+            return None
+        if not hmac.compare_digest(signature, self._sign(body)):
+            return None
+        data = json.loads(_unb64(body))
+        return Grant(str(data["b"]), int(data["e"]), bool(data["v"]))

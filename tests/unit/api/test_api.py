@@ -154,3 +154,11 @@ def test_status_and_types(api: TestClient) -> None:
         "medium",
         "large",
     }
+
+
+@pytest.mark.parametrize("token", ["é", "%C3%A9.%C3%A9", "abc.%FF", "x" * 3000])
+def test_a_malformed_desktop_token_is_unauthorized_not_a_crash(world: World, token: str) -> None:
+    with TestClient(create_app(world.services)) as anon:
+        resp = anon.get(f"/desktop/abc123abc123?token={token}")
+        assert resp.status_code == 401
+        assert resp.json()["error"]["code"] == "unauthorized"

@@ -52,6 +52,31 @@ def test_links_are_per_box_short_lived_and_unforgeable(tmp_path: Path) -> None:
         links.verify(other.token(other.issue("box1", 60, False)), "box1")
 
 
+@pytest.mark.parametrize(
+    "token",
+    [
+        "é",
+        "é.é",
+        "abc.é",
+        "ééé.abc",
+        "abc.\udcff",
+        ".",
+        "a.b.c",
+        "%%%.%%%",
+        "\x00.\x00",
+        "x" * 5000,
+    ],
+)
+def test_a_malformed_link_is_just_not_valid(tmp_path: Path, token: str) -> None:
+    # Not a TypeError from hmac (a 500): the same answer as a wrong signature.
+    links = DesktopLinks(tmp_path / "desktop.key")
+    with pytest.raises(Unauthorized, match="not valid"):
+        links.verify(token, "box1")
+    good = links.token(links.issue("box1", 60, view_only=False))
+    with pytest.raises(Unauthorized, match="not valid"):
+        links.verify(good + "é", "box1")
+
+
 def test_view_only_filter_passes_viewing_and_drops_input() -> None:
     f = ViewOnlyFilter()
     handshake = b"RFB 003.008\n" + b"\x01" + b"\x01"

@@ -13,6 +13,11 @@ from .network import NetworkPolicy
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
 RESERVED_NAMES = frozenset({"current", "all", "new"})
+# A reference is a box's id, its name, or a prefix of its id this long or longer. A name
+# that could also be read as an id or a prefix would shadow another box, so none may be
+# made of hex digits alone (ids are; see new_box_id).
+MIN_ID_PREFIX = 3
+_ID_LIKE = re.compile(rf"^[0-9a-f]{{{MIN_ID_PREFIX},}}$")
 MAX_TTL = 30 * 24 * 3600
 
 
@@ -112,6 +117,11 @@ def new_box_id() -> str:
     return secrets.token_hex(6)
 
 
+def looks_like_id(ref: str) -> bool:
+    """Could `ref` be a box id or an id prefix long enough to resolve?"""
+    return bool(_ID_LIKE.match(ref))
+
+
 def validate_name(name: str) -> str:
     if name in RESERVED_NAMES:
         raise InvalidRequest(f"{name!r} is reserved; choose another box name")
@@ -119,6 +129,11 @@ def validate_name(name: str) -> str:
         raise InvalidRequest(
             f"invalid box name {name!r}: use 1-40 lowercase letters, digits and hyphens, "
             "starting with a letter and not ending with a hyphen"
+        )
+    if looks_like_id(name):
+        raise InvalidRequest(
+            f"invalid box name {name!r}: made of hex digits only, it could be read as a box "
+            "id; add a letter after f or a hyphen"
         )
     return name
 

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..domain.box import Box, BoxState, Desired, TtlAction
+from ..domain.box import Box, BoxState, Desired, TtlAction, looks_like_id
 from ..domain.errors import Conflict
 from ..domain.network import NetworkPolicy
 from ..domain.snapshot import Snapshot
@@ -82,17 +82,19 @@ class BoxRepository:
         return _from_row(row) if row else None
 
     async def find(self, ref: str) -> list[Box]:
-        """Boxes matching a name exactly, else an id exactly, else an id prefix."""
+        """The box with this id, else the one with this name, else the boxes whose id
+        starts with it (several: the caller reports the ambiguity)."""
 
         def work(conn: Connection) -> list[sa.Row[Any]]:
-            for cond in (boxes.c.name == ref, boxes.c.id == ref):
+            # An id first: no name, however chosen, can take another box's id from it.
+            for cond in (boxes.c.id == ref, boxes.c.name == ref):
                 rows = conn.execute(sa.select(boxes).where(cond)).all()
                 if rows:
                     return list(rows)
-            if len(ref) < 3:
+            if not looks_like_id(ref):
                 return []
-            like = ref.replace("%", "").replace("_", "") + "%"
-            return list(conn.execute(sa.select(boxes).where(boxes.c.id.like(like))).all())
+            # Hex digits only, so nothing in it is a LIKE wildcard.
+            return list(conn.execute(sa.select(boxes).where(boxes.c.id.like(ref + "%"))).all())
 
         return [_from_row(r) for r in await self._db.run(work)]
 

@@ -41,6 +41,18 @@ def test_bad_names(name: str) -> None:
         validate_name(name)
 
 
+@pytest.mark.parametrize("name", ["cafe", "abc", "deadbeef0123", "a1b2c3d4e5f6", "f00d"])
+def test_names_that_could_be_read_as_an_id_are_refused(name: str) -> None:
+    # Ids (and prefixes of 3+) are lowercase hex: such a name would shadow another box.
+    with pytest.raises(InvalidRequest, match="could be read as a box id"):
+        validate_name(name)
+
+
+@pytest.mark.parametrize("name", ["ab", "cafe-1", "deadbeefs", "g00d", "fab-web"])
+def test_names_with_a_non_hex_character_or_too_short_for_a_prefix_are_fine(name: str) -> None:
+    assert validate_name(name) == name
+
+
 @pytest.mark.parametrize("ttl", [-1, 31 * 24 * 3600, 10**12])
 def test_bad_ttls(ttl: int) -> None:
     with pytest.raises(InvalidRequest):

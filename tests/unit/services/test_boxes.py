@@ -207,6 +207,22 @@ async def test_resolve_by_id_prefix_and_ambiguity(world: World) -> None:
         await world.boxes.resolve("zz")
 
 
+async def test_a_reference_is_an_id_then_a_name_then_an_id_prefix(world: World) -> None:
+    a = await world.boxes.create("a", None, None, None)
+    b = await world.boxes.create("b", None, None, None)
+    # Boxes made before names were checked may carry an id-like name: ids still win.
+    await world.repo.update(b, name=a.id)
+    assert (await world.boxes.resolve(a.id)).name == "a"
+    assert (await world.boxes.resolve("a")).id == a.id
+    # Only hex digits make a prefix: before, "___" became LIKE '%' and matched any box.
+    for ref in ("___", "a%", "%"):
+        with pytest.raises(NotFound):
+            await world.boxes.resolve(ref)
+    for name in (a.id, a.id[:6]):  # refused as id-like, or as starting with a digit
+        with pytest.raises(InvalidRequest):
+            await world.boxes.create(name, None, None, None)
+
+
 async def test_network_policy_follows_the_box_and_changes_live(world: World) -> None:
     from paddockd.domain.network import policy
 

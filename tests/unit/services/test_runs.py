@@ -111,4 +111,4 @@ async def test_the_boxs_default_agent_comes_before_the_servers(world: World) -> 
     fork = await world.services.snapshots.fork("r", "r2", None)
     assert fork.agent == "codex"
     with pytest.raises(InvalidRequest, match="unknown agent"):
-        await world.boxes.create("bad", None, None, None, agent="nope")
+        await world.boxes.create("odd", None, None, None, agent="nope")

@@ -11,9 +11,9 @@ import threading
 
 from dnslib import QTYPE, RCODE, RR, A, DNSRecord
 
-from .netlab import ALLOWED, OTHER, WILD
+from .netlab import ALLOWED, OTHER, PRIVATE, WILD
 
-ZONE = {"allowed.test": ALLOWED, "other.test": OTHER}
+ZONE = {"allowed.test": ALLOWED, "other.test": OTHER, "private.test": PRIVATE}
 WILDCARDS = {".wild.test": WILD}
 TTL = 300
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,6 +24,16 @@ PADDOCK = str(BIN / "paddock")
 ENGINE_SOCKET = "/run/paddock/docker.sock"
 IMAGE = "paddock-box:latest"
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_subnet() -> str:
+    """A /24 in 10.214.0.0/16 that no interface of this machine uses yet; as the
+    gateway's address/prefix."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    for third in random.sample(range(1, 255), 254):
+        if f" 10.214.{third}." not in used:
+            return f"10.214.{third}.1/24"
+    raise RuntimeError("no free test subnet in 10.214.0.0/16")
 
 
 def free_port() -> int:
@@ -44,6 +55,12 @@ class Server:
         capacity = {"cpus": 64, "memory_mb": 65536}
         # Each server's DNS filter needs a port of its own; the upstream is the tests' stub.
         network: dict[str, object] = {"dns_port": free_port()}
+        # A bridge of its own: the bridge guard locks every port of a bridge to boxes of
+        # the one server that owns it.
+        self.bridge = f"pdt{uuid.uuid4().hex[:8]}"
+        cidr = free_subnet()
+        self.gateway = cidr.split("/")[0]
+        network.update(bridge=self.bridge, bridge_cidr=cidr)
         if "upstream_dns" in settings:
             network["upstream_dns"] = [settings.pop("upstream_dns")]
         for key, value in settings.items():
@@ -149,4 +166,7 @@ class Server:
         # This server's own nftables table: its sets name box addresses that later boxes
         # of other servers may get.
         table = "paddock_" + self.instance.replace("-", "_")
-        subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True)
+        for family in ("inet", "bridge", "arp"):
+            subprocess.run(["nft", "delete", "table", family, table], capture_output=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_network(f"paddock-{self.bridge}")

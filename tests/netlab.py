@@ -17,7 +17,17 @@ ALLOWED = "198.18.1.1"
 WILD = "198.18.1.2"  # what *.wild.test resolves to
 OTHER = "198.18.2.1"
 METADATA = "169.254.169.254"
-ROUTED = ["198.18.1.0/24", "198.18.2.0/24", f"{METADATA}/32"]
+# Not the public internet, routed here all the same so that a rule that fails to refuse
+# them is caught by the listener: a private (RFC 1918) address and two more metadata
+# services (Alibaba's, inside CGNAT, and Azure's wire server).
+PRIVATE = "10.99.0.1"
+ALIBABA_METADATA = "100.100.100.200"
+AZURE_METADATA = "168.63.129.16"
+ROUTED = [
+    "198.18.1.0/24",
+    "198.18.2.0/24",
+    *(f"{a}/32" for a in (METADATA, PRIVATE, ALIBABA_METADATA, AZURE_METADATA)),
+]
 
 
 def ip(*args: str, check: bool = True) -> None:
@@ -47,7 +57,7 @@ class TestInternet:
         ip("-n", self.ns, "addr", "add", f"{LINK_NS}/30", "dev", self.ns_if)
         ip("-n", self.ns, "link", "set", self.ns_if, "up")
         ip("-n", self.ns, "link", "set", "lo", "up")
-        for addr in (ALLOWED, WILD, OTHER, METADATA):
+        for addr in (ALLOWED, WILD, OTHER, METADATA, PRIVATE, ALIBABA_METADATA, AZURE_METADATA):
             ip("-n", self.ns, "addr", "add", f"{addr}/32", "dev", "lo")
         ip("-n", self.ns, "route", "add", "default", "via", LINK_HOST)
         for route in ROUTED:
@@ -82,6 +92,20 @@ class TestInternet:
         )
         self._spawned.append(proc)
         return proc
+
+    def sniff(self) -> Path:
+        """Start recording every IPv4 packet reaching the namespace; returns the log."""
+        log = self.log.with_name(self.log.stem + "-packets.jsonl")
+        ready = log.with_suffix(".ready")
+        log.write_text("")
+        sniffer = Path(__file__).with_name("netlab_sniffer.py")
+        self.spawn(sys.executable, str(sniffer), self.ns_if, str(log), str(ready))
+        deadline = time.monotonic() + 10
+        while not ready.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test internet's packet recorder did not start")
+            time.sleep(0.05)
+        return log
 
     def connections(self, local: str | None = None) -> list[dict[str, object]]:
         rows = [json.loads(line) for line in self.log.read_text().splitlines() if line]

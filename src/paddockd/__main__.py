@@ -38,6 +38,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
     from .netpolicy.nftables import NftablesPolicy
     from .runtime import engine
+    from .runtime.base import BoxNetwork
     from .runtime.docker import DockerRuntime
     from .services.agents import AgentService
     from .services.boxes import BoxService
@@ -59,12 +60,22 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = Database(cfg.db_url)
     db.migrate()
-    gateway = str(ipaddress.ip_interface(cfg.engine.bridge_cidr).ip)
+    bridge, bridge_cidr = cfg.box_bridge
+    own_network = BoxNetwork(f"paddock-{bridge}", bridge, bridge_cidr)
+    gateway = str(ipaddress.ip_interface(bridge_cidr).ip)
     runtime = DockerRuntime(
-        cfg.engine.socket, engine.userns_base(cfg.engine.userns_user), dns=(gateway,)
+        cfg.engine.socket,
+        engine.userns_base(cfg.engine.userns_user),
+        dns=(gateway,),
+        network=own_network if cfg.network.bridge else None,
     )
     network = NftablesPolicy(
-        cfg.engine.bridge, cfg.engine.bridge_cidr, cfg.instance, cfg.network.dns_port
+        bridge,
+        bridge_cidr,
+        cfg.instance,
+        cfg.network.dns_port,
+        pid_of=runtime.container_pid,
+        refuse_non_public=cfg.network.refuse_non_public,
     )
     egress_log = EgressLog(cfg.boxes_dir, utcnow)
     upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
@@ -148,6 +159,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         await services.runs.recover()
         try:
             await system.refresh_profile()
+            await runtime.ensure_network()
         except PaddockError as exc:
             log.error("engine: %s", exc.message)
         tasks = [

@@ -61,6 +61,14 @@ class NetworkConfig:
     # The resolver listens on the bridge address at this port; boxes' DNS (port 53 on the
     # bridge address) is redirected to it. One port per instance.
     dns_port: int = 10053
+    # Allow-all reaches the public internet only: private (RFC 1918), CGNAT, loopback,
+    # multicast and reserved ranges are refused unless an allowlist names them. false
+    # relaxes that (cloud metadata and the host's own networks stay refused).
+    refuse_non_public: bool = True
+    # A bridge of this instance's own (name, gateway/subnet like 10.214.7.1/24), for a
+    # second server on one engine (tests): the engine's default bridge when empty.
+    bridge: str = ""
+    bridge_cidr: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,13 @@ class Config:
     image: ImageConfig = field(default_factory=ImageConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     desktop: DesktopConfig = field(default_factory=DesktopConfig)
+
+    @property
+    def box_bridge(self) -> tuple[str, str]:
+        """The bridge the boxes sit on, and its gateway address/subnet."""
+        if self.network.bridge:
+            return self.network.bridge, self.network.bridge_cidr
+        return self.engine.bridge, self.engine.bridge_cidr
 
     @property
     def db_url(self) -> str:
@@ -166,6 +181,8 @@ def load(path: Path | None = None) -> Config:
         policy(cfg.network.default_mode, cfg.network.default_allow)
     except InvalidRequest as exc:
         raise ValueError(f"[network] default policy: {exc.message}") from None
+    if cfg.network.bridge and (len(cfg.network.bridge) > 15 or not cfg.network.bridge_cidr):
+        raise ValueError("[network] bridge needs a name of at most 15 characters and a bridge_cidr")
     if cfg.default_type not in cfg.types:
         raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
     return cfg

@@ -83,7 +83,7 @@ def test_boxes_keep_their_network_and_policy_beside_a_system_docker(
 ) -> None:
     assert "-P FORWARD DROP" in iptables("-S", "FORWARD").stdout
     deadline = time.monotonic() + 40  # paddockd looks for DOCKER-USER every 20 s
-    while iptables("-C", "DOCKER-USER", "-i", "paddock0", "-j", "ACCEPT").returncode != 0:
+    while iptables("-C", "DOCKER-USER", "-i", server.bridge, "-j", "ACCEPT").returncode != 0:
         assert time.monotonic() < deadline, "paddockd did not accept its bridge in DOCKER-USER"
         time.sleep(1)
     internet.reset()

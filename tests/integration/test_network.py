@@ -150,7 +150,7 @@ def test_boxes_cannot_reach_each_other_or_the_host(
     # A listener on the host's side of the bridge: nothing may arrive.
     received: list[str] = []
     listener = socket.socket()
-    listener.bind(("10.213.0.1", 0))
+    listener.bind((server.gateway, 0))
     listener.listen(4)
     listener.settimeout(6)
 
@@ -164,7 +164,7 @@ def test_boxes_cannot_reach_each_other_or_the_host(
 
     thread = threading.Thread(target=accept)
     thread.start()
-    ok, _, _ = connect(server, box, "10.213.0.1", listener.getsockname()[1])
+    ok, _, _ = connect(server, box, server.gateway, listener.getsockname()[1])
     thread.join()
     listener.close()
     assert not ok and received == []

@@ -23,6 +23,7 @@ STATUS: dict[type[e.PaddockError], int] = {
     e.Unauthorized: 401,
     e.EngineUnavailable: 503,
     e.DesktopFailed: 502,
+    e.IsolationFailed: 503,
     e.PaddockError: 500,
 }
 

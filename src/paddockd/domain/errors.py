@@ -9,7 +9,8 @@
     ├── CapacityExceeded    the server has no room left
     ├── Unauthorized        missing or wrong token
     ├── EngineUnavailable   the box engine does not answer
-    └── DesktopFailed       the box's desktop did not start or does not answer
+    ├── DesktopFailed       the box's desktop did not start or does not answer
+    └── IsolationFailed     a box's network isolation could not be applied
 """
 
 from __future__ import annotations
@@ -54,3 +55,7 @@ class EngineUnavailable(PaddockError):
 
 class DesktopFailed(PaddockError):
     code = "desktop_failed"
+
+
+class IsolationFailed(PaddockError):
+    code = "isolation_failed"

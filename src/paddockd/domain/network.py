@@ -11,6 +11,25 @@ from dataclasses import dataclass
 from .errors import InvalidRequest
 
 MODES = ("allow-all", "deny-all", "allowlist")
+# Cloud metadata services: refused to every box whatever its policy (F16). AWS, GCP, Azure
+# and OpenStack use 169.254.169.254 (Azure's wire server is 168.63.129.16), Alibaba
+# 100.100.100.200; all of link-local goes with them.
+METADATA = ("169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32")
+METADATA6 = ("fd00:ec2::254/128", "fe80::/10")
+# Not the public internet: a VPS's private networks (RFC 1918), carrier-grade NAT, this
+# network, loopback, IETF protocol assignments, multicast and reserved. Allow-all refuses
+# them (as it does the host's own addresses and networks) unless an allowlist names them.
+NON_PUBLIC = (
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+)
 _DOMAIN_RE = re.compile(r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 
 

@@ -15,6 +15,10 @@ class BoxAddress:
     box_id: str
     ip: str
     policy: NetworkPolicy
+    # What the engine says of its container: the bridge port of that container's network
+    # namespace may send only from this MAC and address.
+    container_id: str = ""
+    mac: str = ""
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,10 @@ class Flow:
 
 
 class NetworkRules(Protocol):
-    async def sync(self, boxes: list[BoxAddress]) -> None:
+    async def sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         """Enforce exactly these boxes' policies; idempotent, atomic, and it heals a
-        flushed ruleset."""
+        flushed ruleset. Returns the boxes whose bridge port could not be locked to them
+        (box id -> why): their traffic is dropped until a later sync succeeds."""
         ...
 
     def box_at(self, ip: str) -> BoxAddress | None:

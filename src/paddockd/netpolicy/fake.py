@@ -11,10 +11,13 @@ class FakeNetwork:
         self.admitted: dict[tuple[str, str], int] = {}
         self.pending: list[Flow] = []
         self.syncs = 0
+        # Box ids whose isolation the next syncs report as failed, with the reason.
+        self.failing: dict[str, str] = {}
 
-    async def sync(self, boxes: list[BoxAddress]) -> None:
+    async def sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         self.syncs += 1
         self.enforced = {b.ip: b for b in boxes}
+        return {b.box_id: self.failing[b.box_id] for b in boxes if b.box_id in self.failing}
 
     def box_at(self, ip: str) -> BoxAddress | None:
         return self.enforced.get(ip)

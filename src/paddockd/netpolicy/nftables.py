@@ -1,14 +1,21 @@
 """Paddock's nftables tables, rewritten atomically from the desired state.
 
-`inet paddock[_<instance>]` holds: egress NAT for the boxes' subnet; cloud metadata
-refused for every box, first; the boxes' DNS redirected to Paddock's resolver and DNS to
-anything else refused; per-box egress (deny-all, or an allowlist of IPv4 ranges plus the
-addresses DNS answers for allowed names admitted for their TTL), keyed by the box's
-address; and no way from a box to the host's own services. Box-to-box frames are switched
-on the bridge and never reach the inet forward hook, so every port of the bridge is set
-`isolated on` (isolated ports cannot talk to each other, only to the host side, which the
-input chain guards). Refusals are resets/ICMP errors, not silent drops, so agents fail
-fast. Connections already established may finish after a policy change (deny-all too).
+Three tables per instance, one transaction:
+- `bridge paddock[_<instance>]` locks each bridge port to its box: a port emits only the
+  MAC and IPv4 address the engine gave that box's container (IPv4 and ARP; IPv6, VLAN tags
+  and anything else are dropped and counted in `spoofed`). A port not bound yet (a box
+  starting) cannot reach the host side of the bridge nor claim a bound MAC. Frames between
+  ports are dropped (and every port is also `isolated on`).
+- `arp paddock[_<instance>]`: the host learns from the bridge only the (MAC, address) pairs
+  of bound boxes, so no box can poison the host's neighbour table.
+- `inet paddock[_<instance>]`: egress NAT for known box addresses only; cloud metadata
+  refused for every box, first; IPv6 refused (boxes are IPv4-only); the boxes' DNS
+  redirected to Paddock's resolver and DNS to anything else refused; per-box egress
+  (deny-all, or an allowlist of IPv4 ranges plus the addresses DNS answers for allowed names
+  admitted for their TTL); non-public ranges and the host's own networks refused unless an
+  allowlist names them; nothing routed from one box to another, or into a box; no way from
+  a box to the host's own services. Refusals are resets/ICMP errors, not silent drops, so
+  agents fail fast. Connections already established may finish after a policy change.
 
 New connections are counted per (box, address, protocol, port) in two dynamic sets, one
 per verdict; reading them is how the egress log learns what boxes tried to reach.
@@ -19,14 +26,18 @@ from __future__ import annotations
 import ipaddress
 import re
 import subprocess
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
 
+from ..domain.network import METADATA, NON_PUBLIC
 from .base import BoxAddress, Flow
 from .libnft import Nft
+from .ports import Port, bridge_ports, host_networks, isolate, netns_id, pin_bridge
 
 # How often to look for a system Docker's DOCKER-USER chain (it may start after us).
 DOCKER_CHECK_SECONDS = 20.0
@@ -50,26 +61,86 @@ def _elements(items: Iterable[str]) -> str:
     return f"elements = {{ {', '.join(listed)} }}" if listed else ""
 
 
+def _collapsed(ranges: Iterable[str]) -> list[str]:
+    """Overlapping ranges (the host's LAN inside 10/8, say) as one disjoint list: an
+    interval set refuses overlaps."""
+    nets = [ipaddress.IPv4Network(r, strict=False) for r in ranges]
+    return [str(n) for n in ipaddress.collapse_addresses(nets)]
+
+
+@dataclass(frozen=True)
+class Bridge:
+    name: str
+    cidr: str  # the gateway's address and the boxes' subnet, e.g. 10.213.0.1/16
+    mac: str  # the bridge's own (pinned) MAC: the boxes' gateway
+
+
 def ruleset(
     table: str,
-    bridge: str,
-    bridge_cidr: str,
+    bridge: Bridge,
     dns_port: int,
     boxes: list[BoxAddress],
     learned: dict[tuple[str, str], int] | None = None,
+    ports: dict[str, str] | None = None,
+    refused: Iterable[str] = NON_PUBLIC,
 ) -> str:
-    """The whole table. `learned` maps (box address, admitted address) to seconds left."""
-    gateway = ipaddress.ip_interface(bridge_cidr)
+    """All three tables. `learned` maps (box address, admitted address) to seconds left;
+    `ports` maps a box's address to the bridge port bound to it; `refused` are the ranges
+    allow-all does not reach."""
+    gateway = ipaddress.ip_interface(bridge.cidr)
+    br = bridge.name
     ips = [b.ip for b in boxes]
     deny = [b.ip for b in boxes if b.policy.mode == "deny-all"]
     listed = [b.ip for b in boxes if b.policy.mode == "allowlist"]
     ranges = [
         f"{b.ip} . {r}" for b in boxes if b.policy.mode == "allowlist" for r in b.policy.ranges
     ]
+    bound = [b for b in boxes if (ports or {}).get(b.ip) and b.mac]
+    port_names = [f'"{(ports or {})[b.ip]}"' for b in bound]
+    bindings = [f'"{(ports or {})[b.ip]}" . {b.mac} . {b.ip}' for b in bound]
+    pairs = [f"{b.mac} . {b.ip}" for b in bound]
+    macs = [b.mac for b in bound]
     tcp_udp = "meta l4proto { tcp, udp }"
     dns = f"{tcp_udp} th dport 53"
     admitted = [f"{box} . {addr} timeout {s}s" for (box, addr), s in (learned or {}).items()]
     return f"""
+add table bridge {table}
+delete table bridge {table}
+table bridge {table} {{
+    set ports {{ type ifname; {_elements(port_names)} }}
+    set bound {{ type ifname . ether_addr . ipv4_addr; {_elements(bindings)} }}
+    set macs {{ type ether_addr; {_elements(macs)} }}
+    counter spoofed {{ }}
+    chain from_box {{
+        ether type ip iifname . ether saddr . ip saddr @bound accept
+        ether type arp iifname . ether saddr . arp saddr ip @bound \\
+            iifname . arp saddr ether . arp saddr ip @bound accept
+        counter name spoofed drop
+    }}
+    chain prerouting {{
+        type filter hook prerouting priority -300; policy accept;
+        iifname @ports jump from_box
+        # Not a bound port: a box starting (or a port of another bridge). It may not talk
+        # to this bridge's host side nor pass for a bound box.
+        ether daddr {bridge.mac} counter name spoofed drop
+        ether saddr @macs counter name spoofed drop
+    }}
+    chain forward {{
+        type filter hook forward priority -300; policy accept;
+        iifname @ports counter name spoofed drop
+        oifname @ports counter name spoofed drop
+    }}
+}}
+add table arp {table}
+delete table arp {table}
+table arp {table} {{
+    set pairs {{ type ether_addr . ipv4_addr; {_elements(pairs)} }}
+    counter spoofed {{ }}
+    chain input {{
+        type filter hook input priority filter; policy accept;
+        iifname "{br}" arp saddr ether . arp saddr ip != @pairs counter name spoofed drop
+    }}
+}}
 add table inet {table}
 delete table inet {table}
 table inet {table} {{
@@ -78,8 +149,13 @@ table inet {table} {{
     set allowlisted {{ type ipv4_addr; {_elements(listed)} }}
     set allowed {{ type ipv4_addr . ipv4_addr; flags interval; {_elements(ranges)} }}
     set learned {{ type ipv4_addr . ipv4_addr; flags timeout; {_elements(admitted)} }}
+    set metadata {{ type ipv4_addr; flags interval; {_elements(_collapsed(METADATA))} }}
+    set not_public {{ type ipv4_addr; flags interval; {_elements(_collapsed(refused))} }}
     set seen_allowed {{ {_SEEN} }}
     set seen_refused {{ {_SEEN} }}
+    counter between_boxes {{ }}
+    counter into_boxes {{ }}
+    counter unknown_source {{ }}
     chain refused {{
         ip saddr @boxes meta l4proto {{ tcp, udp }} update @seen_refused {{ {_SEEN_KEY} }}
         meta l4proto tcp reject with tcp reset
@@ -91,88 +167,159 @@ table inet {table} {{
     }}
     chain egress {{
         # Cloud metadata, always, before anything else (F16).
-        ip daddr 169.254.0.0/16 goto refused
-        ip6 daddr fd00:ec2::254 goto refused
+        ip daddr @metadata goto refused
+        # Boxes are IPv4-only: IPv6 is refused, never forwarded, whatever the host allows.
+        meta nfproto ipv6 goto refused
         ct state established,related accept
-        # Other instances' boxes on a shared bridge: their own table decides.
-        ip saddr != @boxes return
+        # The bridge guard lets only bound box addresses through; this is the second lock.
+        ip saddr != @boxes counter name unknown_source drop
         # Names are filtered by Paddock's resolver; no way around it.
         meta l4proto {{ tcp, udp }} th dport {{ 53, 853 }} goto refused
         ip saddr @deny_all goto refused
         ip saddr . ip daddr @allowed goto allowed
+        ip daddr @not_public goto refused
         ip saddr . ip daddr @learned goto allowed
         ip saddr @allowlisted goto refused
         goto allowed
     }}
     chain forward {{
         type filter hook forward priority filter - 5; policy accept;
-        iifname "{bridge}" jump egress
+        # Box to box through the gateway.
+        iifname "{br}" oifname "{br}" counter name between_boxes drop
+        iifname "{br}" jump egress
+        # Nothing starts a connection into a box (paddockd never connects to box addresses).
+        oifname "{br}" ct state new counter name into_boxes drop
     }}
     chain prerouting {{
         type nat hook prerouting priority dstnat; policy accept;
-        iifname "{bridge}" ip saddr @boxes ip daddr {gateway.ip} {dns} redirect to :{dns_port}
+        iifname "{br}" ip saddr @boxes ip daddr {gateway.ip} {dns} redirect to :{dns_port}
     }}
     chain input {{
         type filter hook input priority filter - 5; policy accept;
         # The host's own services (paddockd, the engine, SSH, ...) are not for boxes; the
         # one exception is DNS redirected to a Paddock resolver.
-        iifname "{bridge}" ct state established,related accept
-        iifname "{bridge}" ct status dnat {tcp_udp} ct original proto-dst 53 accept
-        iifname "{bridge}" goto refused
+        iifname "{br}" ct state established,related accept
+        iifname "{br}" ct status dnat {tcp_udp} ct original proto-dst 53 accept
+        iifname "{br}" goto refused
     }}
     chain postrouting {{
         type nat hook postrouting priority srcnat; policy accept;
-        ip saddr {gateway.network} oifname != "{bridge}" masquerade
+        ip saddr @boxes oifname != "{br}" masquerade
     }}
 }}
 """
 
 
 class NftablesPolicy:
+    """The network layer on nftables. All of its state (what DNS admitted, the counters
+    read so far, the boxes enforced, the ports bound) is touched only in worker threads
+    holding `_lock`, so the periodic sync, DNS admissions and the egress reader can never
+    interleave."""
+
     def __init__(
-        self, bridge: str, bridge_cidr: str, instance: str = "default", dns_port: int = 10053
+        self,
+        bridge: str,
+        bridge_cidr: str,
+        instance: str = "default",
+        dns_port: int = 10053,
+        *,
+        pid_of: Callable[[str], int],
+        refuse_non_public: bool = True,
     ) -> None:
         self._bridge = bridge
         self._cidr = bridge_cidr
         self._dns_port = dns_port
+        self._pid_of = pid_of
+        self._refuse_non_public = refuse_non_public
         self.table = table_name(instance)
         self._nft = Nft()
+        self._lock = threading.Lock()
         self._boxes: dict[str, BoxAddress] = {}
         self._learned: dict[tuple[str, str], float] = {}  # -> monotonic expiry
         self._counted: dict[tuple[str, ...], int] = {}
         self._pending: list[Flow] = []
+        self._pids: dict[str, int] = {}  # container id -> its init's pid, as last asked
         self._restored = False
         self._next_docker_check = 0.0
 
-    async def sync(self, boxes: list[BoxAddress]) -> None:
+    async def sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         """Make the rules say exactly this, keeping what DNS admitted for boxes still here."""
 
-        def work() -> None:
-            if not self._restored:
-                # Admissions made before paddockd restarted are still valid for their TTL.
-                self._learned.update(self._read_learned())
-                self._restored = True
-            # The rewrite resets the counters: take what they hold first.
-            self._pending.extend(self._read_flows())
-            ips = {b.ip for b in boxes}
-            now = time.monotonic()
-            left = {
-                key: int(expiry - now)
-                for key, expiry in self._learned.items()
-                if key[0] in ips and expiry - now >= 1
-            }
-            self._learned = {k: v for k, v in self._learned.items() if k in left}
-            self._nft.run(
-                ruleset(self.table, self._bridge, self._cidr, self._dns_port, boxes, left)
-            )
-            self._counted = {}
-            self._boxes = {b.ip: b for b in boxes}
-            isolate_ports(self._bridge)
-            if time.monotonic() >= self._next_docker_check:
-                accept_in_docker_user(self._bridge)
-                self._next_docker_check = time.monotonic() + DOCKER_CHECK_SECONDS
+        def work() -> dict[str, str]:
+            with self._lock:
+                return self._sync(boxes)
 
-        await anyio.to_thread.run_sync(work)
+        return await anyio.to_thread.run_sync(work)
+
+    def _sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
+        if not self._restored:
+            # Admissions made before paddockd restarted are still valid for their TTL.
+            self._learned.update(self._read_learned())
+            self._restored = True
+        # The rewrite resets the counters: take what they hold first.
+        self._pending.extend(self._read_flows())
+        ips = {b.ip for b in boxes}
+        now = time.monotonic()
+        left = {
+            key: int(expiry - now)
+            for key, expiry in self._learned.items()
+            if key[0] in ips and expiry - now >= 1
+        }
+        self._learned = {k: v for k, v in self._learned.items() if k in left}
+        mac = pin_bridge(self._bridge)
+        ports = bridge_ports(self._bridge)
+        bound, failed = self._bind(boxes, ports)
+        refused = list(NON_PUBLIC) if self._refuse_non_public else []
+        refused += host_networks(self._bridge)
+        bridge = Bridge(self._bridge, self._cidr, mac)
+        self._nft.run(ruleset(self.table, bridge, self._dns_port, boxes, left, bound, refused))
+        self._counted = {}
+        self._boxes = {b.ip: b for b in boxes}
+        for port in ports:
+            if not port.isolated:
+                isolate(port.name)
+        if time.monotonic() >= self._next_docker_check:
+            accept_in_docker_user(self._bridge)
+            self._next_docker_check = time.monotonic() + DOCKER_CHECK_SECONDS
+        return failed
+
+    def _bind(
+        self, boxes: list[BoxAddress], ports: list[Port]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Each box's bridge port, found from the kernel's view of its container's network
+        namespace (never from anything the box says). Returns (box address -> port) and
+        (box id -> why no port)."""
+        by_ns: dict[int, list[str]] = {}
+        for port in ports:
+            if port.netnsid is not None:
+                by_ns.setdefault(port.netnsid, []).append(port.name)
+        bound: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        live = {b.container_id for b in boxes}
+        self._pids = {cid: pid for cid, pid in self._pids.items() if cid in live}
+        for box in boxes:
+            if not box.container_id or not box.mac:
+                failed[box.box_id] = "the engine reported no container or MAC address"
+                continue
+            found: list[str] = []
+            for fresh in (False, True):
+                # A cached pid goes stale when the container restarts: ask again once.
+                if fresh or box.container_id not in self._pids:
+                    self._pids[box.container_id] = self._pid_of(box.container_id)
+                try:
+                    nsid = netns_id(self._pids[box.container_id])
+                except OSError:
+                    nsid = None
+                found = by_ns.get(nsid, []) if nsid is not None else []
+                if found:
+                    break
+            if len(found) == 1:
+                bound[box.ip] = found[0]
+            else:
+                failed[box.box_id] = (
+                    f"{len(found)} ports of bridge {self._bridge} lead to its network namespace"
+                )
+        return bound, failed
 
     def box_at(self, ip: str) -> BoxAddress | None:
         return self._boxes.get(ip)
@@ -180,32 +327,42 @@ class NftablesPolicy:
     async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         if not addresses:
             return
-        lines = []
-        now = time.monotonic()
-        for address, ttl in addresses:
-            seconds = max(ttl, MIN_ADMIT_SECONDS)
-            element = f"{{ {box_ip} . {address} timeout {seconds}s }}"
-            # add + delete + add: the one way to reset the timeout of an element that may
-            # already be there, in one transaction.
-            lines += [
-                f"add element inet {self.table} learned {element}",
-                f"delete element inet {self.table} learned {{ {box_ip} . {address} }}",
-                f"add element inet {self.table} learned {element}",
-            ]
-            self._learned[(box_ip, address)] = now + seconds
-        script = "\n".join(lines) + "\n"
-        await anyio.to_thread.run_sync(lambda: self._nft.run(script))
+
+        def work() -> None:
+            lines = []
+            now = time.monotonic()
+            with self._lock:
+                for address, ttl in addresses:
+                    seconds = max(ttl, MIN_ADMIT_SECONDS)
+                    element = f"{{ {box_ip} . {address} timeout {seconds}s }}"
+                    # add + delete + add: the one way to reset the timeout of an element
+                    # that may already be there, in one transaction.
+                    lines += [
+                        f"add element inet {self.table} learned {element}",
+                        f"delete element inet {self.table} learned {{ {box_ip} . {address} }}",
+                        f"add element inet {self.table} learned {element}",
+                    ]
+                    self._learned[(box_ip, address)] = now + seconds
+                self._nft.run("\n".join(lines) + "\n")
+
+        await anyio.to_thread.run_sync(work)
 
     async def flows(self) -> list[Flow]:
         def work() -> list[Flow]:
-            found = [*self._pending, *self._read_flows()]
-            self._pending = []
-            return found
+            with self._lock:
+                found = [*self._pending, *self._read_flows()]
+                self._pending = []
+                return found
 
         return await anyio.to_thread.run_sync(work)
 
     def remove_sync(self) -> None:
-        self._nft.run(f"add table inet {self.table}\ndelete table inet {self.table}\n")
+        self._nft.run(
+            "".join(
+                f"add table {family} {self.table}\ndelete table {family} {self.table}\n"
+                for family in ("inet", "bridge", "arp")
+            )
+        )
 
     # -- reading the kernel's sets ----------------------------------------------------
     def _set_elements(self, name: str) -> list[dict[str, Any]]:
@@ -234,22 +391,6 @@ class NftablesPolicy:
                 if new > 0:
                     flows.append(Flow(str(box), str(address), str(proto), int(port), verdict, new))
         return flows
-
-
-def isolate_ports(bridge: str) -> None:
-    """Set `isolated on` for every port of the bridge that is not yet: one listing, and
-    one `ip` call per new port only (this runs on every sync)."""
-    listed = subprocess.run(
-        ["ip", "-d", "-o", "link", "show", "master", bridge], capture_output=True, text=True
-    ).stdout
-    for line in listed.splitlines():
-        if "isolated on" in line:
-            continue
-        port = line.split(":", 2)[1].strip().split("@")[0]
-        subprocess.run(
-            ["ip", "link", "set", "dev", port, "type", "bridge_slave", "isolated", "on"],
-            capture_output=True,
-        )
 
 
 def accept_in_docker_user(bridge: str) -> None:

@@ -40,6 +40,15 @@ class VolumeInfo:
 
 
 @dataclass(frozen=True)
+class BoxNetwork:
+    """A bridge network of an instance's own, made in the engine on first use."""
+
+    name: str
+    bridge: str
+    cidr: str  # gateway address / prefix, e.g. 10.214.7.1/24
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     box_id: str
     hostname: str
@@ -60,6 +69,7 @@ class ContainerInfo:
     status: str
     image: str = ""
     ip: str = ""
+    mac: str = ""
 
 
 @dataclass(frozen=True)

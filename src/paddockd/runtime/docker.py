@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import anyio.from_thread
 import anyio.to_thread
 import docker
 import docker.errors
+import docker.types
 import requests.exceptions
 from docker.utils import socket as docker_socket
 
@@ -24,6 +26,7 @@ from ..domain.errors import EngineUnavailable, InvalidRequest, NotFound, Paddock
 from . import seccomp
 from .base import (
     LABEL_BOX,
+    BoxNetwork,
     ContainerInfo,
     ContainerSpec,
     EngineInfo,
@@ -61,7 +64,11 @@ def translate(exc: Exception) -> PaddockError:
 
 class DockerRuntime:
     def __init__(
-        self, socket_path: str, userns_base: int | None = None, dns: tuple[str, ...] = ()
+        self,
+        socket_path: str,
+        userns_base: int | None = None,
+        dns: tuple[str, ...] = (),
+        network: BoxNetwork | None = None,
     ) -> None:
         self._api = (
             docker.APIClient(
@@ -73,6 +80,7 @@ class DockerRuntime:
         self._socket_path = socket_path
         self._userns_base = userns_base
         self._dns = list(dns)
+        self._network = network
         self._profile: Profile | None = None
         self._seccomp = seccomp.load()
         # Stream readers block a thread for as long as a command runs; they must not starve
@@ -123,6 +131,37 @@ class DockerRuntime:
             profile = "userns"
         self._profile = profile
         return EngineInfo(str(data.get("ServerVersion", "?")), profile, self._userns_base)
+
+    async def ensure_network(self) -> None:
+        """Create this instance's own bridge network unless it exists (nothing to do on
+        the engine's default bridge). Docker makes the Linux bridge; Paddock's rules
+        (the engine runs with --iptables=false) do the rest."""
+        net = self._network
+        if net is None:
+            return
+
+        def work() -> None:
+            if self.api.networks(names=[net.name]):
+                return
+            gateway = net.cidr.split("/")[0]
+            subnet = str(ipaddress.ip_interface(net.cidr).network)
+            pool = docker.types.IPAMPool(subnet=subnet, gateway=gateway)
+            self.api.create_network(
+                net.name,
+                driver="bridge",
+                options={
+                    "com.docker.network.bridge.name": net.bridge,
+                    "com.docker.network.bridge.enable_ip_masquerade": "false",
+                },
+                ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+                labels={LABEL_BOX + ".network": net.bridge},
+            )
+
+        await self._run(work)
+
+    def container_pid(self, cid: str) -> int:
+        """The host pid of the container's init (blocking: for worker threads)."""
+        return int(self.api.inspect_container(cid)["State"]["Pid"] or 0)
 
     def _isolation(self, profile: Profile) -> dict[str, Any]:
         """What a box gets per profile. Never --privileged, never seccomp/systempaths
@@ -183,6 +222,7 @@ class DockerRuntime:
                 # box's services must not survive into its next start (or its snapshots).
                 tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
                 dns=self._dns or None,
+                network_mode=self._network.name if self._network else None,
                 **self._isolation(profile),
             )
             created = self.api.create_container(
@@ -218,9 +258,17 @@ class DockerRuntime:
             running, status = state == "running", str(state or "")
         image = str((data.get("Config") or {}).get("Image") or data.get("Image") or "")
         networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
-        ip = next((str(n.get("IPAddress")) for n in networks.values() if n.get("IPAddress")), "")
+        attached: dict[str, Any] = next(
+            (n for n in networks.values() if n.get("IPAddress")), {}
+        )
         return ContainerInfo(
-            str(data["Id"]), str(labels.get(LABEL_BOX, "")), running, status, image, ip
+            str(data["Id"]),
+            str(labels.get(LABEL_BOX, "")),
+            running,
+            status,
+            image,
+            str(attached.get("IPAddress") or ""),
+            str(attached.get("MacAddress") or ""),
         )
 
     async def inspect(self, cid: str) -> ContainerInfo | None:

@@ -69,6 +69,8 @@ class Reconciler:
         self._retention = retention
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._net_lock = asyncio.Lock()
+        # Boxes whose isolation the last network sync could not apply (id -> why).
+        self.isolation_failures: dict[str, str] = {}
 
     def run_dir(self, box_id: str) -> Path:
         return self._boxes_dir / box_id / "run"
@@ -77,15 +79,32 @@ class Reconciler:
         """Enforce every running box's egress policy, keyed by its current address.
 
         Serialized, with the state read inside the lock: otherwise a periodic pass that
-        read the policies before an API change could write its stale view after it."""
+        read the policies before an API change could write its stale view after it. A box
+        whose bridge port could not be locked to it is stopped and marked `error` (its
+        traffic is dropped meanwhile); the next pass starts it and tries again."""
         async with self._net_lock:
             boxes = {b.id: b for b in await self._repo.all()}
-            enforced = [
-                BoxAddress(info.box_id, info.ip, boxes[info.box_id].network)
+            running = [
+                info
                 for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
                 if info.running and info.ip and info.box_id in boxes
             ]
-            await self._net.sync(enforced)
+            enforced = [
+                BoxAddress(i.box_id, i.ip, boxes[i.box_id].network, i.id, i.mac) for i in running
+            ]
+            failed = await self._net.sync(enforced)
+            self.isolation_failures = failed
+            for info in running:
+                if info.box_id in failed:
+                    await self._isolation_failed(boxes[info.box_id], info, failed[info.box_id])
+
+    async def _isolation_failed(self, box: Box, info: ContainerInfo, why: str) -> None:
+        message = f"stopped: its network isolation could not be applied ({why})"
+        log.error("box %s: %s", box.name, message)
+        await self._rt.stop(info.id, 0)
+        current = await self._repo.get(box.id)
+        if current is not None:
+            await self._repo.update(current, state=BoxState.ERROR, message=message)
 
     async def reconcile(self, box_id: str) -> Box | None:
         """Converge one box. Returns it as it now is (None once deleted). On failure the

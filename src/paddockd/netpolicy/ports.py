@@ -1,0 +1,128 @@
+"""Which port of Paddock's bridge belongs to which box, learned from the kernel alone.
+
+A box is root in its own network namespace: it can rename, re-address and add interfaces
+there, so nothing it reports is trusted. The host side is: the bridge's ports are veth
+ends in the host's namespace, and the kernel tells, for each, the id (in the host's view)
+of the namespace holding the other end (`link_netnsid`). The namespace of a box's init
+process (its pid comes from the engine) gets its id through one netlink request. A box
+cannot create or move an interface into the host's namespace, so a port found this way is
+the one Docker attached for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..domain.errors import IsolationFailed
+
+# linux/rtnetlink.h and linux/net_namespace.h
+_RTM_GETNSID = 90
+_NLMSG_ERROR = 2
+_NLM_F_REQUEST = 1
+_NETNSA_NSID = 1
+_NETNSA_PID = 2
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    netnsid: int | None  # the far end's namespace, in the host's numbering
+    isolated: bool
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True)
+
+
+def bridge_ports(bridge: str) -> list[Port]:
+    """The bridge's ports. Listing them also makes the kernel number the far ends'
+    namespaces, which `netns_id` then reads."""
+    listed = _ip("-j", "-d", "link", "show", "master", bridge)
+    if listed.returncode != 0:
+        raise IsolationFailed(f"cannot list the ports of bridge {bridge}: {listed.stderr.strip()}")
+    ports = []
+    for row in json.loads(listed.stdout or "[]"):
+        slave = (row.get("linkinfo") or {}).get("info_slave_data") or {}
+        nsid = row.get("link_netnsid")
+        ports.append(
+            Port(
+                str(row["ifname"]),
+                int(nsid) if nsid is not None else None,
+                bool(slave.get("isolated")),
+            )
+        )
+    return ports
+
+
+def netns_id(pid: int) -> int | None:
+    """The host's id for the network namespace of process `pid` (None if it has none)."""
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
+        nl.settimeout(2)
+        body = struct.pack("=B3x", socket.AF_UNSPEC) + struct.pack("=HHI", 8, _NETNSA_PID, pid)
+        nl.send(struct.pack("=IHHII", 16 + len(body), _RTM_GETNSID, _NLM_F_REQUEST, 1, 0) + body)
+        data = nl.recv(4096)
+    length, kind = struct.unpack_from("=IH", data)
+    if kind == _NLMSG_ERROR:
+        (err,) = struct.unpack_from("=i", data, 16)
+        raise IsolationFailed(f"no network namespace for process {pid}: {os.strerror(-err)}")
+    offset = 20  # header + rtgenmsg
+    while offset + 4 <= length:
+        size, attr = struct.unpack_from("=HH", data, offset)
+        if attr == _NETNSA_NSID:
+            (nsid,) = struct.unpack_from("=i", data, offset + 4)
+            return int(nsid) if nsid >= 0 else None
+        offset += (size + 3) & ~3
+    return None
+
+
+def isolate(port: str) -> None:
+    """Bridge port isolation: isolated ports never exchange frames with each other."""
+    done = _ip("link", "set", "dev", port, "type", "bridge_slave", "isolated", "on")
+    if done.returncode != 0:
+        raise IsolationFailed(f"cannot isolate bridge port {port}: {done.stderr.strip()}")
+
+
+def stable_mac(bridge: str) -> str:
+    """A locally administered unicast MAC derived from the bridge's name."""
+    digest = hashlib.sha256(bridge.encode()).digest()
+    return "0a:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
+def pin_bridge(bridge: str) -> str:
+    """Give the bridge a fixed MAC (a Linux bridge otherwise takes its lowest port's, which
+    changes as boxes come and go, and the rules name it), strict reverse-path filtering
+    and no IPv6. Returns the MAC."""
+    sysfs = Path("/sys/class/net") / bridge
+    mac = stable_mac(bridge)
+    if (sysfs / "address").read_text().strip() != mac:
+        done = _ip("link", "set", "dev", bridge, "address", mac)
+        if done.returncode != 0:
+            raise IsolationFailed(f"cannot set the MAC of bridge {bridge}: {done.stderr.strip()}")
+    # Boxes are IPv4-only: the host has no IPv6 address a box could reach on the bridge.
+    for path, value in (
+        (Path("/proc/sys/net/ipv4/conf") / bridge / "rp_filter", "1"),
+        (Path("/proc/sys/net/ipv6/conf") / bridge / "disable_ipv6", "1"),
+    ):
+        if path.exists() and path.read_text().strip() != value:
+            path.write_text(value + "\n")
+    return mac
+
+
+def host_networks(bridge: str) -> list[str]:
+    """The host's own IPv4 addresses' networks, except the boxes' bridge (its own rules
+    guard it)."""
+    listed = _ip("-j", "-4", "addr", "show")
+    found = []
+    for row in json.loads(listed.stdout or "[]"):
+        if row.get("ifname") == bridge:
+            continue
+        for addr in row.get("addr_info") or []:
+            found.append(f"{addr['local']}/{addr['prefixlen']}")
+    return found

@@ -1,12 +1,17 @@
 """Tar streams for push (built lazily from local files) and pull (extracted defensively).
 
-A box is untrusted: `extract_stream` never writes outside its destination. It rejects
-absolute and `..` member names, links that point outside the destination, and it never
-writes through a symlink already on disk (one left by an earlier pull included).
+A box is untrusted: `extract_stream` never writes outside its destination and leaves no
+link there that leads outside it. It refuses absolute and `..` member names, symlinks
+whose target, resolved against what is already on disk (links followed), leaves the
+destination, hard links to anything but a file it wrote, devices and fifos; it opens
+every folder without following links, so it never writes through a symlink (one left by
+an earlier pull included). The first refusal fails the pull.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import posixpath
 import stat
@@ -15,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._exceptions import Conflict, InvalidRequest, NotFound
+from ._exceptions import Conflict, InvalidRequest, NotFound, PaddockError
 
 BLOCK = 512
 _READ = 1024 * 1024
@@ -176,6 +181,42 @@ class _IterReader:
         return out
 
 
+# -- pull: a hostile tar, written below one folder and nowhere else -------------------
+#
+# Every path below is a tuple of names relative to the folder that holds the target, so
+# `(top,)` is the target itself and `(top, "a", "b")` is `target/a/b`; leaving `(top,)`
+# means leaving the destination.
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY
+# POSIX (Linux, macOS) has the *at calls: folders are held as fds opened without following
+# links, so nothing can be swapped under a path between a check and a write. Windows has
+# none of them; there each folder's path is lstat-checked component by component.
+_AT_CALLS = (os.open, os.stat, os.mkdir, os.unlink, os.symlink, os.readlink, os.link)
+_AT = set(_AT_CALLS) <= os.supports_dir_fd and {os.chmod, os.utime} <= os.supports_fd
+_MAX_HOPS = 40  # links followed while resolving one target: Linux's MAXSYMLINKS
+_MAX_DEPTH = 256  # folders a member may sit in; no project is deeper, a hostile tar may be
+_NAME_MAX = 255  # bytes in one name (NAME_MAX on Linux and macOS)
+_SPECIAL = {
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a fifo",
+}
+
+Parts = tuple[str, ...]
+
+
+class _Refusal(Exception):
+    """Why one member is refused; `_Extraction.add` names the member."""
+
+
+class _Leaves(_Refusal):
+    """A link target that resolves outside the destination."""
+
+    def __init__(self) -> None:
+        super().__init__("it points outside the destination")
+
+
 def pull_target(dest: Path, root_name: str) -> Path:
     """Like `cp`: into an existing directory under the source's name, else as `dest` itself."""
     return dest / root_name if dest.is_dir() and not dest.is_symlink() else dest
@@ -183,36 +224,309 @@ def pull_target(dest: Path, root_name: str) -> Path:
 
 def _split_member(name: str) -> list[str]:
     if name.startswith("/") or "\\" in name or "\x00" in name:
-        raise InvalidRequest(f"refusing archive member {name!r}: absolute or malformed path")
+        raise _Refusal("absolute or malformed path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if not parts or ".." in parts:
-        raise InvalidRequest(f"refusing archive member {name!r}: it leaves the destination")
+        raise _Refusal("it leaves the destination")
+    if len(parts) > _MAX_DEPTH:
+        raise _Refusal(f"nested deeper than {_MAX_DEPTH} folders")
+    if any(len(os.fsencode(p)) > _NAME_MAX for p in parts):
+        raise _Refusal(f"a name longer than {_NAME_MAX} bytes")
     return parts
 
 
-def _check_parents(top: Path, parts: list[str]) -> Path:
-    """Return the path for `parts` below `top`, after proving no existing component of it
-    is a symlink or a non-directory (so nothing can be written through a link)."""
-    path = top
-    for part in parts[:-1]:
-        path = path / part
+def _stamp(handle: int | str, mode: int, mtime: float) -> None:
+    # Mode bits are kept, setuid/setgid/sticky are not: the box does not get to plant them.
+    os.chmod(handle, mode & 0o777)
+    with contextlib.suppress(OverflowError, ValueError):  # a nonsense time is not worth a failure
+        os.utime(handle, (mtime, mtime))
+
+
+class _Dir:
+    """One folder of the destination, reached without following a link: an fd where the
+    platform has the *at calls, else its checked path (`handle` is whichever it is)."""
+
+    def __init__(self, path: str, fd: int | None) -> None:
+        self.path = path
+        self.fd = fd
+
+    @property
+    def handle(self) -> int | str:
+        return self.path if self.fd is None else self.fd
+
+    def at(self, name: str) -> str:
+        return name if self.fd is not None else os.path.join(self.path, name)
+
+    def lstat(self, name: str) -> os.stat_result | None:
         try:
-            st = path.lstat()
+            return os.stat(self.at(name), dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            raise InvalidRequest(f"refusing to write through the symlink {path}")
-        if not stat.S_ISDIR(st.st_mode):
-            raise InvalidRequest(f"{path} is not a directory")
-    return path / parts[-1]
+            return None
+
+    def readlink(self, name: str) -> str:
+        return os.readlink(self.at(name), dir_fd=self.fd)
+
+    def child(self, name: str) -> _Dir:
+        """The subfolder `name`; OSError when it is missing, a link or not a folder."""
+        path = os.path.join(self.path, name)
+        if self.fd is not None:
+            return _Dir(path, os.open(name, _DIR_FLAGS, dir_fd=self.fd))
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise NotADirectoryError(path)
+        return _Dir(path, None)
+
+    def dup(self) -> _Dir:
+        return _Dir(self.path, None if self.fd is None else os.dup(self.fd))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> _Dir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _link_inside(parts: list[str], target: str) -> bool:
-    if not target or target.startswith("/") or "\x00" in target:
-        return False
-    # Resolved lexically against the link's own directory; must stay below the root entry.
-    resolved = posixpath.normpath(posixpath.join(*parts[:-1], target))
-    return resolved != ".." and not resolved.startswith("../")
+class _Destination:
+    """The folder that holds the target, and the walks inside it: opening folders without
+    following links, and resolving link targets the way the kernel will."""
+
+    def __init__(self, parent: Path) -> None:
+        try:
+            fd = os.open(parent, _DIR_FLAGS & ~_NOFOLLOW) if _AT else None  # the user's own path
+        except FileNotFoundError:
+            raise NotFound(f"no such folder: {parent}") from None
+        self.base = _Dir(str(parent), fd)
+
+    def close(self) -> None:
+        self.base.close()
+
+    def local(self, parts: Parts) -> str:
+        return os.path.join(self.base.path, *parts)
+
+    def open_dir(self, parts: Parts, *, create: bool = False) -> _Dir:
+        """The folder at `parts` (the caller closes it). `create` makes missing folders,
+        as tar does when an archive omits them."""
+        d = self.base.dup()
+        try:
+            for i, name in enumerate(parts):
+                if create and d.lstat(name) is None:
+                    os.mkdir(d.at(name), 0o700, dir_fd=d.fd)
+                try:
+                    child = d.child(name)
+                except OSError:
+                    raise self._why_not_a_dir(d, name, parts[: i + 1]) from None
+                d.close()
+                d = child
+            return d
+        except BaseException:
+            d.close()
+            raise
+
+    def _why_not_a_dir(self, d: _Dir, name: str, parts: Parts) -> Exception:
+        st = d.lstat(name)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            return _Refusal(f"it goes through the symlink {self.local(parts)}")
+        if st is not None:
+            return _Refusal(f"{self.local(parts)} is not a folder")
+        return FileNotFoundError(self.local(parts))
+
+    def resolve(self, where: Parts, target: str) -> Parts:
+        """Where a link in the folder `where` pointing to `target` leads. Links already on
+        disk are followed as the kernel will follow them (a lexical check is fooled by
+        `b2 -> b1/..` when b1 is itself `..`). Past a name that does not exist yet the
+        rest is read lexically: that name can only become a file, a folder, or a link
+        that is checked in its turn. Raises _Leaves when the target leaves `(top,)`."""
+        return self._walk(where, target, itertools.count())[0]
+
+    def _walk(self, where: Parts, target: str, hops: Iterator[int]) -> tuple[Parts, int]:
+        if not target or target.startswith("/") or "\x00" in target:
+            raise _Leaves()
+        pos = list(where)
+        real = len(pos)  # pos[:real] are folders on disk; past that, names not there yet
+        for name in target.split("/"):
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(pos) <= 1:
+                    raise _Leaves()
+                pos.pop()
+                real = min(real, len(pos))
+                continue
+            st, link = self.look(tuple(pos), name) if real == len(pos) else (None, None)
+            if link is None:
+                pos.append(name)
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    real = len(pos)
+                continue
+            if next(hops) >= _MAX_HOPS:
+                raise _Refusal("too many levels of symlinks")
+            followed, real = self._walk(tuple(pos), link, hops)
+            pos = list(followed)
+        return tuple(pos), real
+
+    def look(self, folder: Parts, name: str) -> tuple[os.stat_result | None, str | None]:
+        with self.open_dir(folder) as d:
+            st = d.lstat(name)
+            link = d.readlink(name) if st is not None and stat.S_ISLNK(st.st_mode) else None
+        return st, link
+
+
+class _Extraction:
+    """One pull: members are written one by one under `(top,)`, refusing anything that
+    could put or point something outside it. The first refusal ends the pull."""
+
+    def __init__(self, dest: _Destination, top: str, root_name: str, force: bool) -> None:
+        self.dest = dest
+        self.top = top
+        self.root_name = root_name
+        self.force = force
+        self.files: set[Parts] = set()  # regular files this pull wrote: hard link sources
+        self.links: set[Parts] = set()  # symlinks it made: checked again at the end
+        self.dirs: list[tuple[Parts, int, float]] = []
+        self._parent: tuple[Parts, _Dir] | None = None  # the last member's folder, kept open
+
+    def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+        try:
+            parts = self._parts(member.name)
+            folder = self._folder(parts[:-1])
+            self._check(parts, member)
+            self._clear(folder, parts, member)
+            self._write(folder, parts, tar, member)
+        except _Refusal as exc:
+            what = "symlink" if member.issym() else "archive member"
+            arrow = f" -> {member.linkname}" if member.issym() else ""
+            raise InvalidRequest(f"refusing {what} {member.name}{arrow}: {exc}") from None
+        except OSError as exc:
+            raise PaddockError(f"cannot write {member.name}: {exc.strerror or exc}") from exc
+
+    def _parts(self, name: str) -> Parts:
+        parts = _split_member(name)
+        if parts[0] != self.root_name:
+            raise _Refusal(f"outside {self.root_name}")
+        return (self.top, *parts[1:])
+
+    def _folder(self, parts: Parts) -> _Dir:
+        if self._parent is None or self._parent[0] != parts:
+            opened = self.dest.open_dir(parts, create=True)
+            self.close()
+            self._parent = (parts, opened)
+        return self._parent[1]
+
+    def _check(self, parts: Parts, member: tarfile.TarInfo) -> None:
+        if member.type in _SPECIAL:
+            raise _Refusal(f"{_SPECIAL[member.type]}; pull writes only files, folders and links")
+        if (member.issym() or member.islnk()) and len(parts) == 1:
+            raise _Refusal("it is a link in the box; pull the path it points to")
+        if member.issym():
+            self.dest.resolve(parts[:-1], member.linkname)
+        elif not (member.isdir() or member.isreg() or member.islnk()):
+            raise _Refusal("not a file, folder or link")
+
+    def _clear(self, folder: _Dir, parts: Parts, member: tarfile.TarInfo) -> None:
+        st = folder.lstat(parts[-1])
+        if st is None or (stat.S_ISDIR(st.st_mode) and member.isdir()):
+            return
+        where = self.dest.local(parts)
+        if not self.force:
+            raise Conflict(f"{where} already exists; use --force to overwrite")
+        if stat.S_ISDIR(st.st_mode):
+            raise Conflict(f"{where} is a directory; it would be replaced by a file")
+        os.unlink(folder.at(parts[-1]), dir_fd=folder.fd)
+        self.files.discard(parts)
+        self.links.discard(parts)
+
+    def _write(
+        self, folder: _Dir, parts: Parts, tar: tarfile.TarFile, member: tarfile.TarInfo
+    ) -> None:
+        name = parts[-1]
+        if member.isdir():
+            if folder.lstat(name) is None:
+                os.mkdir(folder.at(name), 0o700, dir_fd=folder.fd)
+            self.dirs.append((parts, member.mode, member.mtime))
+        elif member.issym():
+            os.symlink(member.linkname, folder.at(name), dir_fd=folder.fd)
+            self.links.add(parts)
+        elif member.islnk():
+            self._hard_link(folder, parts, member.linkname)
+        else:
+            _write_file(folder, name, tar, member)
+            self.files.add(parts)
+
+    def _hard_link(self, folder: _Dir, parts: Parts, linkname: str) -> None:
+        try:
+            source = self._parts(linkname)
+        except _Refusal:
+            raise _Refusal(f"hard link to {linkname}, outside the destination") from None
+        if source not in self.files:
+            raise _Refusal(f"hard link to {linkname}, which is not a file this pull wrote")
+        with self.dest.open_dir(source[:-1]) as src:
+            st = src.lstat(source[-1])
+            if st is None or not stat.S_ISREG(st.st_mode):
+                raise _Refusal(f"hard link to {linkname}, which is no longer a file")
+            # follow_symlinks=False: link what was checked, never where a link points.
+            os.link(
+                src.at(source[-1]),
+                folder.at(parts[-1]),
+                src_dir_fd=src.fd,
+                dst_dir_fd=folder.fd,
+                follow_symlinks=not _AT,
+            )
+        self.files.add(parts)
+
+    def remove_escaped_links(self) -> list[str]:
+        """Check every link again against the finished tree (a later member can change
+        where an earlier link leads); remove those that now leave, until none does."""
+        removed: list[str] = []
+        while escaped := [(p, why) for p in sorted(self.links) if (why := self._recheck(p))]:
+            for parts, why in escaped:
+                with self.dest.open_dir(parts[:-1]) as folder:
+                    os.unlink(folder.at(parts[-1]), dir_fd=folder.fd)
+                self.links.discard(parts)
+                removed.append(why)
+        return removed
+
+    def _recheck(self, parts: Parts) -> str | None:
+        """Why the link at `parts` must go now (the error to show), or None."""
+        _, link = self.dest.look(parts[:-1], parts[-1])
+        if link is None:
+            return None
+        try:
+            self.dest.resolve(parts[:-1], link)
+        except _Refusal as exc:
+            return (
+                f"refusing symlink {'/'.join(parts)} -> {link}: {exc}, "
+                "through links written after it"
+            )
+        return None
+
+    def stamp_dirs(self) -> None:
+        # Last, deepest first: a read-only folder must not stop its own extraction.
+        for parts, mode, mtime in reversed(self.dirs):
+            with self.dest.open_dir(parts) as d:
+                _stamp(d.handle, mode, mtime)
+
+    def close(self) -> None:
+        if self._parent is not None:
+            self._parent[1].close()
+            self._parent = None
+
+
+def _write_file(folder: _Dir, name: str, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+    src = tar.extractfile(member)
+    assert src is not None
+    fd = os.open(folder.at(name), _FILE_FLAGS, 0o600, dir_fd=folder.fd)
+    with os.fdopen(fd, "wb") as out:
+        while data := src.read(_READ):
+            out.write(data)
+        out.flush()
+        if folder.fd is not None:
+            _stamp(out.fileno(), member.mode, member.mtime)
+    if folder.fd is None:  # no fchmod/futimes on this platform: by the path just checked
+        _stamp(folder.at(name), member.mode, member.mtime)
 
 
 def extract_stream(
@@ -222,82 +536,36 @@ def extract_stream(
     *,
     force: bool = False,
     progress: Progress | None = None,
-) -> list[str]:
+) -> None:
     """Extract a tar stream whose first component is `root_name` as `target`.
 
-    Returns warnings (skipped special files). Raises before writing when `target` exists
-    and `force` is false.
+    The stream comes from a box and is hostile: anything that would write outside
+    `target`, or leave a link there that leads outside it, or a device or fifo, fails the
+    pull with InvalidRequest naming the member. What was written before stays; no link
+    that leads outside does. Raises Conflict before writing when `target` exists and
+    `force` is false.
     """
-    if target.is_symlink() or target.exists():
-        if not force:
-            raise Conflict(f"{target} already exists; use --force to overwrite")
-        if target.is_symlink() or not target.is_dir():
-            target.unlink()
-    warnings: list[str] = []
-    written: dict[str, Path] = {}
-    dirs: list[tuple[Path, tarfile.TarInfo]] = []
-    with tarfile.open(fileobj=_IterReader(chunks, progress), mode="r|") as tar:  # type: ignore[call-overload]
-        for member in tar:
-            parts = _split_member(member.name)
-            if parts[0] != root_name:
-                raise InvalidRequest(
-                    f"refusing archive member {member.name!r}: outside {root_name}"
-                )
-            rel = parts[1:]
-            path = _check_parents(target.parent, [target.name, *rel])
-            if member.issym() or member.islnk():
-                if not rel:
-                    raise InvalidRequest(
-                        f"{root_name} is a symlink in the box; pull the path it points to"
-                    )
-                if member.issym() and not _link_inside(rel, member.linkname):
-                    raise InvalidRequest(
-                        f"refusing symlink {member.name} -> {member.linkname}: "
-                        "it points outside the destination"
-                    )
-            _clear(path, member, force)
-            if member.isdir():
-                path.mkdir(mode=0o700, exist_ok=True)
-                dirs.append((path, member))
-            elif member.isreg():
-                _write_file(path, tar, member)
-                written[member.name] = path
-            elif member.issym():
-                os.symlink(member.linkname, path)
-            elif member.islnk():
-                source = written.get(member.linkname)
-                if source is None:
-                    raise InvalidRequest(f"refusing hard link {member.name} -> {member.linkname}")
-                os.link(source, path)
-            else:
-                warnings.append(f"skipped special file {member.name}")
-    for path, member in reversed(dirs):
-        os.chmod(path, member.mode & 0o777)
-        os.utime(path, (member.mtime, member.mtime))
-    return warnings
-
-
-def _clear(path: Path, member: tarfile.TarInfo, force: bool) -> None:
+    if (target.is_symlink() or target.exists()) and not force:
+        raise Conflict(f"{target} already exists; use --force to overwrite")
+    dest = _Destination(target.parent)
     try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode) and member.isdir():
-        return
-    if not force:
-        raise Conflict(f"{path} already exists; use --force to overwrite")
-    if stat.S_ISDIR(st.st_mode):
-        raise Conflict(f"{path} is a directory; it would be replaced by a file")
-    path.unlink()
+        job = _Extraction(dest, target.name, root_name, force)
+        try:
+            _extract_all(job, _IterReader(chunks, progress))
+        finally:
+            job.close()
+            escaped = job.remove_escaped_links()  # also when a refusal ended the pull
+        if escaped:
+            raise InvalidRequest(escaped[0])
+        job.stamp_dirs()
+    finally:
+        dest.close()
 
 
-def _write_file(path: Path, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
-    src = tar.extractfile(member)
-    assert src is not None
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        while data := src.read(_READ):
-            out.write(data)
-    # Mode bits are kept, setuid/setgid/sticky are not: the box does not get to plant them.
-    os.chmod(path, member.mode & 0o777)
-    os.utime(path, (member.mtime, member.mtime))
+def _extract_all(job: _Extraction, stream: _IterReader) -> None:
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                job.add(tar, member)
+    except tarfile.TarError as exc:
+        raise InvalidRequest(f"the box sent a broken archive: {exc}") from None

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from paddock import _archive
 from paddock._archive import extract_stream, plan_push, pull_target, tar_stream
 from paddock._exceptions import Conflict, InvalidRequest, NotFound
+
+from ..contained import assert_contained, snapshot
 
 
 def chunks(data: bytes, size: int = 7000) -> Iterator[bytes]:
@@ -20,10 +23,20 @@ def chunks(data: bytes, size: int = 7000) -> Iterator[bytes]:
         yield data[i : i + size]
 
 
+_TYPES = {
+    "dir": tarfile.DIRTYPE,
+    "sym": tarfile.SYMTYPE,
+    "hard": tarfile.LNKTYPE,
+    "chr": tarfile.CHRTYPE,
+    "blk": tarfile.BLKTYPE,
+    "fifo": tarfile.FIFOTYPE,
+}
+
+
 def evil_tar(*members: tuple[str, str, str]) -> bytes:
-    """members: (name, kind, payload-or-linkname) with kind in file|dir|sym|hard."""
+    """members: (name, kind, payload-or-linkname), kind: file|dir|sym|hard|chr|blk|fifo."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, kind, extra in members:
             info = tarfile.TarInfo(name)
             if kind == "file":
@@ -31,10 +44,9 @@ def evil_tar(*members: tuple[str, str, str]) -> bytes:
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
                 continue
-            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[
-                kind
-            ]
+            info.type = _TYPES[kind]
             info.linkname = extra
+            info.devmajor, info.devminor = (1, 3) if kind in ("chr", "blk") else (0, 0)
             tar.addfile(info)
     return buf.getvalue()
 
@@ -169,3 +181,191 @@ def test_setuid_bits_are_dropped(tmp_path: Path) -> None:
         tar.addfile(info, io.BytesIO(b""))
     extract_stream(chunks(buf.getvalue()), "s", tmp_path / "s")
     assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o755
+
+
+# -- a hostile box's tar: nothing lands or points outside DEST --------------------------
+
+
+@pytest.fixture(params=["at-calls", "paths"])
+def platform(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of walking the destination: folder fds (POSIX) and checked paths (the
+    fallback for platforms without the *at calls, i.e. Windows)."""
+    monkeypatch.setattr(_archive, "_AT", request.param == "at-calls")
+    return str(request.param)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Iterator[Path]:
+    """What the attacks aim at: a folder beside DEST with a sentinel; it must not change."""
+    target = tmp_path / "outside"
+    target.mkdir()
+    (target / "sentinel").write_text("untouched")
+    before = snapshot(tmp_path, skip="dest")
+    yield target
+    assert snapshot(tmp_path, skip="dest") == before
+
+
+def pull(tmp_path: Path, *members: tuple[str, str, str], force: bool = False) -> Path:
+    dest = tmp_path / "dest"
+    dest.mkdir(exist_ok=True)
+    extract_stream(chunks(evil_tar(*members)), "root", dest / "root", force=force)
+    return dest
+
+
+def chain(depth: int) -> list[tuple[str, str, str]]:
+    """The review's chain: b1 -> .., b2 -> b1/.., … each one folder higher than the last,
+    every one inside DEST by a lexical check; `host` then aims at the sentinel beside DEST."""
+    deep = "root/" + "/".join(f"d{i}" for i in range(depth))
+    members = [("root", "dir", "")]
+    members += [
+        ("root/" + "/".join(f"d{i}" for i in range(n + 1)), "dir", "") for n in range(depth)
+    ]
+    members.append((f"{deep}/b1", "sym", ".."))
+    members += [(f"{deep}/b{n}", "sym", f"b{n - 1}/..") for n in range(2, depth + 3)]
+    members.append((f"{deep}/host", "sym", f"b{depth + 2}/outside/sentinel"))
+    return members
+
+
+def test_pull_refuses_the_symlink_chain(platform: str, outside: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="points outside the destination"):
+        pull(tmp_path, *chain(5))
+    assert_contained(tmp_path / "dest")
+    assert not any(p.name == "host" for p in (tmp_path / "dest").rglob("*"))
+
+
+def test_pull_keeps_a_chain_that_stays_inside(platform: str, tmp_path: Path) -> None:
+    # The same chain stopped at b5 ends at the root of DEST: allowed.
+    members = chain(5)[:-3]
+    dest = pull(tmp_path, *members, ("root/d0/d1/d2/d3/d4/top", "sym", "b5"))
+    assert os.path.realpath(dest / "root/d0/d1/d2/d3/d4/top") == str((dest / "root").resolve())
+
+
+def test_pull_removes_a_link_that_a_later_member_turns_outward(
+    platform: str, outside: Path, tmp_path: Path
+) -> None:
+    # p/l -> q/../.. is inside while q does not exist (read lexically: DEST itself); then
+    # q -> . arrives, and p/l now means p/../.. — the folder holding DEST.
+    with pytest.raises(InvalidRequest, match="through links written after it"):
+        pull(
+            tmp_path,
+            ("root", "dir", ""),
+            ("root/p", "dir", ""),
+            ("root/p/l", "sym", "q/../../outside/sentinel"),
+            ("root/p/q", "sym", "."),
+        )
+    assert not os.path.lexists(tmp_path / "dest/root/p/l")
+    assert_contained(tmp_path / "dest")
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [("root", "dir", ""), ("root/abs", "sym", "/etc")],
+        [("root", "dir", ""), ("root/abs", "sym", "/" + "x" * 10)],
+        [("root", "dir", ""), ("root/up", "sym", "..")],
+        [("root", "dir", ""), ("root/a", "dir", ""), ("root/a/up", "sym", "../../outside")],
+        [("root", "dir", ""), ("root/loop1", "sym", "loop2"), ("root/loop2", "sym", "loop1")],
+        [("root", "dir", ""), ("root/h", "hard", "/etc/passwd")],
+        [("root", "dir", ""), ("root/h", "hard", "root/../outside/sentinel")],
+        [("root", "dir", ""), ("root/h", "hard", "other/sentinel")],
+        [("root", "dir", ""), ("root/h", "hard", "root/never-written")],
+        [("root", "dir", ""), ("root/s", "sym", "f"), ("root/h", "hard", "root/s")],
+        [("root", "dir", ""), ("root/null", "chr", "")],
+        [("root", "dir", ""), ("root/sda", "blk", "")],
+        [("root", "dir", ""), ("root/pipe", "fifo", "")],
+        [("root", "dir", ""), ("root/../outside/sentinel", "file", "pwned")],
+        [("root", "dir", ""), ("/outside/sentinel", "file", "pwned")],
+    ],
+)
+def test_pull_refuses_hostile_members(
+    platform: str, outside: Path, tmp_path: Path, members: list[tuple[str, str, str]]
+) -> None:
+    with pytest.raises(InvalidRequest, match=r"^refusing"):
+        pull(tmp_path, *members)
+    dest = tmp_path / "dest"
+    assert_contained(dest)
+    assert {p.name for p in dest.rglob("*")} <= {"root", "a", "s"}
+
+
+def test_pull_never_writes_through_a_symlink_it_just_made(
+    platform: str, outside: Path, tmp_path: Path
+) -> None:
+    # d -> . is harmless on its own; writing root/d/f would follow it.
+    members = [("root", "dir", ""), ("root/d", "sym", "."), ("root/d/f", "file", "x")]
+    with pytest.raises(InvalidRequest, match="goes through the symlink"):
+        pull(tmp_path, *members)
+    assert not (tmp_path / "dest/root/f").exists()
+
+
+def test_pull_never_writes_through_a_symlink_that_points_out(
+    platform: str, outside: Path, tmp_path: Path
+) -> None:
+    dest = tmp_path / "dest"
+    (dest / "root").mkdir(parents=True)
+    os.symlink(outside, dest / "root" / "out")  # planted before this pull (by the user)
+    for name in ("root/out/sentinel", "root/out/new"):
+        with pytest.raises(InvalidRequest, match="goes through the symlink"):
+            pull(tmp_path, ("root", "dir", ""), (name, "file", "pwned"), force=True)
+
+
+def test_a_file_then_a_symlink_of_the_same_name(
+    platform: str, outside: Path, tmp_path: Path
+) -> None:
+    members = [("root", "dir", ""), ("root/f", "file", "x")]
+    with pytest.raises(Conflict, match="--force"):
+        pull(tmp_path, *members, ("root/f", "sym", "g"))
+    # With --force the link may replace the file, but is still checked.
+    with pytest.raises(InvalidRequest, match="points outside"):
+        pull(tmp_path, *members, ("root/f", "sym", "../outside/sentinel"), force=True)
+    assert (tmp_path / "dest/root/f").read_text() == "x"  # refused before the file went
+    # …and a hard link to the replaced name no longer finds a file this pull wrote.
+    with pytest.raises(InvalidRequest, match="not a file this pull wrote"):
+        pull(tmp_path, *members, ("root/f", "sym", "g"), ("root/h", "hard", "root/f"), force=True)
+
+
+def test_a_folder_never_becomes_a_link(platform: str, outside: Path, tmp_path: Path) -> None:
+    members = [("root", "dir", ""), ("root/d", "dir", ""), ("root/d", "sym", "e")]
+    with pytest.raises(Conflict, match="is a directory"):
+        pull(tmp_path, *members, force=True)
+    assert (tmp_path / "dest/root/d").is_dir()
+
+
+def test_hard_links_to_files_of_the_pull_are_kept(platform: str, tmp_path: Path) -> None:
+    dest = pull(
+        tmp_path, ("root", "dir", ""), ("root/f", "file", "data"), ("root/h", "hard", "root/f")
+    )
+    assert (dest / "root/h").read_text() == "data"
+    assert (dest / "root/h").stat().st_ino == (dest / "root/f").stat().st_ino
+
+
+def test_long_names(platform: str, outside: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="longer than 255 bytes"):
+        pull(tmp_path, ("root", "dir", ""), ("root/" + "n" * 256, "file", "x"))
+    deep = "root/" + "/".join(["d"] * 300) + "/f"
+    with pytest.raises(InvalidRequest, match="deeper than"):
+        pull(tmp_path, ("root", "dir", ""), (deep, "file", "x"), force=True)
+    assert_contained(tmp_path / "dest")
+
+
+def test_a_path_longer_than_path_max_is_written_through_folder_fds(tmp_path: Path) -> None:
+    if not _archive._AT:
+        pytest.skip("needs the *at calls")
+    names = ["n" * 200 + str(i) for i in range(25)]  # ~5 kB: more than PATH_MAX
+    members = [("root", "dir", "")]
+    members += [("root/" + "/".join(names[: i + 1]), "dir", "") for i in range(len(names))]
+    members.append(("root/" + "/".join(names) + "/f", "file", "deep"))
+    dest = pull(tmp_path, *members)
+    fd = os.open(dest / "root", os.O_RDONLY)
+    try:
+        for name in names:
+            fd, old = os.open(name, os.O_RDONLY, dir_fd=fd), fd
+            os.close(old)
+        assert os.stat("f", dir_fd=fd).st_size == 4
+    finally:
+        os.close(fd)
+
+
+def test_a_broken_archive_is_one_clear_error(tmp_path: Path) -> None:
+    data = evil_tar(("root", "dir", ""), ("root/f", "file", "x" * 5000))
+    with pytest.raises(InvalidRequest, match="broken archive"):
+        extract_stream(chunks(data[:1200]), "root", tmp_path / "root")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         InvalidState,
         NotFound,
         PaddockError,
+        PayloadTooLarge,
         ServerError,
     )
     from ._models import (
@@ -53,6 +54,7 @@ _WHERE = {
             "InvalidState",
             "NotFound",
             "PaddockError",
+            "PayloadTooLarge",
             "ServerError",
         ],
         "_exceptions",
@@ -93,6 +95,7 @@ __all__ = [
     "InvalidState",
     "NotFound",
     "PaddockError",
+    "PayloadTooLarge",
     "PushResult",
     "ServerError",
     "ServerStatus",

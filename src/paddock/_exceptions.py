@@ -5,6 +5,7 @@ PaddockError
 ├── AuthenticationFailed  401: missing or wrong token
 ├── NotFound              404: unknown box, type, path …
 ├── InvalidRequest        400/422: bad names, sizes, paths, TTLs
+│   └── PayloadTooLarge   413: a request body over the route's cap (JSON: 1 MiB)
 ├── Conflict              409: name taken, ambiguous reference, file exists
 ├── InvalidState          409: e.g. exec on a stopped box
 ├── CapacityExceeded      409: the server has no room for the box
@@ -47,6 +48,10 @@ class InvalidRequest(PaddockError):
     code = "invalid_request"
 
 
+class PayloadTooLarge(InvalidRequest):
+    code = "payload_too_large"
+
+
 class Conflict(PaddockError):
     code = "conflict"
 
@@ -77,6 +82,7 @@ _BY_CODE: dict[str, type[PaddockError]] = {
         AuthenticationFailed,
         NotFound,
         InvalidRequest,
+        PayloadTooLarge,
         Conflict,
         InvalidState,
         CapacityExceeded,

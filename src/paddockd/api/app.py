@@ -6,12 +6,14 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from . import errors
-from .deps import Services, require_token
+from .deps import Services
+from .gate import BodyLimit, TokenGate
 from .routes import (
     auth,
     boxes,
@@ -32,6 +34,12 @@ Every endpoint but `/v1/health` needs `Authorization: Bearer <token>`. Errors ar
 `{"error": {"code": "...", "message": "...", "details": ...}}` with a stable `code`.
 A box is addressed by its name, its id, or a unique id prefix."""
 
+# Every JSON body is small (the largest: an exec's command and environment, a run's
+# instruction); this bounds what any caller makes paddockd hold. File uploads stream to
+# the box in ~1 MiB pieces and have no cap here: what they can fill is the box's disk.
+MAX_JSON_BODY = 1 << 20
+API = "/v1"
+
 
 def create_app(
     services: Services,
@@ -48,16 +56,27 @@ def create_app(
     )
     app.state.services = services
     errors.install(app)
-    needs_token = [Depends(require_token)]
-    app.include_router(system.public, prefix="/v1")
+    # Every other API route needs the API token, checked by TokenGate (below) before any
+    # body is read: a route dependency would run only after FastAPI read the body.
+    app.include_router(system.public, prefix=API)
     modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop, auth, runs)
     for module in modules:
-        app.include_router(module.router, prefix="/v1", dependencies=needs_token)
+        app.include_router(module.router, prefix=API)
     # WebSockets authenticate inside the handler, where an error can still be framed; the
     # desktop's page and bridge take a desktop link's token instead of the API token.
-    app.include_router(execs.ws_router, prefix="/v1")
-    app.include_router(desktop.ws_router, prefix="/v1")
+    app.include_router(execs.ws_router, prefix=API)
+    app.include_router(desktop.ws_router, prefix=API)
     app.include_router(desktop.page_router)
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")
     app.mount("/desktop/novnc", StaticFiles(directory=novnc, check_dir=False), name="novnc")
+    # The last added runs first: the token is checked before the body is even counted.
+    uploads = [
+        (method, API + route.path)
+        for route in files.router.routes
+        if isinstance(route, APIRoute) and route.endpoint is files.push_files
+        for method in route.methods or ()
+    ]
+    app.add_middleware(BodyLimit, limit=MAX_JSON_BODY, streaming=uploads)
+    public = [API + r.path for r in system.public.routes if isinstance(r, APIRoute)]
+    app.add_middleware(TokenGate, prefix=API, public=public)
     return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from ..config import Config
@@ -53,10 +53,6 @@ async def authenticate(conn: HTTPConnection) -> None:
         )
     if not await services(conn).tokens.verify(token.strip()):
         raise Unauthorized("the API token was not accepted (wrong, or revoked)")
-
-
-async def require_token(request: Request) -> None:
-    await authenticate(request)
 
 
 Svc = Annotated[Services, Depends(services)]

@@ -17,6 +17,7 @@ log = logging.getLogger("paddockd.api")
 STATUS: dict[type[e.PaddockError], int] = {
     e.NotFound: 404,
     e.InvalidRequest: 400,
+    e.PayloadTooLarge: 413,
     e.Conflict: 409,
     e.InvalidState: 409,
     e.CapacityExceeded: 409,
@@ -36,15 +37,20 @@ def status_of(exc: e.PaddockError) -> int:
     return STATUS.get(type(exc), 500)
 
 
+def error_response(exc: e.PaddockError) -> JSONResponse:
+    """The answer for an error of ours, from a route or from a middleware in front of them."""
+    if status_of(exc) >= 500:
+        log.error("%s: %s", exc.code, exc.message)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, e.Unauthorized) else None
+    return JSONResponse(
+        error_body(exc.code, exc.message, exc.details), status_of(exc), headers=headers
+    )
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(e.PaddockError)
     async def paddock_error(_: Request, exc: e.PaddockError) -> JSONResponse:
-        if status_of(exc) >= 500:
-            log.error("%s: %s", exc.code, exc.message)
-        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, e.Unauthorized) else None
-        return JSONResponse(
-            error_body(exc.code, exc.message, exc.details), status_of(exc), headers=headers
-        )
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

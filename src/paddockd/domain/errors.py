@@ -4,6 +4,7 @@
     PaddockError
     ├── NotFound            unknown box, type, path
     ├── InvalidRequest      bad names, sizes, paths, TTLs
+    │   └── PayloadTooLarge a request body over its route's cap
     ├── Conflict            name taken, ambiguous reference, existing file
     ├── InvalidState        the box is not in a state that allows this
     ├── CapacityExceeded    the server has no room left
@@ -31,6 +32,10 @@ class NotFound(PaddockError):
 
 class InvalidRequest(PaddockError):
     code = "invalid_request"
+
+
+class PayloadTooLarge(InvalidRequest):
+    code = "payload_too_large"
 
 
 class Conflict(PaddockError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import socket
 import subprocess
 import tempfile
 import time
@@ -117,7 +118,9 @@ def main() -> None:
             sock = srv.dir / "data" / "boxes" / info.id / "run" / "desktop" / "vnc.sock"
 
             def vnc_grab() -> None:
-                with RfbClient(sock) as vnc:
+                raw_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                raw_sock.connect(str(sock))
+                with RfbClient(raw_sock) as vnc:
                     vnc.frame()
 
             grab = median_seconds(vnc_grab, SCREENSHOT_RUNS)

@@ -112,6 +112,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
             reconciler.run_dir,
             DesktopLinks(cfg.data_dir / "desktop.key"),
             cfg.desktop.link_ttl,
+            engine.userns_base(cfg.engine.userns_user),
         ),
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..domain.errors import DesktopFailed
 
@@ -16,6 +16,11 @@ RAW = 0
 EXTENDED_DESKTOP_SIZE = -308
 # 32 bpp, depth 24, little-endian, true colour, 8 bits a channel: pixels arrive as B,G,R,X.
 PIXEL_FORMAT = struct.pack("!BBBBHHHBBB3x", 32, 24, 0, 1, 255, 255, 255, 16, 8, 0)
+# Paddock's own limits on a desktop (services/desktop.py) and on what it reads to skip.
+MAX_WIDTH, MAX_HEIGHT = 3840, 2160
+MAX_SKIP = 1 << 20
+# A server that keeps answering with nothing new must not hold a thread for ever.
+FRAME_SECONDS = 15.0
 
 
 class RfbError(DesktopFailed):
@@ -30,15 +35,19 @@ class Frame:
 
 
 class RfbClient:
-    def __init__(self, path: Path, timeout: float = 10.0) -> None:
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout)
+    """Speaks to a VNC server the box runs: every size it announces is bounded before
+    anything is allocated or read, since the box controls the other end."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
         try:
-            self._sock.connect(str(path))
             self._handshake()
         except OSError as exc:
             self._sock.close()
             raise RfbError(f"cannot talk to the desktop's VNC server: {exc}") from exc
+        except RfbError:
+            self._sock.close()
+            raise
         self._screen: tuple[int, int] | None = None  # (id, flags) once the server said
         self._fb = bytearray()
 
@@ -57,6 +66,17 @@ class RfbClient:
             buf += chunk
         return bytes(buf)
 
+    def _skip(self, n: int) -> None:
+        if n > MAX_SKIP:
+            raise RfbError(f"the VNC server sent an oversized message ({n} bytes)")
+        self._read(n)
+
+    @staticmethod
+    def _bounded(width: int, height: int) -> tuple[int, int]:
+        if not (0 < width <= MAX_WIDTH and 0 < height <= MAX_HEIGHT):
+            raise RfbError(f"the VNC server claims a {width}x{height} desktop")
+        return width, height
+
     def _handshake(self) -> None:
         if not self._read(12).startswith(b"RFB 003."):
             raise RfbError("not a VNC server")
@@ -69,10 +89,10 @@ class RfbClient:
         if struct.unpack("!I", self._read(4))[0] != 0:
             raise RfbError("the VNC server refused the connection")
         self._sock.sendall(b"\x01")  # shared: the browser may be watching too
-        self.width, self.height = struct.unpack("!HH", self._read(4))
+        self.width, self.height = self._bounded(*struct.unpack("!HH", self._read(4)))
         self._read(16)
         (name_len,) = struct.unpack("!I", self._read(4))
-        self._read(name_len)
+        self._skip(name_len)
         self._sock.sendall(b"\x00\x00\x00\x00" + PIXEL_FORMAT)
         encodings = (RAW, EXTENDED_DESKTOP_SIZE)
         self._sock.sendall(struct.pack(f"!BxH{len(encodings)}i", 2, len(encodings), *encodings))
@@ -92,7 +112,7 @@ class RfbClient:
                 continue
             if kind == 3:  # server cut text
                 _, length = struct.unpack("!3sI", self._read(7))
-                self._read(length)
+                self._skip(length)
                 continue
             raise RfbError(f"unexpected VNC message {kind}")
         (rects,) = struct.unpack("!xH", self._read(3))
@@ -106,9 +126,11 @@ class RfbClient:
                 if screens:
                     sid, _, _, _, _, flags = struct.unpack("!IHHHHI", layout[:16])
                     self._screen = (sid, flags)
-                self.width, self.height = w, h
+                self.width, self.height = self._bounded(w, h)
                 sizes.append((x, y, w, h))
             elif encoding == RAW:
+                if x + w > self.width or y + h > self.height:
+                    raise RfbError("the VNC server sent pixels outside the desktop")
                 data = self._read(w * h * 4)
                 if len(self._fb) != self.width * self.height * 4:
                     self._fb = bytearray(self.width * self.height * 4)
@@ -129,7 +151,10 @@ class RfbClient:
         # the pixels it marked for sending follow on the next (incremental) requests.
         self._request()
         covered = 0
+        deadline = time.monotonic() + FRAME_SECONDS
         while covered < self.width * self.height:
+            if time.monotonic() > deadline:
+                raise RfbError("the VNC server did not send a whole frame in time")
             area, sizes = self._update()
             covered = 0 if sizes else covered + area
             if covered < self.width * self.height:

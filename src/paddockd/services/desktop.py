@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio.to_thread
 
 from ..desktop import png
+from ..desktop.boxsocket import UnsafeSocket, connect_box_socket
 from ..desktop.links import DesktopLinks, Grant
 from ..desktop.rfb import RfbClient, RfbError
 from ..domain.box import Box
@@ -33,6 +36,8 @@ MIN_SIZE, MAX_SIZE = (320, 240), (3840, 2160)
 _SIZE_RE = re.compile(r"^(\d{1,5})x(\d{1,5})$")
 _KEY_RE = re.compile(r"^[A-Za-z0-9_+\- ]{1,100}$")
 _APP_LOG = "/run/paddock-desktop/apps.log"
+VNC_SOCKET = "desktop/vnc.sock"  # in the box's run folder (its /run/paddock)
+T = TypeVar("T")
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -58,16 +63,16 @@ def detached(cmd: list[str]) -> list[str]:
     return ["sh", "-c", script, "sh", *cmd]
 
 
-def grab(socket: Path, size: tuple[int, int] | None) -> bytes:
-    with RfbClient(socket) as vnc:
+def grab(vnc: RfbClient, size: tuple[int, int] | None) -> bytes:
+    with vnc:
         if size:
             vnc.resize(*size)
         frame = vnc.frame()
     return png.encode(frame.width, frame.height, frame.bgrx)
 
 
-def resize(socket: Path, size: tuple[int, int]) -> None:
-    with RfbClient(socket) as vnc:
+def resize(vnc: RfbClient, size: tuple[int, int]) -> None:
+    with vnc:
         vnc.resize(*size)
 
 
@@ -78,15 +83,29 @@ class DesktopService:
         run_dir: Callable[[str], Path],
         links: DesktopLinks,
         link_ttl: int = 900,
+        userns_base: int | None = None,
     ) -> None:
         self._boxes = boxes
         self._run_dir = run_dir
         self._links = links
         self.link_ttl = link_ttl
+        self._userns_base = userns_base
         self._starting: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    def socket(self, box_id: str) -> Path:
-        return self._run_dir(box_id) / "desktop" / "vnc.sock"
+    def connect(self, box_id: str, timeout: float = 10.0) -> socket.socket:
+        """The box's VNC socket, connected without following anything the box planted
+        (blocking: for worker threads). OSError when nothing listens there."""
+        return connect_box_socket(self._run_dir(box_id), VNC_SOCKET, self._userns_base, timeout)
+
+    def _vnc(self, box_id: str, timeout: float = 10.0) -> RfbClient:
+        try:
+            sock = self.connect(box_id, timeout)
+        except OSError as exc:
+            raise RfbError(f"cannot reach the desktop's VNC server: {exc}") from exc
+        return RfbClient(sock)
+
+    async def _with_vnc(self, box_id: str, job: Callable[[RfbClient], T]) -> T:
+        return await anyio.to_thread.run_sync(lambda: job(self._vnc(box_id)))
 
     async def ensure(self, ref: str, size: tuple[int, int] | None = None) -> Box:
         """Start the box's desktop unless it runs; resize it when asked."""
@@ -95,19 +114,20 @@ class DesktopService:
             if not await self._answers(box):
                 await self._start(box)
         if size:
-            await anyio.to_thread.run_sync(resize, self.socket(box.id), size)
+            await self._with_vnc(box.id, lambda vnc: resize(vnc, size))
         return box
 
     async def _answers(self, box: Box) -> bool:
         def probe() -> bool:
             try:
-                with RfbClient(self.socket(box.id), timeout=2):
+                with self._vnc(box.id, timeout=2):
                     return True
+            except UnsafeSocket:
+                raise
             except RfbError:
                 return False
 
-        path = self.socket(box.id)
-        return path.exists() and await anyio.to_thread.run_sync(probe)
+        return await anyio.to_thread.run_sync(probe)
 
     async def _start(self, box: Box) -> None:
         code, out, err = await self._boxes.run(box.id, ["paddock-desktop", "start"], "root")
@@ -125,11 +145,13 @@ class DesktopService:
         """A PNG of the desktop (started first if need be)."""
         box = await self._boxes.running(ref)
         try:
-            return await anyio.to_thread.run_sync(grab, self.socket(box.id), size)
+            return await self._with_vnc(box.id, lambda vnc: grab(vnc, size))
+        except UnsafeSocket:
+            raise
         except RfbError:
             # Not started yet (or its X server is restarting): start it, then once more.
             await self.ensure(box.id)
-            return await anyio.to_thread.run_sync(grab, self.socket(box.id), size)
+            return await self._with_vnc(box.id, lambda vnc: grab(vnc, size))
 
     async def session_env(self, ref: str) -> dict[str, str]:
         await self.ensure(ref)
@@ -176,12 +198,13 @@ class DesktopService:
         grant = self._links.issue(box.id, self.link_ttl, view_only)
         return box, self._links.token(grant), grant
 
-    async def bridge(self, ref: str, token: str) -> tuple[Path, Grant]:
-        """The socket a browser may be bridged to with this link, and what it may do."""
+    async def bridge(self, ref: str, token: str) -> tuple[socket.socket, Grant]:
+        """A connection to the box's VNC server for a browser holding this link, and what
+        the link allows."""
         box = await self._boxes.resolve(ref)
         grant = self._links.verify(token, box.id)
         await self.ensure(box.id)
-        return self.socket(box.id), grant
+        return await anyio.to_thread.run_sync(self.connect, box.id), grant
 
     def check_link(self, box_id: str, token: str) -> Grant:
         return self._links.verify(token, box_id)

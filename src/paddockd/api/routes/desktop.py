@@ -80,8 +80,8 @@ async def desktop_bridge(ws: WebSocket, ref: str, token: str = "") -> None:
     """Bytes between the browser (noVNC) and the box's VNC socket, both ways; a view-only
     link's input never reaches the box."""
     try:
-        path, grant = await services(ws).desktop.bridge(ref, token)
-        reader, writer = await asyncio.open_unix_connection(str(path))
+        sock, grant = await services(ws).desktop.bridge(ref, token)
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
     except (PaddockError, OSError):
         await ws.close(code=1008)  # before accept: the handshake is refused (HTTP 403)
         return

@@ -100,6 +100,9 @@ ln -sf "$VENV/bin/paddockd" /usr/local/bin/paddockd
 
 step "Configuration ($CONFIG)"
 mkdir -p /etc/paddock "$LOG_DIR"
+# Logs are root's alone (older installs left them readable by every local user).
+chmod 0700 "$LOG_DIR"
+find "$LOG_DIR" -maxdepth 1 -type f -exec chmod go-rwx {} +
 if [ ! -f "$CONFIG" ]; then
     manage=true; $systemd && manage=false
     sed -e "s/@PORT@/$PORT/" -e "s/@MANAGE@/$manage/" "$HERE/deploy/paddockd.toml" > "$CONFIG"

@@ -11,6 +11,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from . import __version__, config
 from .domain.errors import PaddockError
+from .store import perms
 
 log = logging.getLogger("paddockd")
 
@@ -187,15 +189,45 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
 def serve(cfg: config.Config) -> None:
     import uvicorn
 
+    from .logs import keep_secrets_out
     from .runtime import engine
 
+    # Whatever file the service manager points our output at is root's alone too.
+    for stream in (sys.stdout, sys.stderr):
+        perms.make_stream_private(stream.fileno())
     if cfg.engine.manage:
         engine.start_detached(cfg.engine)
     app, _ = build(cfg)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="info", access_log=False)
+    # No access log: it would print the desktop page's `?token=`.
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="info", access_log=False)
+    )
+    keep_secrets_out()  # now that uvicorn has set up its log handlers
+    server.run()
+
+
+def private_state(cfg: config.Config) -> None:
+    """Make what older versions left readable by every local user (state files, the
+    engine's log) root's alone, as the umask makes what paddockd creates from now on."""
+    engine_root = Path(cfg.engine.data_root)
+
+    def leave(path: Path) -> bool:
+        # The engine's data root is dockerd's to set up (0710, group of the boxes' root);
+        # a box's run folder is the box's own /run/paddock.
+        return path == engine_root or (path.name == "run" and path.parent.parent == cfg.boxes_dir)
+
+    # dockerd, remapping users, refuses a data root whose parents the boxes' root cannot
+    # traverse: when its data root is inside ours, ours stays traversable, not listable.
+    mode = 0o711 if engine_root.is_relative_to(cfg.data_dir) else 0o700
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    perms.make_private(cfg.data_dir, mode, leave)
+    perms.make_file_private(Path(cfg.engine.log_file))
 
 
 def main(argv: list[str] | None = None) -> int:
+    # First of all: nothing paddockd writes (database, keys, logs, records) is for other
+    # local users; what must be readable by boxes gets its mode explicitly.
+    os.umask(perms.UMASK)
     parser = argparse.ArgumentParser(prog="paddockd", description="The Paddock server.")
     parser.add_argument(
         "--config", type=Path, help="config file (default /etc/paddock/paddockd.toml)"
@@ -224,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"paddockd: bad configuration: {exc}", file=sys.stderr)
         return 2
     try:
+        if args.command != "openapi":
+            private_state(cfg)
         return _dispatch(args, cfg)
     except PaddockError as exc:
         print(f"paddockd: {exc.message}", file=sys.stderr)

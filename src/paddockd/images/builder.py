@@ -137,9 +137,12 @@ class ImageBuilder:
         """The build context: the packaged files plus the host's extra CA certificates
         (in `ca/`, copied only when they changed, so the layer cache holds)."""
         context = self._work_dir / "context"
+        # copytree gives each copy its source's mode; what is written here gets one
+        # explicitly, as paddockd's umask (077) would make it root's alone in the image.
         shutil.copytree(CONTEXT, context, dirs_exist_ok=True)
         ca = context / "ca"
         ca.mkdir(exist_ok=True)
+        ca.chmod(0o755)
         wanted = {}
         if self._cfg.extra_ca_dir and Path(self._cfg.extra_ca_dir).is_dir():
             wanted = {p.name: p.read_bytes() for p in Path(self._cfg.extra_ca_dir).rglob("*.crt")}
@@ -150,6 +153,8 @@ class ImageBuilder:
             if not (ca / name).exists() or (ca / name).read_bytes() != data:
                 (ca / name).write_bytes(data)
         (ca / "README").write_text("CA certificates the host added; trusted in boxes.\n")
+        for public in ca.iterdir():
+            public.chmod(0o644)
         return context
 
     async def _base(self, ref: str) -> AsyncIterator[dict[str, Any]]:

@@ -203,6 +203,9 @@ class DockerRuntime:
             # The box's socket folder belongs to the box's root, which is an unprivileged
             # host uid under the user-namespace remap.
             spec.run_dir.mkdir(parents=True, exist_ok=True)
+            # Every user of the box reaches /run/paddock (the desktop's VNC server runs as
+            # abc), whatever paddockd's umask (077) made of the folder.
+            spec.run_dir.chmod(0o755)
             if self._userns_base is not None:
                 os.chown(spec.run_dir, self._userns_base, self._userns_base)
             host_config = self.api.create_host_config(

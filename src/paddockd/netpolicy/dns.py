@@ -5,6 +5,11 @@ A name the box's policy allows is forwarded upstream, and for allowlisted boxes 
 records of the answer are admitted for that box before the answer goes back, so the
 connection that follows is let through. A name the policy does not allow is answered
 NXDOMAIN at once: tools fail with "could not resolve host", not a timeout.
+
+Every query is hostile input: only a plain query with exactly one question is looked at
+(anything else is answered FORMERR or NOTIMP and never forwarded), and each box is held to
+the limits of `DnsLimits`, so one box cannot take descriptors, tasks or the resolver's
+attention from paddockd or from the other boxes.
 """
 
 from __future__ import annotations
@@ -15,16 +20,40 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from dnslib import QTYPE, RCODE, DNSRecord
+from dnslib import OPCODE, QTYPE, RCODE, DNSHeader, DNSRecord
 
 from .base import NetworkRules
+from .quotas import Slots, TokenBuckets
 
 log = logging.getLogger("paddockd.dns")
 
 # box id, queried name, verdict (allowed | refused), addresses the answer gave
 Recorder = Callable[[str, str, str, list[str]], None]
+
+
+@dataclass(frozen=True)
+class DnsLimits:
+    """What one box may ask of the resolver. A busy box (a build resolving hundreds of
+    names) stays well inside them; a hostile one meets them long before paddockd runs out
+    of descriptors (1024 by default under systemd) or the event loop falls behind.
+
+    Over the query rate, UDP queries are dropped unread and a TCP connection is closed:
+    dropping costs the resolver nothing per excess packet (no parsing, no reply), and a
+    stub resolver that hears nothing backs off and retries, so the flood slows itself;
+    a REFUSED for each would keep paddockd parsing and answering at the flood's pace."""
+
+    tcp_first_query: float = 10.0  # seconds a new TCP connection has to send its query
+    tcp_idle: float = 3.0  # seconds between queries on it (RFC 7766 §6.2.3: "seconds")
+    tcp_lifetime: float = 30.0  # seconds any TCP connection lives, busy or not
+    tcp_per_box: int = 16  # TCP connections open at once; more are closed at once
+    tcp_total: int = 128  # …and for all boxes together
+    rate: float = 100.0  # queries a second per box, UDP and TCP together (token bucket)
+    burst: int = 200
+    udp_per_box: int = 32  # UDP queries being answered at once (each holds a socket upstream)
+    udp_total: int = 256  # …and for all boxes together; more are dropped
 
 
 def parse_upstream(text: str) -> tuple[str, int]:
@@ -50,11 +79,16 @@ class DnsFilter:
         upstreams: list[tuple[str, int]],
         record: Recorder,
         timeout: float = 3.0,
+        limits: DnsLimits | None = None,
     ) -> None:
         self._net = network
         self._upstreams = upstreams
         self._record = record
         self._timeout = timeout
+        self._limits = limits or DnsLimits()
+        self._rate = TokenBuckets(self._limits.rate, self._limits.burst)
+        self._udp_slots = Slots(self._limits.udp_per_box, self._limits.udp_total)
+        self._tcp_slots = Slots(self._limits.tcp_per_box, self._limits.tcp_total)
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
 
@@ -77,18 +111,41 @@ class DnsFilter:
 
     async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = writer.get_extra_info("peername")[0]
+        if not self._tcp_slots.acquire(client):
+            writer.transport.abort()  # over the box's cap (or everyone's): closed at once
+            return
         try:
-            while True:
-                (size,) = struct.unpack("!H", await reader.readexactly(2))
-                reply = await self.answer(await reader.readexactly(size), client, tcp=True)
-                if reply is None:
-                    break
-                writer.write(struct.pack("!H", len(reply)) + reply)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+            async with asyncio.timeout(self._limits.tcp_lifetime):
+                await self._tcp_queries(reader, writer, client)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
-            writer.close()
+            self._tcp_slots.release(client)
+            # abort, not close: close would wait to flush replies a box never reads, and
+            # keep the descriptor for as long as the box likes.
+            writer.transport.abort()
+
+    async def _tcp_queries(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: str
+    ) -> None:
+        wait = self._limits.tcp_first_query
+        while True:
+            query = await asyncio.wait_for(_read_message(reader), wait)
+            if not self._rate.take(client):
+                return
+            reply = await self.answer(query, client, tcp=True)
+            if reply is None:
+                return
+            writer.write(struct.pack("!H", len(reply)) + reply)
+            await writer.drain()
+            wait = self._limits.tcp_idle
+
+    def udp_admitted(self, client: str) -> bool:
+        """Whether to take on a UDP query; `udp_done` when it is answered."""
+        return self._rate.take(client) and self._udp_slots.acquire(client)
+
+    def udp_done(self, client: str) -> None:
+        self._udp_slots.release(client)
 
     # -- deciding ---------------------------------------------------------------------
     async def answer(self, query: bytes, client: str, *, tcp: bool = False) -> bytes | None:
@@ -96,9 +153,14 @@ class DnsFilter:
             request = DNSRecord.parse(query)
         except Exception:  # dnslib raises several kinds on garbage
             return None
+        if request.header.qr:
+            return None  # a response, not a query: answering it could start a loop
         box = self._net.box_at(client)
         if box is None:
             return _reply(request, RCODE.REFUSED)
+        malformed = _malformed(request)
+        if malformed is not None:
+            return _bare_reply(request, malformed)
         name = str(request.q.qname).rstrip(".").lower()
         if not box.policy.allows_name(name):
             self._record(box.box_id, name, "refused", [])
@@ -136,9 +198,13 @@ class _UdpProtocol(asyncio.DatagramProtocol):
         self._transport = transport
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        client = addr[0]
+        if not self._resolver.udp_admitted(client):
+            return  # dropped unread: see DnsLimits
         task = asyncio.create_task(self._reply(data, addr))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._resolver.udp_done(client))
 
     async def _reply(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
@@ -150,11 +216,36 @@ class _UdpProtocol(asyncio.DatagramProtocol):
             self._transport.sendto(reply, addr)
 
 
+def _malformed(request: Any) -> int | None:
+    """The rcode for a query the filter will not look into, or None for a plain one.
+    Only the question is checked against the policy and the query is forwarded whole, so
+    a second question (or records in the answer or authority section, or an UPDATE)
+    would ride past the check to the upstream."""
+    if request.header.opcode != OPCODE.QUERY:
+        return int(RCODE.NOTIMP)
+    if len(request.questions) != 1 or request.rr or request.auth:
+        return int(RCODE.FORMERR)
+    return None
+
+
 def _reply(request: Any, rcode: int) -> bytes:
     reply = request.reply()
     reply.header.rcode = rcode
     packed: bytes = reply.pack()
     return packed
+
+
+def _bare_reply(request: Any, rcode: int) -> bytes:
+    """A header-only answer: nothing of a malformed query is echoed back."""
+    header = DNSHeader(id=request.header.id, qr=1, opcode=request.header.opcode, rcode=rcode)
+    packed: bytes = DNSRecord(header).pack()
+    return packed
+
+
+async def _read_message(reader: asyncio.StreamReader) -> bytes:
+    """One length-prefixed DNS message of a TCP stream (RFC 1035 §4.2.2)."""
+    (size,) = struct.unpack("!H", await reader.readexactly(2))
+    return await reader.readexactly(size)
 
 
 def _a_records(response: bytes) -> list[tuple[str, int]]:
@@ -179,7 +270,6 @@ async def _ask_tcp(upstream: tuple[str, int], query: bytes) -> bytes:
     try:
         writer.write(struct.pack("!H", len(query)) + query)
         await writer.drain()
-        (size,) = struct.unpack("!H", await reader.readexactly(2))
-        return await reader.readexactly(size)
+        return await _read_message(reader)
     finally:
         writer.close()

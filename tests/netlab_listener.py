@@ -29,7 +29,15 @@ def answer(conn: socket.socket, slow: bool) -> None:
     with conn:
         conn.settimeout(5)
         try:
-            conn.recv(4096)
+            # The whole request, not the first segment: bash's printf writes a line at a
+            # time, and closing with the rest unread makes the kernel answer with a reset
+            # (seen as "connection reset" on the box's side after a full answer).
+            request = b""
+            while b"\r\n\r\n" not in request and len(request) < 4096:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                request += chunk
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n")
             for i in range(6 if slow else 1):
                 conn.sendall(f"chunk-{i}\n".encode())

@@ -11,6 +11,7 @@ PaddockError
 ├── CapacityExceeded      409: the server has no room for the box
 ├── EngineUnavailable     503: the box engine is down
 ├── DesktopFailed         502: the box's desktop did not start (message: its log tail)
+├── IsolationFailed       503: a box's network isolation could not be applied
 └── ServerError           500: anything else the server reports
 """
 
@@ -72,6 +73,10 @@ class DesktopFailed(PaddockError):
     code = "desktop_failed"
 
 
+class IsolationFailed(PaddockError):
+    code = "isolation_failed"
+
+
 class ServerError(PaddockError):
     code = "internal"
 
@@ -88,6 +93,7 @@ _BY_CODE: dict[str, type[PaddockError]] = {
         CapacityExceeded,
         EngineUnavailable,
         DesktopFailed,
+        IsolationFailed,
         ServerError,
     )
 }

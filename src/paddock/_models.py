@@ -307,6 +307,8 @@ class ServerStatus:
     capacity: Capacity
     boxes_running: int
     boxes_stopped: int
+    # What needs the admin's eye, one sentence each (e.g. a box whose isolation failed).
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass

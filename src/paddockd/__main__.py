@@ -95,7 +95,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     )
     drives = DriveService(repo, runtime, cfg.instance)
     boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow, drives)
-    system = SystemService(boxes, runtime, cfg.image.name)
+    system = SystemService(boxes, runtime, cfg.image.name, lambda: reconciler.isolation_failures)
     credentials = CredentialService(
         CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
     )

@@ -79,6 +79,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"capacity:  CPU {cap.cpus_used:g}/{cap.cpus_total:g} used, "
         f"memory {cap.memory_used_mb}/{cap.memory_total_mb} MiB used"
     )
+    for problem in st.problems:
+        print(f"problem:   {problem}")
     return 0 if e.reachable else 1
 
 

@@ -256,8 +256,6 @@ class NftablesPolicy:
             # Admissions made before paddockd restarted are still valid for their TTL.
             self._learned.update(self._read_learned())
             self._restored = True
-        # The rewrite resets the counters: take what they hold first.
-        self._pending.extend(self._read_flows())
         ips = {b.ip for b in boxes}
         now = time.monotonic()
         left = {
@@ -272,7 +270,11 @@ class NftablesPolicy:
         refused = list(NON_PUBLIC) if self._refuse_non_public else []
         refused += host_networks(self._bridge)
         bridge = Bridge(self._bridge, self._cidr, mac)
-        self._nft.run(ruleset(self.table, bridge, self._dns_port, boxes, left, bound, refused))
+        rules = ruleset(self.table, bridge, self._dns_port, boxes, left, bound, refused)
+        # The rewrite resets the counters: take what they hold first, as late as possible
+        # (what is counted between the two is lost to the egress log).
+        self._pending.extend(self._read_flows())
+        self._nft.run(rules)
         self._counted = {}
         self._boxes = {b.ip: b for b in boxes}
         for port in ports:

@@ -208,13 +208,22 @@ class DockerRuntime:
             spec.run_dir.chmod(0o755)
             if self._userns_base is not None:
                 os.chown(spec.run_dir, self._userns_base, self._userns_base)
+            binds = {str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"}}
+            if self._network is not None:
+                # On a network of its own Docker would point the box at its embedded
+                # resolver (127.0.0.11, inside dockerd); the box asks Paddock's filter on
+                # the gateway directly, as on the engine's default bridge.
+                resolv = spec.run_dir.parent / "resolv.conf"
+                resolv.write_text("".join(f"nameserver {ip}\n" for ip in self._dns))
+                resolv.chmod(0o644)
+                binds[str(resolv)] = {"bind": "/etc/resolv.conf", "mode": "ro"}
             host_config = self.api.create_host_config(
                 nano_cpus=int(spec.cpus * 1e9),
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",
                 pids_limit=spec.pids,
                 binds={
-                    str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"},
+                    **binds,
                     **{
                         m.volume: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
                         for m in spec.mounts
@@ -261,9 +270,7 @@ class DockerRuntime:
             running, status = state == "running", str(state or "")
         image = str((data.get("Config") or {}).get("Image") or data.get("Image") or "")
         networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
-        attached: dict[str, Any] = next(
-            (n for n in networks.values() if n.get("IPAddress")), {}
-        )
+        attached: dict[str, Any] = next((n for n in networks.values() if n.get("IPAddress")), {})
         return ContainerInfo(
             str(data["Id"]),
             str(labels.get(LABEL_BOX, "")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from paddock._models import Capacity as CapacityModel
 from paddock._models import EngineStatus, ServerStatus
 
@@ -13,10 +15,17 @@ from .boxes import BoxService
 
 
 class SystemService:
-    def __init__(self, boxes: BoxService, runtime: Runtime, image: str) -> None:
+    def __init__(
+        self,
+        boxes: BoxService,
+        runtime: Runtime,
+        image: str,
+        isolation_failures: Callable[[], dict[str, str]] = dict,
+    ) -> None:
         self._boxes = boxes
         self._rt = runtime
         self._image = image
+        self._isolation_failures = isolation_failures
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -46,6 +55,7 @@ class SystemService:
         except PaddockError as exc:
             engine = EngineStatus(reachable=False, image=self._image, error=exc.message)
         boxes = await self._boxes.all()
+        names = {b.id: b.name for b in boxes}
         cpus, memory = self._boxes.capacity.used(boxes)
         return ServerStatus(
             version=__version__,
@@ -58,4 +68,9 @@ class SystemService:
             ),
             boxes_running=sum(b.desired == Desired.RUNNING for b in boxes),
             boxes_stopped=sum(b.state == BoxState.STOPPED for b in boxes),
+            problems=[
+                f"box {names.get(box_id, box_id)}: network isolation failed ({why}); "
+                "it is stopped and retried"
+                for box_id, why in self._isolation_failures().items()
+            ],
         )

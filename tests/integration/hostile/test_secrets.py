@@ -77,10 +77,13 @@ def session(server: Server) -> Iterator[Session]:
 
 def state_files(data: Path) -> Iterator[Path]:
     """Every folder and file under the data folder, not following links, except inside a
-    box's run folder (the box's own /run/paddock, 0755 on purpose, box-written)."""
+    box's run folder (the box's own /run/paddock, 0755 on purpose, box-written) and a box's
+    resolv.conf (0644 on purpose: every user in the box reads it; it names the gateway)."""
     for root, dirs, files in os.walk(data):
         here = Path(root)
         dirs[:] = [d for d in dirs if not (d == "run" and here.parent == data / "boxes")]
+        if here.parent == data / "boxes":
+            files = [f for f in files if f != "resolv.conf"]
         yield from (here / n for n in [*dirs, *files])
 
 

@@ -247,12 +247,12 @@ async def test_a_stale_network_sync_never_overwrites_a_newer_policy(world: World
     real_sync = world.network.sync
     calls = 0
 
-    async def slow_sync(pairs: list[object]) -> None:
+    async def slow_sync(pairs: list[object]) -> dict[str, str]:
         nonlocal calls
         calls += 1
         if calls == 1:
             await asyncio.sleep(0.1)  # the periodic pass: read the state, then stalled
-        await real_sync(pairs)  # type: ignore[arg-type]
+        return await real_sync(pairs)  # type: ignore[arg-type]
 
     world.network.sync = slow_sync  # type: ignore[method-assign]
     periodic = asyncio.create_task(world.reconciler.sync_network())
@@ -260,3 +260,20 @@ async def test_a_stale_network_sync_never_overwrites_a_newer_policy(world: World
     await world.boxes.set_network("race", policy("deny-all"))
     await periodic
     assert world.network.enforced[ip].policy == policy("deny-all")
+
+
+async def test_a_box_whose_isolation_fails_is_stopped_and_marked(world: World) -> None:
+    """The network layer could not lock the box's bridge port to it: the box must not run
+    (its traffic is dropped meanwhile); a later pass that succeeds starts it again."""
+    box = await world.boxes.create("leaky", None, None, None)
+    world.network.failing = {box.id: "no port"}
+    await world.reconciler.sync_network()
+    stopped = await world.boxes.resolve("leaky")
+    assert stopped.state == BoxState.ERROR and "isolation" in (stopped.message or "")
+    info = await world.runtime.inspect(box.container_id or "")
+    assert info is not None and not info.running
+    assert world.reconciler.isolation_failures == {box.id: "no port"}
+    world.network.failing = {}
+    await world.reconciler.reconcile(box.id)
+    again = await world.boxes.resolve("leaky")
+    assert again.state == BoxState.RUNNING and world.reconciler.isolation_failures == {}

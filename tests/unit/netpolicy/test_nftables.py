@@ -1,0 +1,62 @@
+"""The rules as text: what each box's port is bound to, what allow-all refuses. The
+kernel's side (that nft accepts the script) is checked when the tests run as root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from paddockd.domain.network import policy
+from paddockd.netpolicy.base import BoxAddress
+from paddockd.netpolicy.nftables import Bridge, ruleset
+
+BRIDGE = Bridge("pdunit0", "10.213.0.1/16", "0a:01:02:03:04:05")
+BOXES = [
+    BoxAddress("a", "10.213.0.2", policy("allow-all"), "c1", "02:42:0a:d5:00:02"),
+    BoxAddress("b", "10.213.0.3", policy("deny-all"), "c2", "02:42:0a:d5:00:03"),
+    BoxAddress("c", "10.213.0.4", policy("allowlist", ["10.1.0.0/16"]), "c3", "02:42:0a:d5:00:04"),
+]
+
+
+def rules(**kwargs: object) -> str:
+    args: dict[str, object] = {"ports": {"10.213.0.2": "vetha", "10.213.0.4": "vethc"}}
+    args.update(kwargs)
+    return ruleset("pdunit", BRIDGE, 10053, BOXES, **args)  # type: ignore[arg-type]
+
+
+def test_each_bound_port_may_send_only_its_boxs_mac_and_address() -> None:
+    text = rules()
+    assert '"vetha" . 02:42:0a:d5:00:02 . 10.213.0.2' in text
+    assert '"vethc" . 02:42:0a:d5:00:04 . 10.213.0.4' in text
+    # Box b has no port yet: it is enforced by address but nothing of it is bound, so the
+    # guard drops its frames to the gateway.
+    assert "02:42:0a:d5:00:03 . 10.213.0.3" not in text
+    assert f"ether daddr {BRIDGE.mac} counter name spoofed drop" in text
+
+
+def test_allow_all_refuses_non_public_ranges_after_explicit_allowlists() -> None:
+    text = rules(refused=["10.0.0.0/8", "10.1.2.0/24", "192.0.2.0/24"])
+    # Overlaps collapse (an interval set refuses them).
+    assert "elements = { 10.0.0.0/8, 192.0.2.0/24 }" in text
+    egress = text[text.index("chain egress") :]
+    assert egress.index("@allowed goto allowed") < egress.index("@not_public goto refused")
+    assert egress.index("@not_public goto refused") < egress.index("@learned goto allowed")
+    assert egress.index("@metadata goto refused") < egress.index("ct state established")
+
+
+def test_masquerade_and_forwarding_only_for_known_boxes() -> None:
+    text = rules()
+    assert 'ip saddr @boxes oifname != "pdunit0" masquerade' in text
+    assert 'iifname "pdunit0" oifname "pdunit0" counter name between_boxes drop' in text
+    assert "meta nfproto ipv6 goto refused" in text
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("nft") is None, reason="nft -c needs root and nft"
+)
+def test_nft_accepts_the_script() -> None:
+    done = subprocess.run(["nft", "-c", "-f", "-"], input=rules(), text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr

@@ -268,9 +268,11 @@ class Client(_Base):
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         super().__init__(url, token, timeout)
-        from ._http import Connection
+        from ._http import ConnectionPool
 
-        self._conn = Connection(self.url, timeout)
+        self._conn = ConnectionPool(
+            self.url, connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout
+        )
 
     def close(self) -> None:
         self._conn.close()
@@ -281,14 +283,22 @@ class Client(_Base):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _open(self, req: _Request) -> Any:
-        resp = self._conn.request(req.method, req.target, self._headers(req), self._payload(req))
+    def _open(self, req: _Request, *, untimed: bool = False) -> Any:
+        # untimed: the answer lasts as long as a command runs or a --follow is wanted, so no
+        # read timeout (connect and write timeouts still apply).
+        resp = self._conn.request(
+            req.method,
+            req.target,
+            self._headers(req),
+            self._payload(req),
+            read_timeout=None if untimed else self.timeout,
+        )
         if resp.status >= 400:
             raise self._error(resp.status, resp.read())
         return resp
 
-    def _call(self, req: _Request) -> Any:
-        data = self._open(req).read()
+    def _call(self, req: _Request, *, untimed: bool = False) -> Any:
+        data = self._open(req, untimed=untimed).read()
         return json.loads(data) if data else None
 
     # -- boxes ------------------------------------------------------------------------
@@ -335,7 +345,7 @@ class Client(_Base):
         """The log so far (the last `limit` entries), then each new entry as it happens."""
         from ._models import EgressEvent, from_wire
 
-        resp = self._open(self._r_network_log(ref, limit, True))
+        resp = self._open(self._r_network_log(ref, limit, True), untimed=True)
         for event in _ndjson(resp.iter_bytes()):
             yield from_wire(EgressEvent, event)
 
@@ -384,7 +394,7 @@ class Client(_Base):
         {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
         params = {"follow": "true" if live else "false"}
         req = _Request("GET", f"/v1/runs/{run_id}/log", params)
-        yield from _ndjson(self._open(req).iter_bytes())
+        yield from _ndjson(self._open(req, untimed=True).iter_bytes())
 
     def stop_run(self, run_id: str) -> RunInfo:
         from ._models import RunInfo, from_wire
@@ -538,7 +548,7 @@ class Client(_Base):
         user: str | None = None,
     ) -> ExecStream:
         """Run a command and stream its output. A string runs in `bash -lc`."""
-        resp = self._open(self._r_exec(box, _exec_body(cmd, env, workdir, user)))
+        resp = self._open(self._r_exec(box, _exec_body(cmd, env, workdir, user)), untimed=True)
         return ExecStream(resp.iter_bytes())
 
     def exec(
@@ -573,7 +583,7 @@ class Client(_Base):
         from ._models import ExecResult, from_wire
 
         req = self._r_exec_desktop(box, cmd, env, workdir, wait)
-        return from_wire(ExecResult, self._call(req))
+        return from_wire(ExecResult, self._call(req, untimed=wait))
 
     # -- desktop ----------------------------------------------------------------------
     def desktop_link(
@@ -695,7 +705,7 @@ class Client(_Base):
             "upgrade_agents": upgrade_agents,
         }
         req = _Request("POST", "/v1/images/build", json=body)
-        yield from _ndjson(self._open(req).iter_bytes())
+        yield from _ndjson(self._open(req, untimed=True).iter_bytes())
 
 
 def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:

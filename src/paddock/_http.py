@@ -324,7 +324,7 @@ class ConnectionPool:
                 target=self.prefix + target,
                 headers=self._headers(method, headers, body),
             )
-        except h11.LocalProtocolError as exc:  # e.g. a line break in a token or a header
+        except (h11.LocalProtocolError, UnicodeError) as exc:  # a line break, a non-ASCII byte
             raise InvalidRequest(f"cannot send this request ({exc})") from exc
         replayable = method in _IDEMPOTENT and (body is None or isinstance(body, bytes))
         while True:

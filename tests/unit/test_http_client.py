@@ -24,7 +24,7 @@ import uvicorn
 
 from paddock import _frames
 from paddock._client import Client
-from paddock._exceptions import ConnectionFailed
+from paddock._exceptions import ConnectionFailed, InvalidRequest
 from paddock._http import ConnectionPool
 
 # pytest-timeout is a backstop; each test also asserts how long its calls took.
@@ -549,6 +549,12 @@ def test_an_answer_cut_short_fails_at_once(answer: bytes, pools: Pools) -> None:
         with took_at_most(1.0), pytest.raises(ConnectionFailed, match="cut short"):
             get(pool, "/")
         assert raw.accepted == 1  # the head had arrived: not a stale connection, no retry
+
+
+@pytest.mark.parametrize("value", ["a\r\nX-Injected: 1", "café"])
+def test_a_header_that_cannot_go_on_the_wire_is_refused(value: str, pools: Pools) -> None:
+    with pytest.raises(InvalidRequest, match="cannot send"):
+        pools("http://127.0.0.1:9").request("GET", "/", {"Authorization": value})
 
 
 def test_an_unreachable_server_fails_at_once(pools: Pools) -> None:

@@ -170,3 +170,8 @@ class Server:
             subprocess.run(["nft", "delete", "table", family, table], capture_output=True)
         with contextlib.suppress(docker.errors.NotFound):
             api.remove_network(f"paddock-{self.bridge}")
+        for volume in api.volumes(filters={"label": f"paddock.instance={self.instance}"})[
+            "Volumes"
+        ] or []:
+            with contextlib.suppress(docker.errors.APIError):
+                api.remove_volume(volume["Name"], force=True)

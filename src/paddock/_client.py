@@ -1,8 +1,14 @@
-"""`Client` (blocking) and `AsyncClient` over one request-building base.
+"""`Client` (blocking) and `AsyncClient` over one description of each operation.
 
-`_Base` turns each operation into a `_Request` and each answer into a model or a
-`PaddockError`; the two clients only send. Models are imported lazily so that the CLI's
-hot paths (`exec`, `--version`) do not pay for pydantic.
+Each API operation is described once, on `_Base`, as a method that builds a `_Call` (the
+request and how to read its answer) and is marked `@_operation`: read through a `Client`
+it sends the call and returns the result, through an `AsyncClient` it returns a
+coroutine. Streaming operations (exec, follows, push/pull, image builds) share their
+request builders and differ only in how they read. Models are imported lazily so that the
+CLI's hot paths (`exec`, `--version`) do not pay for them.
+
+A box reference is a name, an id, a unique id prefix, or `current`: the box the CLI made
+or chose last (`paddock new` / `paddock use`), read from the CLI's settings file.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from ._version import __version__
 # milliseconds on a small VPS, on every `paddock exec`. mypy understands this spelling.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
 
 
 class _Request:
-    __slots__ = ("body", "content_type", "json", "method", "params", "path")
+    __slots__ = ("body", "content_type", "json", "method", "params", "path", "slow", "untimed")
 
     def __init__(
         self,
@@ -56,19 +62,124 @@ class _Request:
         json: Any = None,
         body: bytes | Iterable[bytes] | None = None,
         content_type: str | None = None,
+        untimed: bool = False,
+        slow: bool = False,
     ) -> None:
         self.method, self.path, self.params = method, path, params
         self.json, self.body, self.content_type = json, body, content_type
+        # The answer lasts as long as a command runs or a follow is wanted: no read timeout.
+        self.untimed = untimed
+        # The server writes or starts a box's files first (a snapshot of a large box takes
+        # minutes): a read timeout of SLOW_SECONDS at least.
+        self.slow = slow
 
     @property
     def target(self) -> str:
         return self.path + ("?" + urlencode(self.params) if self.params else "")
 
 
+SLOW_SECONDS = 900.0
+
+
+class _Call:
+    """One operation's request and how to turn its JSON answer into the result."""
+
+    __slots__ = ("parse", "req")
+
+    def __init__(self, req: _Request, parse: Callable[[Any], Any] | None = None) -> None:
+        self.req, self.parse = req, parse
+
+    def result(self, data: Any) -> Any:
+        return self.parse(data) if self.parse else None
+
+
+def _model(name: str, field: str | None = None) -> Callable[[Any], Any]:
+    """A parser into the wire model `name` (or that model's `field`), imported when used."""
+
+    def parse(data: Any) -> Any:
+        from . import _models
+
+        obj = _models.from_wire(getattr(_models, name), data)
+        return getattr(obj, field) if field else obj
+
+    return parse
+
+
+def _same(data: Any) -> Any:
+    return data
+
+
+class _operation:
+    """Marks a `_Base` method that builds a `_Call`: a `Client` sends it, an `AsyncClient`
+    returns a coroutine that does (typed below for mypy)."""
+
+    def __init__(self, build: Callable[..., _Call]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+        self.__name__ = build.__name__
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        build = self._build
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return obj._perform(build(obj, *args, **kwargs))
+
+        bound.__doc__ = self.__doc__
+        bound.__name__ = self.__name__
+        return bound
+
+
+if TYPE_CHECKING:
+    from typing import Concatenate, Generic, ParamSpec, TypeVar, overload
+
+    _P = ParamSpec("_P")
+    _T = TypeVar("_T")
+
+    class _TypedCall(_Call, Generic[_T]):  # what a builder promises its answer becomes
+        pass
+
+    class _typed_operation(Generic[_P, _T]):
+        def __init__(self, build: Callable[Concatenate[Any, _P], _TypedCall[_T]]) -> None: ...
+
+        @overload
+        def __get__(self, obj: Client, owner: type | None = None) -> Callable[_P, _T]: ...
+
+        @overload
+        def __get__(
+            self, obj: AsyncClient, owner: type | None = None
+        ) -> Callable[_P, Awaitable[_T]]: ...
+
+        @overload
+        def __get__(self, obj: _Base, owner: type | None = None) -> Callable[_P, Any]: ...
+
+        def __get__(self, obj: Any, owner: type | None = None) -> Any: ...
+
+    operation = _typed_operation
+    Call = _TypedCall
+else:
+    operation = _operation
+    Call = _Call
+
+
 def _box(ref: str) -> str:
     if not ref or "/" in ref:
         raise InvalidRequest(f"invalid box reference {ref!r}")
+    if ref == "current":
+        ref = current_box()
     return "/v1/boxes/" + quote(ref, safe="")
+
+
+def current_box() -> str:
+    """The box `current` stands for: the one made or chosen last with the CLI."""
+    current = ClientConfig.load().current
+    if not current:
+        raise InvalidRequest(
+            "there is no current box: create one with `paddock new` "
+            "or pick one with `paddock use BOX`"
+        )
+    return current
 
 
 def _argv(cmd: str | Sequence[str]) -> list[str]:
@@ -115,6 +226,12 @@ class _Base:
         self.token = token
         self.timeout = timeout
 
+    def _perform(self, call: _Call) -> Any:
+        raise NotImplementedError
+
+    def _read_timeout(self, req: _Request) -> float:
+        return max(self.timeout, SLOW_SECONDS) if req.slow else self.timeout
+
     def _headers(self, req: _Request) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": f"paddock-python/{__version__}"}
         if self.token:
@@ -137,48 +254,44 @@ class _Base:
             parsed = body.decode(errors="replace")
         return error_from_body(status, parsed)
 
-    # -- requests -------------------------------------------------------------------
-    @staticmethod
-    def _r_desktop_link(ref: str, view_only: bool, size: str | None) -> _Request:
-        body = {"view_only": view_only, "size": size}
-        return _Request("POST", _box(ref) + "/desktop", json=body)
+    # -- server -----------------------------------------------------------------------
+    @operation
+    def health(self) -> Call[dict[str, Any]]:
+        """The server's liveness and version (needs no token)."""
+        return Call(_Request("GET", "/v1/health"), _same)
 
-    @staticmethod
-    def _r_screenshot(ref: str, size: str | None) -> _Request:
-        return _Request("GET", _box(ref) + "/desktop/screenshot", {"size": size} if size else None)
+    @operation
+    def status(self) -> Call[ServerStatus]:
+        """Engine, image, capacity, boxes and anything that needs the admin's eye."""
+        return Call(_Request("GET", "/v1/status"), _model("ServerStatus"))
 
-    @staticmethod
-    def _r_desktop_input(ref: str, action: str, **fields: Any) -> _Request:
-        body = {"action": action, **{k: v for k, v in fields.items() if v is not None}}
-        return _Request("POST", _box(ref) + "/desktop/input", json=body)
+    @operation
+    def box_types(self) -> Call[BoxTypeList]:
+        return Call(_Request("GET", "/v1/types"), _model("BoxTypeList"))
 
-    @staticmethod
-    def _r_exec_desktop(
-        box: str,
-        cmd: str | Sequence[str],
-        env: dict[str, str] | None,
-        workdir: str | None,
-        wait: bool,
-    ) -> _Request:
-        body = _exec_body(cmd, env, workdir, None, desktop=True, detach=not wait)
-        return _Request("POST", _box(box) + "/exec", {"wait": "true"}, json=body)
+    @operation
+    def list_agents(self) -> Call[list[AgentInfo]]:
+        """The coding agents in the box image, their versions, and whether a key is set."""
+        return Call(_Request("GET", "/v1/agents"), _model("AgentList", "agents"))
 
-    @staticmethod
-    def _r_network_log(ref: str, limit: int, follow: bool) -> _Request:
-        params = {"limit": str(limit), **({"follow": "true"} if follow else {})}
-        return _Request("GET", _box(ref) + "/network/log", params)
-
-    @staticmethod
-    def _r_create(
-        name: str | None,
-        box_type: str | None,
-        ttl: int | None,
-        ttl_action: str | None,
+    # -- boxes ------------------------------------------------------------------------
+    @operation
+    def create_box(
+        self,
+        name: str | None = None,
+        *,
+        box_type: str | None = None,
+        ttl: int | None = None,
+        ttl_action: str | None = None,
         drives: Sequence[str] | None = None,
         network: str | None = None,
         allow: Sequence[str] | None = None,
         agent: str | None = None,
-    ) -> _Request:
+    ) -> Call[Box]:
+        """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
+        created if they do not exist. `network`: allow-all, deny-all or allowlist (with
+        `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
+        agent for `prompt`."""
         body = {
             "agent": agent,
             "name": name,
@@ -189,40 +302,247 @@ class _Base:
             "network": network,
             "allow": list(allow) if allow else None,
         }
-        return _Request("POST", "/v1/boxes", json={k: v for k, v in body.items() if v is not None})
+        req = _Request(
+            "POST", "/v1/boxes", json={k: v for k, v in body.items() if v is not None}, slow=True
+        )
+        return Call(req, _model("Box"))
+
+    @operation
+    def list_boxes(self) -> Call[list[Box]]:
+        return Call(_Request("GET", "/v1/boxes"), _model("BoxList", "boxes"))
+
+    @operation
+    def get_box(self, ref: str) -> Call[Box]:
+        return Call(_Request("GET", _box(ref)), _model("Box"))
+
+    @operation
+    def stop_box(self, ref: str) -> Call[Box]:
+        """Stop the box; a snapshot keeps its files (not its processes)."""
+        return Call(_Request("POST", _box(ref) + "/stop", slow=True), _model("Box"))
+
+    @operation
+    def resume_box(self, ref: str) -> Call[Box]:
+        return Call(_Request("POST", _box(ref) + "/resume", slow=True), _model("Box"))
+
+    @operation
+    def extend_box(self, ref: str, ttl: int) -> Call[Box]:
+        """Give the box `ttl` more seconds from now."""
+        return Call(_Request("POST", _box(ref) + "/extend", json={"ttl": ttl}), _model("Box"))
+
+    @operation
+    def delete_box(self, ref: str, *, force: bool = False) -> Call[None]:
+        """Delete the box with its snapshots (`force`: even while it runs)."""
+        return Call(_Request("DELETE", _box(ref), {"force": "true"} if force else None, slow=True))
+
+    # -- network ----------------------------------------------------------------------
+    @operation
+    def get_network(self, ref: str) -> Call[NetworkSpec]:
+        return Call(_Request("GET", _box(ref) + "/network"), _model("NetworkSpec"))
+
+    @operation
+    def set_network(self, ref: str, mode: str, allow: Sequence[str] = ()) -> Call[NetworkSpec]:
+        """Set the box's egress policy; it applies at once. A bad one changes nothing."""
+        req = _Request("PUT", _box(ref) + "/network", json={"mode": mode, "allow": list(allow)})
+        return Call(req, _model("NetworkSpec"))
 
     @staticmethod
-    def _r_snapshot(ref: str, label: str | None) -> _Request:
-        return _Request("POST", _box(ref) + "/snapshots", json={"label": label})
+    def _r_network_log(ref: str, limit: int, follow: bool) -> _Request:
+        params = {"limit": str(limit), **({"follow": "true"} if follow else {})}
+        return _Request("GET", _box(ref) + "/network/log", params, untimed=follow)
+
+    @operation
+    def network_log(self, ref: str, *, limit: int = 0) -> Call[list[EgressEvent]]:
+        """The box's egress log: names looked up and destinations tried, with verdicts."""
+        return Call(self._r_network_log(ref, limit, False), _model("EgressLog", "events"))
+
+    @operation
+    def suggest_network(self, ref: str) -> Call[NetworkSuggestion]:
+        """An allowlist covering what the box reached, from its egress log."""
+        req = _Request("GET", _box(ref) + "/network/suggest")
+        return Call(req, _model("NetworkSuggestion"))
+
+    # -- snapshots, restore, fork -------------------------------------------------------
+    @operation
+    def snapshot_box(self, ref: str, label: str | None = None) -> Call[Snapshot]:
+        """Snapshot the box's files now (a running box pauses only while its layer is written)."""
+        req = _Request("POST", _box(ref) + "/snapshots", json={"label": label}, slow=True)
+        return Call(req, _model("Snapshot"))
+
+    @operation
+    def list_snapshots(self, ref: str) -> Call[list[Snapshot]]:
+        req = _Request("GET", _box(ref) + "/snapshots")
+        return Call(req, _model("SnapshotList", "snapshots"))
+
+    @operation
+    def delete_snapshot(self, ref: str, snapshot: str | int) -> Call[None]:
+        return Call(_Request("DELETE", _box(ref) + "/snapshots/" + quote(str(snapshot), safe="")))
+
+    @operation
+    def restore_box(self, ref: str, snapshot: str | int) -> Call[Box]:
+        """Rewind the box's files to a snapshot (by id or label); drives are untouched."""
+        req = _Request("POST", _box(ref) + "/restore", json={"snapshot": str(snapshot)}, slow=True)
+        return Call(req, _model("Box"))
+
+    @operation
+    def fork_box(
+        self, ref: str, name: str | None = None, snapshot: str | int | None = None
+    ) -> Call[Box]:
+        """A new box from this one's files, now or at a snapshot."""
+        body = {"name": name, "snapshot": str(snapshot) if snapshot is not None else None}
+        return Call(_Request("POST", _box(ref) + "/fork", json=body, slow=True), _model("Box"))
+
+    # -- drives -------------------------------------------------------------------------
+    @operation
+    def create_drive(self, name: str) -> Call[Drive]:
+        return Call(_Request("POST", "/v1/drives", json={"name": name}), _model("Drive"))
+
+    @operation
+    def list_drives(self) -> Call[list[Drive]]:
+        return Call(_Request("GET", "/v1/drives"), _model("DriveList", "drives"))
+
+    @operation
+    def delete_drive(self, name: str) -> Call[None]:
+        return Call(_Request("DELETE", "/v1/drives/" + quote(name, safe="")))
+
+    # -- agent runs -----------------------------------------------------------------------
+    @operation
+    def start_run(
+        self,
+        box: str,
+        instruction: str,
+        *,
+        agent: str | None = None,
+        workdir: str | None = None,
+        model: str | None = None,
+        json_events: bool = False,
+    ) -> Call[RunInfo]:
+        """Start a coding agent headless in the box; it goes on if this client goes away."""
+        body = {
+            "instruction": instruction,
+            "agent": agent,
+            "workdir": workdir,
+            "model": model,
+            "json": json_events,
+        }
+        return Call(_Request("POST", _box(box) + "/runs", json=body), _model("RunInfo"))
+
+    @operation
+    def list_runs(self, box: str) -> Call[list[RunInfo]]:
+        return Call(_Request("GET", _box(box) + "/runs"), _model("RunList", "runs"))
+
+    @operation
+    def get_run(self, run_id: str) -> Call[RunInfo]:
+        return Call(_Request("GET", "/v1/runs/" + quote(run_id, safe="")), _model("RunInfo"))
+
+    @operation
+    def stop_run(self, run_id: str) -> Call[RunInfo]:
+        req = _Request("POST", "/v1/runs/" + quote(run_id, safe="") + "/stop")
+        return Call(req, _model("RunInfo"))
 
     @staticmethod
-    def _r_snapshots(ref: str) -> _Request:
-        return _Request("GET", _box(ref) + "/snapshots")
+    def _r_run_log(run_id: str, live: bool) -> _Request:
+        params = {"follow": "true" if live else "false"}
+        return _Request("GET", "/v1/runs/" + quote(run_id, safe="") + "/log", params, untimed=True)
+
+    # -- provider credentials -----------------------------------------------------------
+    @operation
+    def set_credential(
+        self, provider: str, key: str, *, base_url: str | None = None
+    ) -> Call[Credential]:
+        """Store a provider's API key on the server (encrypted; it is never sent back)."""
+        req = _Request(
+            "PUT", "/v1/auth/" + quote(provider, safe=""), json={"key": key, "base_url": base_url}
+        )
+        return Call(req, _model("Credential"))
+
+    @operation
+    def list_credentials(self) -> Call[list[Credential]]:
+        return Call(_Request("GET", "/v1/auth"), _model("CredentialList", "providers"))
+
+    @operation
+    def delete_credential(self, provider: str) -> Call[None]:
+        return Call(_Request("DELETE", "/v1/auth/" + quote(provider, safe="")))
+
+    @operation
+    def box_credentials(self, box: str) -> Call[list[str]]:
+        """The providers whose keys the box's commands get."""
+        return Call(_Request("GET", _box(box) + "/auth"), _model("BoxAuth", "providers"))
+
+    @operation
+    def attach_credential(self, box: str, provider: str) -> Call[list[str]]:
+        """The box's commands get this provider's key from now on; returns what is attached."""
+        req = _Request("PUT", _box(box) + "/auth/" + quote(provider, safe=""))
+        return Call(req, _model("BoxAuth", "providers"))
+
+    @operation
+    def detach_credential(self, box: str, provider: str) -> Call[list[str]]:
+        req = _Request("DELETE", _box(box) + "/auth/" + quote(provider, safe=""))
+        return Call(req, _model("BoxAuth", "providers"))
+
+    # -- desktop ----------------------------------------------------------------------
+    @operation
+    def desktop_link(
+        self, ref: str, *, view_only: bool = False, size: str | None = None
+    ) -> Call[DesktopLink]:
+        """A browser link to the box's desktop (short-lived, for this box only)."""
+        body = {"view_only": view_only, "size": size}
+        return Call(_Request("POST", _box(ref) + "/desktop", json=body), _model("DesktopLink"))
 
     @staticmethod
-    def _r_delete_snapshot(ref: str, snap: str | int) -> _Request:
-        return _Request("DELETE", _box(ref) + "/snapshots/" + quote(str(snap), safe=""))
+    def _desktop_input(ref: str, action: str, **fields: Any) -> Call[None]:
+        body = {"action": action, **{k: v for k, v in fields.items() if v is not None}}
+        return Call(_Request("POST", _box(ref) + "/desktop/input", json=body))
+
+    @operation
+    def desktop_click(self, ref: str, x: int, y: int, *, button: int = 1) -> Call[None]:
+        """Click at (x, y), pixels from the top left of the desktop."""
+        return self._desktop_input(ref, "click", x=x, y=y, button=button)
+
+    @operation
+    def desktop_type(self, ref: str, text: str) -> Call[None]:
+        return self._desktop_input(ref, "type", text=text)
+
+    @operation
+    def desktop_key(self, ref: str, keys: str) -> Call[None]:
+        """A key or combination in xdotool's names: "Return", "ctrl+s", "alt+F4"."""
+        return self._desktop_input(ref, "key", keys=keys)
+
+    @operation
+    def exec_desktop(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        wait: bool = False,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> Call[ExecResult]:
+        """Start a graphical program on the box's desktop (started first if need be).
+        Returns once it started; with `wait=True`, once it ended, with its output."""
+        body = _exec_body(cmd, env, workdir, None, desktop=True, detach=not wait)
+        req = _Request("POST", _box(box) + "/exec", {"wait": "true"}, json=body, untimed=wait)
+        return Call(req, _model("ExecResult"))
 
     @staticmethod
-    def _r_restore(ref: str, snap: str | int) -> _Request:
-        return _Request("POST", _box(ref) + "/restore", json={"snapshot": str(snap)})
+    def _r_screenshot(ref: str, size: str | None) -> _Request:
+        return _Request("GET", _box(ref) + "/desktop/screenshot", {"size": size} if size else None)
 
+    # -- exec and files ------------------------------------------------------------------
     @staticmethod
-    def _r_fork(ref: str, name: str | None, snap: str | int | None) -> _Request:
-        body = {"name": name, "snapshot": str(snap) if snap is not None else None}
-        return _Request("POST", _box(ref) + "/fork", json=body)
+    def _r_exec(
+        box: str,
+        cmd: str | Sequence[str],
+        env: dict[str, str] | None,
+        workdir: str | None,
+        user: str | None,
+    ) -> _Request:
+        body = _exec_body(cmd, env, workdir, user)
+        return _Request("POST", _box(box) + "/exec", json=body, untimed=True)
 
-    @staticmethod
-    def _r_drive(method: str, name: str | None = None) -> _Request:
-        if name is None:
-            return _Request(method, "/v1/drives")
-        if method == "POST":
-            return _Request(method, "/v1/drives", json={"name": name})
-        return _Request(method, "/v1/drives/" + quote(name, safe=""))
-
-    @staticmethod
-    def _r_exec(ref: str, body: dict[str, Any]) -> _Request:
-        return _Request("POST", _box(ref) + "/exec", json=body)
+    @operation
+    def stat(self, box: str, path: str) -> Call[dict[str, Any]]:
+        """What is at `path` in the box: {"exists", "type", ...}."""
+        return Call(_Request("GET", _box(box) + "/files/stat", {"path": path}), _same)
 
     @staticmethod
     def _r_push(ref: str, dest: str, body: Iterable[bytes]) -> _Request:
@@ -232,11 +552,64 @@ class _Base:
 
     @staticmethod
     def _r_pull(ref: str, src: str) -> _Request:
-        return _Request("GET", _box(ref) + "/files", {"path": src})
+        return _Request("GET", _box(ref) + "/files", {"path": src}, untimed=True)
+
+    def _push_plan(
+        self, sources: Sequence[str | Path], dest: str, exclude: Sequence[str], dest_is_dir: bool
+    ) -> tuple[str, Any]:
+        """Where a push lands and what it sends (see `Client.push`)."""
+        from pathlib import Path
+
+        from ._archive import plan_push
+
+        paths = [Path(s) for s in sources]
+        single_file = len(paths) == 1 and paths[0].exists() and not paths[0].is_dir()
+        if not single_file:
+            return dest, plan_push(paths, list(exclude), into_dir=len(paths) > 1)
+        plan = plan_push(paths, list(exclude), into_dir=True)
+        if dest_is_dir or dest.endswith("/"):
+            return dest, plan
+        first = plan.entries[0]
+        plan.entries[0] = type(first)(first.local, posixpath.basename(dest.rstrip("/")), first.st)
+        return posixpath.dirname(dest.rstrip("/")) or "/", plan
 
     @staticmethod
-    def _r_stat(ref: str, path: str) -> _Request:
-        return _Request("GET", _box(ref) + "/files/stat", {"path": path})
+    def _single_file(sources: Sequence[str | Path]) -> bool:
+        from pathlib import Path
+
+        return len(sources) == 1 and Path(sources[0]).exists() and not Path(sources[0]).is_dir()
+
+    @staticmethod
+    def push_size(sources: Sequence[str | Path], exclude: Sequence[str] = ()) -> int:
+        """How many bytes a push of these sources sends (for progress bars)."""
+        from pathlib import Path
+
+        from ._archive import plan_push
+
+        return plan_push([Path(s) for s in sources], list(exclude), into_dir=True).total_bytes
+
+    @staticmethod
+    def _pull_target(src: str, dest: str | Path, force: bool) -> tuple[str, Path]:
+        from pathlib import Path
+
+        from ._archive import pull_target
+
+        root = posixpath.basename(posixpath.normpath(src)) or "/"
+        target = pull_target(Path(dest), root)
+        if (target.exists() or target.is_symlink()) and not force:
+            from ._exceptions import Conflict
+
+            raise Conflict(f"{target} already exists; use --force to overwrite")
+        return root, target
+
+    @staticmethod
+    def _r_build_image(no_cache: bool, rebuild_base: bool, upgrade_agents: bool) -> _Request:
+        body = {
+            "no_cache": no_cache,
+            "rebuild_base": rebuild_base,
+            "upgrade_agents": upgrade_agents,
+        }
+        return _Request("POST", "/v1/images/build", json=body, untimed=True)
 
 
 class ExecStream:
@@ -264,7 +637,7 @@ class ExecStream:
 
 class Client(_Base):
     """Blocking client. Reads the URL and token from the CLI's config file (or
-    PADDOCK_URL / PADDOCK_TOKEN) when they are not given."""
+    PADDOCK_URL / PADDOCK_TOKEN) when they are not given. Safe to share between threads."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         super().__init__(url, token, timeout)
@@ -283,123 +656,33 @@ class Client(_Base):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _open(self, req: _Request, *, untimed: bool = False) -> Any:
-        # untimed: the answer lasts as long as a command runs or a --follow is wanted, so no
-        # read timeout (connect and write timeouts still apply).
+    def _open(self, req: _Request) -> Any:
         resp = self._conn.request(
             req.method,
             req.target,
             self._headers(req),
             self._payload(req),
-            read_timeout=None if untimed else self.timeout,
+            read_timeout=None if req.untimed else self._read_timeout(req),
         )
         if resp.status >= 400:
             raise self._error(resp.status, resp.read())
         return resp
 
-    def _call(self, req: _Request, *, untimed: bool = False) -> Any:
-        data = self._open(req, untimed=untimed).read()
-        return json.loads(data) if data else None
+    def _perform(self, call: _Call) -> Any:
+        data = self._open(call.req).read()
+        return call.result(json.loads(data) if data else None)
 
-    # -- boxes ------------------------------------------------------------------------
-    def create_box(
-        self,
-        name: str | None = None,
-        *,
-        box_type: str | None = None,
-        ttl: int | None = None,
-        ttl_action: str | None = None,
-        drives: Sequence[str] | None = None,
-        network: str | None = None,
-        allow: Sequence[str] | None = None,
-        agent: str | None = None,
-    ) -> Box:
-        """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
-        created if they do not exist. `network`: allow-all, deny-all or allowlist (with
-        `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
-        agent for `prompt`."""
-        from ._models import Box, from_wire
-
-        req = self._r_create(name, box_type, ttl, ttl_action, drives, network, allow, agent)
-        return from_wire(Box, self._call(req))
-
-    def get_network(self, ref: str) -> NetworkSpec:
-        from ._models import NetworkSpec, from_wire
-
-        return from_wire(NetworkSpec, self._call(_Request("GET", _box(ref) + "/network")))
-
-    def set_network(self, ref: str, mode: str, allow: Sequence[str] = ()) -> NetworkSpec:
-        """Set the box's egress policy; it applies at once. A bad one changes nothing."""
-        from ._models import NetworkSpec, from_wire
-
-        req = _Request("PUT", _box(ref) + "/network", json={"mode": mode, "allow": list(allow)})
-        return from_wire(NetworkSpec, self._call(req))
-
-    def network_log(self, ref: str, *, limit: int = 0) -> list[EgressEvent]:
-        """The box's egress log: names looked up and destinations tried, with verdicts."""
-        from ._models import EgressLog, from_wire
-
-        return from_wire(EgressLog, self._call(self._r_network_log(ref, limit, False))).events
-
+    # -- streams ------------------------------------------------------------------------
     def follow_network_log(self, ref: str, *, limit: int = 0) -> Iterator[EgressEvent]:
         """The log so far (the last `limit` entries), then each new entry as it happens."""
-        from ._models import EgressEvent, from_wire
-
-        resp = self._open(self._r_network_log(ref, limit, True), untimed=True)
-        for event in _ndjson(resp.iter_bytes()):
-            yield from_wire(EgressEvent, event)
-
-    def suggest_network(self, ref: str) -> NetworkSuggestion:
-        """An allowlist covering what the box reached, from its egress log."""
-        from ._models import NetworkSuggestion, from_wire
-
-        req = _Request("GET", _box(ref) + "/network/suggest")
-        return from_wire(NetworkSuggestion, self._call(req))
-
-    # -- agent runs -----------------------------------------------------------------------
-    def start_run(
-        self,
-        box: str,
-        instruction: str,
-        *,
-        agent: str | None = None,
-        workdir: str | None = None,
-        model: str | None = None,
-        json_events: bool = False,
-    ) -> RunInfo:
-        """Start a coding agent headless in the box; it goes on if this client goes away."""
-        from ._models import RunInfo, from_wire
-
-        body = {
-            "instruction": instruction,
-            "agent": agent,
-            "workdir": workdir,
-            "model": model,
-            "json": json_events,
-        }
-        return from_wire(RunInfo, self._call(_Request("POST", _box(box) + "/runs", json=body)))
-
-    def list_runs(self, box: str) -> list[RunInfo]:
-        from ._models import RunList, from_wire
-
-        return from_wire(RunList, self._call(_Request("GET", _box(box) + "/runs"))).runs
-
-    def get_run(self, run_id: str) -> RunInfo:
-        from ._models import RunInfo, from_wire
-
-        return from_wire(RunInfo, self._call(_Request("GET", f"/v1/runs/{run_id}")))
+        parse = _model("EgressEvent")
+        for event in _ndjson(self._open(self._r_network_log(ref, limit, True)).iter_bytes()):
+            yield parse(event)
 
     def follow_run(self, run_id: str, *, live: bool = True) -> Iterator[dict[str, Any]]:
         """The run's output events so far, then (if `live`) the rest as they come:
         {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
-        params = {"follow": "true" if live else "false"}
-        req = _Request("GET", f"/v1/runs/{run_id}/log", params)
-        yield from _ndjson(self._open(req, untimed=True).iter_bytes())
-
-    def stop_run(self, run_id: str) -> RunInfo:
-        from ._models import RunInfo, from_wire
-
-        return from_wire(RunInfo, self._call(_Request("POST", f"/v1/runs/{run_id}/stop")))
+        yield from _ndjson(self._open(self._r_run_log(run_id, live)).iter_bytes())
 
     def prompt(
         self,
@@ -412,132 +695,11 @@ class Client(_Base):
     ) -> ExecResult:
         """Run an agent to completion: its output and exit code."""
         run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
-        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        code = -1
+        collected = _RunOutput()
         for event in self.follow_run(run.id):
-            if "stream" in event:
-                out[event["stream"]].append(str(event["data"]).encode())
-            elif "status" in event:
-                code = int(event["exit_code"]) if event["exit_code"] is not None else -1
-        return _result(code, out)
+            collected.add(event)
+        return collected.result()
 
-    def list_agents(self) -> list[AgentInfo]:
-        """The coding agents in the box image, their versions, and whether a key is set."""
-        from ._models import AgentList, from_wire
-
-        return from_wire(AgentList, self._call(_Request("GET", "/v1/agents"))).agents
-
-    # -- provider credentials -----------------------------------------------------------
-    def set_credential(self, provider: str, key: str, *, base_url: str | None = None) -> Credential:
-        """Store a provider's API key on the server (encrypted; it is never sent back)."""
-        from ._models import Credential, from_wire
-
-        body = {"key": key, "base_url": base_url}
-        return from_wire(Credential, self._call(_Request("PUT", f"/v1/auth/{provider}", json=body)))
-
-    def list_credentials(self) -> list[Credential]:
-        from ._models import CredentialList, from_wire
-
-        return from_wire(CredentialList, self._call(_Request("GET", "/v1/auth"))).providers
-
-    def delete_credential(self, provider: str) -> None:
-        self._call(_Request("DELETE", f"/v1/auth/{provider}"))
-
-    def attach_credential(self, box: str, provider: str) -> list[str]:
-        """The box's commands get this provider's key from now on; returns what is attached."""
-        from ._models import BoxAuth, from_wire
-
-        req = _Request("PUT", _box(box) + f"/auth/{provider}")
-        return from_wire(BoxAuth, self._call(req)).providers
-
-    def detach_credential(self, box: str, provider: str) -> list[str]:
-        from ._models import BoxAuth, from_wire
-
-        req = _Request("DELETE", _box(box) + f"/auth/{provider}")
-        return from_wire(BoxAuth, self._call(req)).providers
-
-    def list_boxes(self) -> list[Box]:
-        from ._models import BoxList, from_wire
-
-        return from_wire(BoxList, self._call(_Request("GET", "/v1/boxes"))).boxes
-
-    def get_box(self, ref: str) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, self._call(_Request("GET", _box(ref))))
-
-    def stop_box(self, ref: str) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, self._call(_Request("POST", _box(ref) + "/stop")))
-
-    def resume_box(self, ref: str) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, self._call(_Request("POST", _box(ref) + "/resume")))
-
-    def extend_box(self, ref: str, ttl: int) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(
-            Box, self._call(_Request("POST", _box(ref) + "/extend", json={"ttl": ttl}))
-        )
-
-    def delete_box(self, ref: str, *, force: bool = False) -> None:
-        self._call(_Request("DELETE", _box(ref), {"force": "true"} if force else None))
-
-    def box_types(self) -> BoxTypeList:
-        from ._models import BoxTypeList, from_wire
-
-        return from_wire(BoxTypeList, self._call(_Request("GET", "/v1/types")))
-
-    def status(self) -> ServerStatus:
-        from ._models import ServerStatus, from_wire
-
-        return from_wire(ServerStatus, self._call(_Request("GET", "/v1/status")))
-
-    # -- snapshots, restore, fork -------------------------------------------------------
-    def snapshot_box(self, ref: str, label: str | None = None) -> Snapshot:
-        """Snapshot the box's files now (a running box pauses only while its layer is written)."""
-        from ._models import Snapshot, from_wire
-
-        return from_wire(Snapshot, self._call(self._r_snapshot(ref, label)))
-
-    def list_snapshots(self, ref: str) -> list[Snapshot]:
-        from ._models import SnapshotList, from_wire
-
-        return from_wire(SnapshotList, self._call(self._r_snapshots(ref))).snapshots
-
-    def delete_snapshot(self, ref: str, snapshot: str | int) -> None:
-        self._call(self._r_delete_snapshot(ref, snapshot))
-
-    def restore_box(self, ref: str, snapshot: str | int) -> Box:
-        """Rewind the box's files to a snapshot (by id or label); drives are untouched."""
-        from ._models import Box, from_wire
-
-        return from_wire(Box, self._call(self._r_restore(ref, snapshot)))
-
-    def fork_box(self, ref: str, name: str | None = None, snapshot: str | int | None = None) -> Box:
-        """A new box from this one's files, now or at a snapshot."""
-        from ._models import Box, from_wire
-
-        return from_wire(Box, self._call(self._r_fork(ref, name, snapshot)))
-
-    # -- drives -------------------------------------------------------------------------
-    def create_drive(self, name: str) -> Drive:
-        from ._models import Drive, from_wire
-
-        return from_wire(Drive, self._call(self._r_drive("POST", name)))
-
-    def list_drives(self) -> list[Drive]:
-        from ._models import DriveList, from_wire
-
-        return from_wire(DriveList, self._call(self._r_drive("GET"))).drives
-
-    def delete_drive(self, name: str) -> None:
-        self._call(self._r_drive("DELETE", name))
-
-    # -- exec -------------------------------------------------------------------------
     def exec_stream(
         self,
         box: str,
@@ -548,8 +710,7 @@ class Client(_Base):
         user: str | None = None,
     ) -> ExecStream:
         """Run a command and stream its output. A string runs in `bash -lc`."""
-        resp = self._open(self._r_exec(box, _exec_body(cmd, env, workdir, user)), untimed=True)
-        return ExecStream(resp.iter_bytes())
+        return ExecStream(self._open(self._r_exec(box, cmd, env, workdir, user)).iter_bytes())
 
     def exec(
         self,
@@ -561,7 +722,6 @@ class Client(_Base):
         user: str | None = None,
     ) -> ExecResult:
         """Run a command to completion and return its output and exit code."""
-
         stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         for kind, data in stream:
@@ -569,54 +729,14 @@ class Client(_Base):
         assert stream.exit_code is not None
         return _result(stream.exit_code, out)
 
-    def exec_desktop(
-        self,
-        box: str,
-        cmd: str | Sequence[str],
-        *,
-        wait: bool = False,
-        env: dict[str, str] | None = None,
-        workdir: str | None = None,
-    ) -> ExecResult:
-        """Start a graphical program on the box's desktop (started first if need be).
-        Returns once it started; with `wait=True`, once it ended, with its output."""
-        from ._models import ExecResult, from_wire
-
-        req = self._r_exec_desktop(box, cmd, env, workdir, wait)
-        return from_wire(ExecResult, self._call(req, untimed=wait))
-
-    # -- desktop ----------------------------------------------------------------------
-    def desktop_link(
-        self, ref: str, *, view_only: bool = False, size: str | None = None
-    ) -> DesktopLink:
-        """A browser link to the box's desktop (short-lived, for this box only)."""
-        from ._models import DesktopLink, from_wire
-
-        return from_wire(DesktopLink, self._call(self._r_desktop_link(ref, view_only, size)))
+    def exec_session(self, box: str, cmd: str | Sequence[str], **options: Any) -> ExecSession:
+        """An interactive exec over a WebSocket (stdin, TTY, resize)."""
+        return ExecSession(self, box, cmd, **options)
 
     def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
         """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
         data: bytes = self._open(self._r_screenshot(ref, size)).read()
         return data
-
-    def desktop_click(self, ref: str, x: int, y: int, *, button: int = 1) -> None:
-        self._call(self._r_desktop_input(ref, "click", x=x, y=y, button=button))
-
-    def desktop_type(self, ref: str, text: str) -> None:
-        self._call(self._r_desktop_input(ref, "type", text=text))
-
-    def desktop_key(self, ref: str, keys: str) -> None:
-        """A key or combination in xdotool's names: "Return", "ctrl+s", "alt+F4"."""
-        self._call(self._r_desktop_input(ref, "key", keys=keys))
-
-    def exec_session(self, box: str, cmd: str | Sequence[str], **options: Any) -> ExecSession:
-        """An interactive exec over a WebSocket (stdin, TTY, resize)."""
-        return ExecSession(self, box, cmd, **options)
-
-    # -- files ------------------------------------------------------------------------
-    def stat(self, box: str, path: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(self._r_stat(box, path))
-        return result
 
     def push(
         self,
@@ -634,36 +754,18 @@ class Client(_Base):
         inside `dest` when that is a directory in the box. Several sources: each lands in
         `dest/<name>`. A `.paddockignore` (gitignore syntax) in a folder is honoured.
         """
-        from pathlib import Path
+        from ._archive import tar_stream
 
-        from ._archive import plan_push, tar_stream
-        from ._models import PushResult, from_wire
-
-        paths = [Path(s) for s in sources]
-        single_file = len(paths) == 1 and paths[0].exists() and not paths[0].is_dir()
-        target, into_dir = dest, len(paths) > 1
-        if single_file:
+        dest_is_dir = False
+        if self._single_file(sources):
             st = self.stat(box, dest)
-            if not (st["exists"] and st["type"] == "dir") and not dest.endswith("/"):
-                target, into_dir = posixpath.dirname(dest.rstrip("/")) or "/", True
-                plan = plan_push(paths, list(exclude), into_dir=True)
-                plan.entries[0] = type(plan.entries[0])(
-                    plan.entries[0].local, posixpath.basename(dest.rstrip("/")), plan.entries[0].st
-                )
-            else:
-                plan = plan_push(paths, list(exclude), into_dir=True)
-        else:
-            plan = plan_push(paths, list(exclude), into_dir=into_dir)
+            dest_is_dir = bool(st["exists"] and st["type"] == "dir")
+        target, plan = self._push_plan(sources, dest, exclude, dest_is_dir)
         body = tar_stream(plan, *owner, progress=progress)
-        data = self._call(self._r_push(box, target, body))
-        return from_wire(PushResult, data)
-
-    def push_size(self, sources: Sequence[str | Path], exclude: Sequence[str] = ()) -> int:
-        from pathlib import Path
-
-        from ._archive import plan_push
-
-        return plan_push([Path(s) for s in sources], list(exclude), into_dir=True).total_bytes
+        result: PushResult = self._perform(
+            _Call(self._r_push(box, target, body), _model("PushResult"))
+        )
+        return result
 
     def pull(
         self,
@@ -676,16 +778,9 @@ class Client(_Base):
     ) -> Path:
         """Copy `src` out of the box to `dest` (into it, when `dest` is a directory).
         Never writes outside `dest`; refuses to overwrite unless `force`."""
-        from pathlib import Path
+        from ._archive import extract_stream
 
-        from ._archive import extract_stream, pull_target
-
-        root = posixpath.basename(posixpath.normpath(src)) or "/"
-        target = pull_target(Path(dest), root)
-        if (target.exists() or target.is_symlink()) and not force:
-            from ._exceptions import Conflict
-
-            raise Conflict(f"{target} already exists; use --force to overwrite")
+        root, target = self._pull_target(src, dest, force)
         resp = self._open(self._r_pull(box, src))
         try:
             extract_stream(resp.iter_bytes(), root, target, force=force, progress=progress)
@@ -693,19 +788,30 @@ class Client(_Base):
             resp.close()
         return target
 
-    # -- images -----------------------------------------------------------------------
     def build_image(
         self, *, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
     ) -> Iterator[dict[str, Any]]:
         """Build the box image on the server; yields progress events as they happen.
         `upgrade_agents` moves the coding agents to their latest versions first."""
-        body = {
-            "no_cache": no_cache,
-            "rebuild_base": rebuild_base,
-            "upgrade_agents": upgrade_agents,
-        }
-        req = _Request("POST", "/v1/images/build", json=body)
-        yield from _ndjson(self._open(req, untimed=True).iter_bytes())
+        req = self._r_build_image(no_cache, rebuild_base, upgrade_agents)
+        yield from _ndjson(self._open(req).iter_bytes())
+
+
+class _RunOutput:
+    """An agent run's events gathered into one result."""
+
+    def __init__(self) -> None:
+        self.out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        self.code = -1
+
+    def add(self, event: dict[str, Any]) -> None:
+        if "stream" in event:
+            self.out[event["stream"]].append(str(event["data"]).encode())
+        elif "status" in event:
+            self.code = int(event["exit_code"]) if event["exit_code"] is not None else -1
+
+    def result(self) -> ExecResult:
+        return _result(self.code, self.out)
 
 
 def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
@@ -714,12 +820,16 @@ def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
     for chunk in chunks:
         buf += chunk
         *lines, buf = buf.split(b"\n")
-        for line in lines:
-            if line.strip():
-                event: dict[str, Any] = json.loads(line)
-                if "error" in event:
-                    raise error_from_body(500, event)
-                yield event
+        yield from _ndjson_lines(lines)
+
+
+def _ndjson_lines(lines: list[bytes]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        if line.strip():
+            event: dict[str, Any] = json.loads(line)
+            if "error" in event:
+                raise error_from_body(500, event)
+            yield event
 
 
 class ExecSession:
@@ -791,7 +901,7 @@ class AsyncClient(_Base):
         super().__init__(url, token, timeout)
         import httpx
 
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=httpx.Timeout(timeout, read=None))
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=httpx.Timeout(timeout))
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -802,154 +912,71 @@ class AsyncClient(_Base):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _build(self, req: _Request) -> httpx.Request:
-        return self._http.build_request(
-            req.method,
-            req.path,
-            params=req.params,
-            headers=self._headers(req),
-            content=self._payload(req),
-        )
-
     async def _send(self, req: _Request) -> httpx.Response:
         import httpx
 
+        payload = self._payload(req)
+        content: Any = payload
+        if payload is not None and not isinstance(payload, bytes):
+            content = _in_thread(iter(payload))  # httpx streams only async bodies here
+        request = self._http.build_request(
+            req.method, req.path, params=req.params, headers=self._headers(req), content=content
+        )
+        read = None if req.untimed else self._read_timeout(req)
+        request.extensions["timeout"] = httpx.Timeout(self.timeout, read=read).as_dict()
         try:
-            resp = await self._http.send(self._build(req), stream=True)
-        except httpx.ConnectError as exc:
+            resp = await self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach the Paddock server at {self.url}: {exc}") from exc
         if resp.status_code >= 400:
             body = await resp.aread()
             raise self._error(resp.status_code, body)
         return resp
 
-    async def _call(self, req: _Request) -> Any:
-        resp = await self._send(req)
+    async def _perform(self, call: _Call) -> Any:
+        resp = await self._send(call.req)
         data = await resp.aread()
-        return json.loads(data) if data else None
+        return call.result(json.loads(data) if data else None)
 
-    async def create_box(
-        self,
-        name: str | None = None,
-        *,
-        box_type: str | None = None,
-        ttl: int | None = None,
-        ttl_action: str | None = None,
-    ) -> Box:
-        from ._models import Box, from_wire
+    async def _ndjson(self, req: _Request) -> AsyncIterator[dict[str, Any]]:
+        resp = await self._send(req)
+        buf = b""
+        try:
+            async for chunk in resp.aiter_bytes():
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for event in _ndjson_lines(lines):
+                    yield event
+        finally:
+            await resp.aclose()
 
-        return from_wire(Box, await self._call(self._r_create(name, box_type, ttl, ttl_action)))
+    # -- streams ------------------------------------------------------------------------
+    async def follow_network_log(self, ref: str, *, limit: int = 0) -> AsyncIterator[EgressEvent]:
+        """The log so far (the last `limit` entries), then each new entry as it happens."""
+        parse = _model("EgressEvent")
+        async for event in self._ndjson(self._r_network_log(ref, limit, True)):
+            yield parse(event)
 
-    async def get_network(self, ref: str) -> NetworkSpec:
-        from ._models import NetworkSpec, from_wire
+    async def follow_run(self, run_id: str, *, live: bool = True) -> AsyncIterator[dict[str, Any]]:
+        """The run's output events so far, then (if `live`) the rest as they come."""
+        async for event in self._ndjson(self._r_run_log(run_id, live)):
+            yield event
 
-        return from_wire(NetworkSpec, await self._call(_Request("GET", _box(ref) + "/network")))
-
-    async def set_network(self, ref: str, mode: str, allow: Sequence[str] = ()) -> NetworkSpec:
-        from ._models import NetworkSpec, from_wire
-
-        req = _Request("PUT", _box(ref) + "/network", json={"mode": mode, "allow": list(allow)})
-        return from_wire(NetworkSpec, await self._call(req))
-
-    async def network_log(self, ref: str, *, limit: int = 0) -> list[EgressEvent]:
-        from ._models import EgressLog, from_wire
-
-        data = await self._call(self._r_network_log(ref, limit, False))
-        return from_wire(EgressLog, data).events
-
-    async def suggest_network(self, ref: str) -> NetworkSuggestion:
-        from ._models import NetworkSuggestion, from_wire
-
-        req = _Request("GET", _box(ref) + "/network/suggest")
-        return from_wire(NetworkSuggestion, await self._call(req))
-
-    async def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
-        resp = await self._send(self._r_screenshot(ref, size))
-        return await resp.aread()
-
-    async def desktop_link(
-        self, ref: str, *, view_only: bool = False, size: str | None = None
-    ) -> DesktopLink:
-        from ._models import DesktopLink, from_wire
-
-        data = await self._call(self._r_desktop_link(ref, view_only, size))
-        return from_wire(DesktopLink, data)
-
-    async def desktop_click(self, ref: str, x: int, y: int, *, button: int = 1) -> None:
-        await self._call(self._r_desktop_input(ref, "click", x=x, y=y, button=button))
-
-    async def desktop_type(self, ref: str, text: str) -> None:
-        await self._call(self._r_desktop_input(ref, "type", text=text))
-
-    async def desktop_key(self, ref: str, keys: str) -> None:
-        await self._call(self._r_desktop_input(ref, "key", keys=keys))
-
-    async def exec_desktop(
+    async def prompt(
         self,
         box: str,
-        cmd: str | Sequence[str],
+        instruction: str,
         *,
-        wait: bool = False,
-        env: dict[str, str] | None = None,
+        agent: str | None = None,
         workdir: str | None = None,
+        model: str | None = None,
     ) -> ExecResult:
-        from ._models import ExecResult, from_wire
-
-        req = self._r_exec_desktop(box, cmd, env, workdir, wait)
-        return from_wire(ExecResult, await self._call(req))
-
-    async def list_boxes(self) -> list[Box]:
-        from ._models import BoxList, from_wire
-
-        return from_wire(BoxList, await self._call(_Request("GET", "/v1/boxes"))).boxes
-
-    async def get_box(self, ref: str) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, await self._call(_Request("GET", _box(ref))))
-
-    async def stop_box(self, ref: str) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, await self._call(_Request("POST", _box(ref) + "/stop")))
-
-    async def resume_box(self, ref: str) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, await self._call(_Request("POST", _box(ref) + "/resume")))
-
-    async def delete_box(self, ref: str, *, force: bool = False) -> None:
-        await self._call(_Request("DELETE", _box(ref), {"force": "true"} if force else None))
-
-    async def snapshot_box(self, ref: str, label: str | None = None) -> Snapshot:
-        from ._models import Snapshot, from_wire
-
-        return from_wire(Snapshot, await self._call(self._r_snapshot(ref, label)))
-
-    async def list_snapshots(self, ref: str) -> list[Snapshot]:
-        from ._models import SnapshotList, from_wire
-
-        return from_wire(SnapshotList, await self._call(self._r_snapshots(ref))).snapshots
-
-    async def delete_snapshot(self, ref: str, snapshot: str | int) -> None:
-        await self._call(self._r_delete_snapshot(ref, snapshot))
-
-    async def restore_box(self, ref: str, snapshot: str | int) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, await self._call(self._r_restore(ref, snapshot)))
-
-    async def fork_box(
-        self, ref: str, name: str | None = None, snapshot: str | int | None = None
-    ) -> Box:
-        from ._models import Box, from_wire
-
-        return from_wire(Box, await self._call(self._r_fork(ref, name, snapshot)))
-
-    async def list_drives(self) -> list[Drive]:
-        from ._models import DriveList, from_wire
-
-        return from_wire(DriveList, await self._call(self._r_drive("GET"))).drives
+        """Run an agent to completion: its output and exit code."""
+        run = await self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
+        collected = _RunOutput()
+        async for event in self.follow_run(run.id):
+            collected.add(event)
+        return collected.result()
 
     async def exec_stream(
         self,
@@ -961,16 +988,19 @@ class AsyncClient(_Base):
         user: str | None = None,
     ) -> AsyncIterator[ExecEvent | int]:
         """Yields `ExecEvent`s, then the exit code (an int) last."""
-        resp = await self._send(self._r_exec(box, _exec_body(cmd, env, workdir, user)))
+        resp = await self._send(self._r_exec(box, cmd, env, workdir, user))
         decoder = _frames.FrameDecoder()
-        async for chunk in resp.aiter_bytes():
-            for kind, payload in decoder.feed(chunk):
-                if kind in (_frames.STDOUT, _frames.STDERR):
-                    yield ExecEvent(("stdout" if kind == _frames.STDOUT else "stderr", payload))
-                elif kind == _frames.EXIT:
-                    yield int(json.loads(payload)["exit_code"])
-                elif kind == _frames.ERROR:
-                    raise error_from_body(500, json.loads(payload))
+        try:
+            async for chunk in resp.aiter_bytes():
+                for kind, payload in decoder.feed(chunk):
+                    if kind in (_frames.STDOUT, _frames.STDERR):
+                        yield ExecEvent(("stdout" if kind == _frames.STDOUT else "stderr", payload))
+                    elif kind == _frames.EXIT:
+                        yield int(json.loads(payload)["exit_code"])
+                    elif kind == _frames.ERROR:
+                        raise error_from_body(500, json.loads(payload))
+        finally:
+            await resp.aclose()
 
     async def exec(
         self,
@@ -981,12 +1011,101 @@ class AsyncClient(_Base):
         workdir: str | None = None,
         user: str | None = None,
     ) -> ExecResult:
-
+        """Run a command to completion and return its output and exit code."""
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        code = -1
+        code: int | None = None
         async for event in self.exec_stream(box, cmd, env=env, workdir=workdir, user=user):
             if isinstance(event, int):
                 code = event
             else:
                 out[event[0]].append(event[1])
+        if code is None:
+            raise ConnectionFailed("the exec stream ended before the command's exit code arrived")
         return _result(code, out)
+
+    async def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
+        """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
+        resp = await self._send(self._r_screenshot(ref, size))
+        return await resp.aread()
+
+    async def push(
+        self,
+        box: str,
+        sources: Sequence[str | Path],
+        dest: str,
+        *,
+        exclude: Sequence[str] = (),
+        owner: tuple[int, int] = (1000, 1000),
+        progress: Progress | None = None,
+    ) -> PushResult:
+        """Copy local files or folders into the box (the rules of `Client.push`)."""
+        from ._archive import tar_stream
+
+        dest_is_dir = False
+        if self._single_file(sources):
+            st = await self.stat(box, dest)
+            dest_is_dir = bool(st["exists"] and st["type"] == "dir")
+        target, plan = self._push_plan(sources, dest, exclude, dest_is_dir)
+        body = tar_stream(plan, *owner, progress=progress)
+        result: PushResult = await self._perform(
+            _Call(self._r_push(box, target, body), _model("PushResult"))
+        )
+        return result
+
+    async def pull(
+        self,
+        box: str,
+        src: str,
+        dest: str | Path,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Copy `src` out of the box to `dest` (the rules of `Client.pull`). The archive is
+        written by a worker thread as it arrives."""
+        import asyncio
+        import queue
+
+        from ._archive import extract_stream
+
+        root, target = self._pull_target(src, dest, force)
+        chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
+
+        def arriving() -> Iterator[bytes]:
+            while (chunk := chunks.get()) is not None:
+                yield chunk
+
+        resp = await self._send(self._r_pull(box, src))
+        writer = asyncio.ensure_future(
+            asyncio.to_thread(
+                extract_stream, arriving(), root, target, force=force, progress=progress
+            )
+        )
+        try:
+            async for chunk in resp.aiter_bytes():
+                if writer.done():
+                    break  # it refused something: its error is raised below
+                await asyncio.to_thread(chunks.put, chunk)
+        finally:
+            await resp.aclose()
+            if not writer.done():
+                await asyncio.to_thread(chunks.put, None)
+        await writer
+        return target
+
+    async def build_image(
+        self, *, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Build the box image on the server; yields progress events as they happen."""
+        req = self._r_build_image(no_cache, rebuild_base, upgrade_agents)
+        async for event in self._ndjson(req):
+            yield event
+
+
+async def _in_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A blocking iterator (a tar being written from local files) read off the event loop."""
+    import asyncio
+
+    done = object()
+    while (chunk := await asyncio.to_thread(next, chunks, done)) is not done:
+        yield chunk  # type: ignore[misc]

@@ -312,6 +312,20 @@ class ServerStatus:
 
 
 @dataclass
+class ErrorDetail:
+    code: str  # stable: clients branch on it (e.g. not_found, invalid_request, conflict)
+    message: str  # for people
+    details: Any = None
+
+
+@dataclass
+class ErrorBody:
+    """Every error the API answers, whatever the status."""
+
+    error: ErrorDetail
+
+
+@dataclass
 class ImageBuildRequest:
     no_cache: bool = False
     rebuild_base: bool = False

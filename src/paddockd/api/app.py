@@ -58,10 +58,10 @@ def create_app(
     errors.install(app)
     # Every other API route needs the API token, checked by TokenGate (below) before any
     # body is read: a route dependency would run only after FastAPI read the body.
-    app.include_router(system.public, prefix=API)
+    app.include_router(system.public, prefix=API, responses=errors.ERROR_RESPONSES)
     modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop, auth, runs)
     for module in modules:
-        app.include_router(module.router, prefix=API)
+        app.include_router(module.router, prefix=API, responses=errors.ERROR_RESPONSES)
     # WebSockets authenticate inside the handler, where an error can still be framed; the
     # desktop's page and bridge take a desktop link's token instead of the API token.
     app.include_router(execs.ws_router, prefix=API)

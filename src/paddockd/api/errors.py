@@ -4,11 +4,15 @@ each error class maps to exactly one status."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from paddock._models import ErrorBody
 
 from ..domain import errors as e
 
@@ -26,6 +30,24 @@ STATUS: dict[type[e.PaddockError], int] = {
     e.DesktopFailed: 502,
     e.IsolationFailed: 503,
     e.PaddockError: 500,
+}
+
+
+# Documented on every route: what each status means here (the body is always ErrorBody).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "invalid_request: a bad name, size, path, TTL or policy",
+        401: "unauthorized: no token, or a wrong or revoked one",
+        404: "not_found: no such box, snapshot, drive, run or path",
+        405: "method_not_allowed",
+        409: "conflict, invalid_state or capacity_exceeded",
+        413: "payload_too_large: a body over the route's cap",
+        422: "invalid_request: the body or parameters do not match the schema",
+        500: "internal: a fault of the server; see its log",
+        502: "desktop_failed: the box's desktop did not start",
+        503: "engine_unavailable or isolation_failed",
+    }.items()
 }
 
 
@@ -47,6 +69,15 @@ def error_response(exc: e.PaddockError) -> JSONResponse:
     )
 
 
+def allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(e.PaddockError)
     async def paddock_error(_: Request, exc: e.PaddockError) -> JSONResponse:
@@ -63,9 +94,14 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # RFC 9110: list every method of the path. Starlette names only those of the
+            # first route that matched it, and each method is a route of its own here.
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -22,7 +22,7 @@ import docker.types
 import requests.exceptions
 from docker.utils import socket as docker_socket
 
-from ..domain.errors import EngineUnavailable, InvalidRequest, NotFound, PaddockError
+from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
 from . import seccomp
 from .base import (
     LABEL_BOX,
@@ -307,6 +307,9 @@ class DockerRuntime:
     async def create_volume(self, name: str, labels: dict[str, str]) -> VolumeInfo:
         def work() -> VolumeInfo:
             data = self.api.create_volume(name=name, driver="local", labels=labels)
+            if (data.get("Labels") or {}) != labels:
+                # Docker hands back an existing volume of that name as it is.
+                raise Conflict(f"the engine already has a volume {name!r} that is not this one")
             mountpoint = str(data["Mountpoint"])
             # A fresh volume belongs to host root; make it the box user's (uid 1000 in the
             # box), or `abc` could not write to its own drive.

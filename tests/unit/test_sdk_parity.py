@@ -1,0 +1,125 @@
+"""Every operation of the API has a method in `Client` and in `AsyncClient`, with the same
+parameters, and every public method maps to an operation (or is a named convenience)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import paddock
+from paddock import AsyncClient, Client
+
+SPEC = Path(__file__).resolve().parents[2] / "spec" / "openapi.json"
+
+# (method, path) in the spec -> the SDK's name for it.
+OPERATIONS = {
+    ("GET", "/v1/health"): "health",
+    ("GET", "/v1/status"): "status",
+    ("GET", "/v1/types"): "box_types",
+    ("GET", "/v1/agents"): "list_agents",
+    ("POST", "/v1/images/build"): "build_image",
+    ("GET", "/v1/boxes"): "list_boxes",
+    ("POST", "/v1/boxes"): "create_box",
+    ("GET", "/v1/boxes/{ref}"): "get_box",
+    ("DELETE", "/v1/boxes/{ref}"): "delete_box",
+    ("POST", "/v1/boxes/{ref}/stop"): "stop_box",
+    ("POST", "/v1/boxes/{ref}/resume"): "resume_box",
+    ("POST", "/v1/boxes/{ref}/extend"): "extend_box",
+    ("POST", "/v1/boxes/{ref}/exec"): "exec_stream",
+    ("GET", "/v1/boxes/{ref}/files"): "pull",
+    ("PUT", "/v1/boxes/{ref}/files"): "push",
+    ("GET", "/v1/boxes/{ref}/files/stat"): "stat",
+    ("POST", "/v1/boxes/{ref}/fork"): "fork_box",
+    ("POST", "/v1/boxes/{ref}/restore"): "restore_box",
+    ("GET", "/v1/boxes/{ref}/snapshots"): "list_snapshots",
+    ("POST", "/v1/boxes/{ref}/snapshots"): "snapshot_box",
+    ("DELETE", "/v1/boxes/{ref}/snapshots/{snap}"): "delete_snapshot",
+    ("GET", "/v1/boxes/{ref}/network"): "get_network",
+    ("PUT", "/v1/boxes/{ref}/network"): "set_network",
+    ("GET", "/v1/boxes/{ref}/network/log"): "network_log",
+    ("GET", "/v1/boxes/{ref}/network/suggest"): "suggest_network",
+    ("POST", "/v1/boxes/{ref}/desktop"): "desktop_link",
+    ("POST", "/v1/boxes/{ref}/desktop/input"): "desktop_click",
+    ("GET", "/v1/boxes/{ref}/desktop/screenshot"): "screenshot",
+    ("GET", "/v1/boxes/{ref}/auth"): "box_credentials",
+    ("PUT", "/v1/boxes/{ref}/auth/{provider}"): "attach_credential",
+    ("DELETE", "/v1/boxes/{ref}/auth/{provider}"): "detach_credential",
+    ("GET", "/v1/auth"): "list_credentials",
+    ("PUT", "/v1/auth/{provider}"): "set_credential",
+    ("DELETE", "/v1/auth/{provider}"): "delete_credential",
+    ("GET", "/v1/boxes/{ref}/runs"): "list_runs",
+    ("POST", "/v1/boxes/{ref}/runs"): "start_run",
+    ("GET", "/v1/runs/{run_id}"): "get_run",
+    ("POST", "/v1/runs/{run_id}/stop"): "stop_run",
+    ("GET", "/v1/runs/{run_id}/log"): "follow_run",
+    ("GET", "/v1/drives"): "list_drives",
+    ("POST", "/v1/drives"): "create_drive",
+    ("DELETE", "/v1/drives/{name}"): "delete_drive",
+}
+# Methods over the same operations, or purely local: each says what it builds on.
+CONVENIENCES = {
+    "exec": "exec_stream, waited for",
+    "exec_desktop": "POST /exec with desktop=true",
+    "desktop_type": "POST /desktop/input",
+    "desktop_key": "POST /desktop/input",
+    "follow_network_log": "GET /network/log?follow=true",
+    "prompt": "start_run + follow_run",
+    "push_size": "local: the bytes a push would send",
+    "exec_session": "the exec WebSocket (not an OpenAPI operation)",
+    "close": "",
+    "aclose": "",
+}
+
+
+def spec_operations() -> set[tuple[str, str]]:
+    spec = json.loads(SPEC.read_text())
+    return {(m.upper(), p) for p, ops in spec["paths"].items() for m in ops}
+
+
+def public(cls: type) -> set[str]:
+    from paddock._client import _operation
+
+    def is_method(name: str) -> bool:
+        member = inspect.getattr_static(cls, name)
+        return isinstance(member, _operation) or callable(member)
+
+    return {n for n in dir(cls) if not n.startswith("_") and is_method(n)}
+
+
+def test_every_operation_has_a_method_in_both_clients() -> None:
+    assert spec_operations() == set(OPERATIONS), "update OPERATIONS and the SDK together"
+    for name in OPERATIONS.values():
+        assert hasattr(Client, name), f"Client lacks {name}"
+        assert hasattr(AsyncClient, name), f"AsyncClient lacks {name}"
+
+
+def test_every_public_method_maps_to_an_operation() -> None:
+    known = set(OPERATIONS.values()) | set(CONVENIENCES)
+    assert public(Client) - known == set()
+    assert public(AsyncClient) - known - {"exec_session"} == set()
+    assert public(AsyncClient) >= public(Client) - {"exec_session", "close"}
+
+
+def test_both_clients_take_the_same_parameters() -> None:
+    for name in sorted(public(Client) & public(AsyncClient) - {"close"}):
+        sync = inspect.signature(getattr(Client(url="http://x", token="t"), name))
+        async_ = inspect.signature(getattr(AsyncClient(url="http://x", token="t"), name))
+        assert list(sync.parameters) == list(async_.parameters), name
+
+
+def test_the_models_methods_return_are_exported() -> None:
+    import re
+
+    from paddock import _models
+
+    models = {n for n, v in vars(_models).items() if isinstance(v, type) and n[0].isupper()}
+    returned: set[str] = set()
+    for cls in (Client, AsyncClient):
+        for name in public(cls):
+            member = inspect.getattr_static(cls, name)
+            build = getattr(member, "_build", member)
+            hint = str(getattr(build, "__annotations__", {}).get("return", ""))
+            returned |= set(re.findall(r"[A-Za-z_]+", hint)) & models - {"Any"}
+    assert returned, "no model found in the return annotations"
+    assert returned - set(paddock.__all__) == set()

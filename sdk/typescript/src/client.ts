@@ -1,0 +1,604 @@
+/** `Client`: every operation of the Paddock API as one method, named as in the Python SDK
+ * (`create_box` → `createBox`). Each method builds one request and shapes its answer; sending
+ * is `http.ts`'s job, archives `push.ts`'s and `pull.ts`'s. */
+
+import type { IncomingMessage } from "node:http";
+import { lstat, stat as statLocal } from "node:fs/promises";
+import { posix } from "node:path";
+
+import { loadConfig } from "./config.js";
+import { Conflict, ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
+import { ERROR, EXIT, FrameDecoder, STDERR, STDOUT } from "./frames.js";
+import { chunks, ndjson, type Request, Transport } from "./http.js";
+import { extract, pullTarget } from "./pull.js";
+import { planPush, tarStream } from "./push.js";
+import { ExecSession } from "./session.js";
+import type {
+  AgentInfo,
+  Box,
+  BoxCreate,
+  BoxTypeList,
+  BuildEvent,
+  Credential,
+  DesktopLink,
+  DesktopRequest,
+  Drive,
+  EgressEvent,
+  ExecEvent,
+  ExecResult,
+  FileStat,
+  Health,
+  ImageBuildRequest,
+  NetworkSpec,
+  NetworkSuggestion,
+  PushResult,
+  RunEvent,
+  RunInfo,
+  RunRequest,
+  ServerStatus,
+  Snapshot,
+} from "./types.js";
+
+export interface ClientOptions {
+  /** The server, e.g. `https://paddock.example.com`. Default: `PADDOCK_URL`, else the CLI's
+   * config file (`paddock login`), else `http://127.0.0.1:7423`. */
+  url?: string;
+  /** An API token. Default: `PADDOCK_TOKEN`, else the CLI's config file. */
+  token?: string;
+  /** Milliseconds a call may wait for the server to answer (and between the chunks of a
+   * buffered answer); streams, once started, have no limit. Default 30 000. */
+  timeout?: number;
+}
+
+/** A command: a string runs in `bash -lc` (as a person would type it), an array is the exact argv. */
+export type Command = string | readonly string[];
+
+export interface ExecOptions {
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+}
+
+export interface PushOptions {
+  /** gitignore-style patterns left out (added to each folder's `.paddockignore`). */
+  exclude?: readonly string[];
+  /** Owner of what lands in the box, `[uid, gid]`. Default `[1000, 1000]` (the box user). */
+  owner?: readonly [number, number];
+  /** Called with the number of file bytes sent, as they are sent. */
+  onProgress?: (bytes: number) => void;
+}
+
+export interface PullOptions {
+  /** Overwrite files that exist (folders are merged; a folder is never replaced by a file). */
+  force?: boolean;
+  /** Called with the number of archive bytes received, as they arrive. */
+  onProgress?: (bytes: number) => void;
+}
+
+function argv(cmd: Command): string[] {
+  return typeof cmd === "string" ? ["/bin/bash", "-lc", cmd] : [...cmd];
+}
+
+function execBody(cmd: Command, options: ExecOptions, extra: object = {}): object {
+  const body: Record<string, unknown> = { cmd: argv(cmd), env: options.env ?? {}, ...extra };
+  if (options.workdir) body.workdir = options.workdir;
+  if (options.user) body.user = options.user;
+  return body;
+}
+
+/** Drop undefined fields: the server applies its defaults to what is absent. */
+function defined<T extends object>(obj: T): Partial<T> {
+  return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+const seg = encodeURIComponent;
+
+/** The output of a streamed exec: iterate it (once) for events as they happen; the last one is
+ * `{type: "exit", exitCode}`, also kept in `exitCode`. Leaving the loop early disconnects, which
+ * ends the command's stream. */
+export class ExecStream implements AsyncIterable<ExecEvent> {
+  exitCode: number | null = null;
+  private started = false;
+
+  constructor(private readonly open: () => Promise<IncomingMessage>) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<ExecEvent> {
+    if (this.started) throw new InvalidRequest("an ExecStream can be iterated once");
+    this.started = true;
+    const decoder = new FrameDecoder();
+    for await (const chunk of chunks(await this.open())) {
+      for (const { kind, payload } of decoder.feed(chunk)) {
+        if (kind === STDOUT) yield { type: "stdout", data: payload };
+        else if (kind === STDERR) yield { type: "stderr", data: payload };
+        else if (kind === EXIT) {
+          this.exitCode = Number(JSON.parse(payload.toString("utf8")).exit_code);
+          yield { type: "exit", exitCode: this.exitCode };
+        } else if (kind === ERROR) throw errorFromBody(500, JSON.parse(payload.toString("utf8")));
+      }
+    }
+    if (this.exitCode === null) {
+      throw new ConnectionFailed("the exec stream ended before the command's exit code arrived");
+    }
+  }
+}
+
+export class Client {
+  /** The server's URL, as used. */
+  readonly url: string;
+  readonly #http: Transport;
+
+  constructor(options: ClientOptions = {}) {
+    let { url, token } = options;
+    if (url === undefined || token === undefined) {
+      const config = loadConfig();
+      url = url || config.url;
+      token = token ?? config.token;
+    }
+    this.#http = new Transport(url, token, options.timeout ?? 30_000);
+    this.url = this.#http.url;
+  }
+
+  /** Close the kept-alive connections (idle ones never keep the process alive anyway). */
+  close(): void {
+    this.#http.close();
+  }
+
+  /** `/v1/boxes/REF`. `current` is the box the CLI made or chose last (`paddock new`, `paddock
+   * use`), read from its config file at each call, as the CLI does. */
+  #box(ref: string): string {
+    if (ref === "current") {
+      const current = loadConfig().current;
+      if (!current) {
+        throw new InvalidRequest(
+          "there is no current box: create one with `paddock new` or pick one with `paddock use BOX`",
+        );
+      }
+      ref = current;
+    }
+    if (!ref || ref.includes("/"))
+      throw new InvalidRequest(`invalid box reference ${JSON.stringify(ref)}`);
+    return `/v1/boxes/${seg(ref)}`;
+  }
+
+  #call<T>(req: Request): Promise<T> {
+    return this.#http.call<T>(req);
+  }
+
+  // -- server ---------------------------------------------------------------------------
+  /** Liveness and version (needs no token). */
+  health(): Promise<Health> {
+    return this.#call({ method: "GET", path: "/v1/health" });
+  }
+
+  /** Server version, engine, capacity, and problems that need the admin's eye. */
+  status(): Promise<ServerStatus> {
+    return this.#call({ method: "GET", path: "/v1/status" });
+  }
+
+  boxTypes(): Promise<BoxTypeList> {
+    return this.#call({ method: "GET", path: "/v1/types" });
+  }
+
+  /** Build the box image on the server; yields progress events as they happen. */
+  async *buildImage(options: Partial<ImageBuildRequest> = {}): AsyncGenerator<BuildEvent> {
+    const req: Request = {
+      method: "POST",
+      path: "/v1/images/build",
+      json: options,
+      wait: "stream",
+    };
+    yield* ndjson(await this.#http.open(req)) as AsyncGenerator<BuildEvent>;
+  }
+
+  // -- boxes ----------------------------------------------------------------------------
+  /** Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/NAME, created if
+   * need be. `network`: allow-all, deny-all or allowlist (with `allow`: IPv4 addresses/CIDRs,
+   * domains, *.domains). `agent`: the box's default agent for `prompt`. */
+  async createBox(options: Partial<BoxCreate> = {}): Promise<Box> {
+    return this.#call({ method: "POST", path: "/v1/boxes", json: defined(options), wait: "slow" });
+  }
+
+  async listBoxes(): Promise<Box[]> {
+    return (await this.#call<{ boxes: Box[] }>({ method: "GET", path: "/v1/boxes" })).boxes;
+  }
+
+  async getBox(ref: string): Promise<Box> {
+    return this.#call({ method: "GET", path: this.#box(ref) });
+  }
+
+  /** Stop the box; its files are kept in a snapshot. */
+  async stopBox(ref: string): Promise<Box> {
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/stop`, wait: "slow" });
+  }
+
+  async resumeBox(ref: string): Promise<Box> {
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/resume`, wait: "slow" });
+  }
+
+  /** A new time to live in seconds, counted from now (0: none). */
+  async extendBox(ref: string, ttl: number): Promise<Box> {
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/extend`, json: { ttl } });
+  }
+
+  /** Delete the box with its snapshots; `force` also deletes a running one. */
+  async deleteBox(ref: string, options: { force?: boolean } = {}): Promise<void> {
+    const query = options.force ? { force: "true" } : undefined;
+    await this.#call({
+      method: "DELETE",
+      path: this.#box(ref),
+      ...(query && { query }),
+      wait: "slow",
+    });
+  }
+
+  // -- snapshots, restore, fork ------------------------------------------------------------
+  /** Snapshot the box's files now (a running box pauses only while its layer is written). */
+  async snapshotBox(ref: string, label?: string): Promise<Snapshot> {
+    return this.#call({
+      method: "POST",
+      path: `${this.#box(ref)}/snapshots`,
+      json: { label: label ?? null },
+      wait: "slow",
+    });
+  }
+
+  async listSnapshots(ref: string): Promise<Snapshot[]> {
+    const path = `${this.#box(ref)}/snapshots`;
+    return (await this.#call<{ snapshots: Snapshot[] }>({ method: "GET", path })).snapshots;
+  }
+
+  async deleteSnapshot(ref: string, snapshot: string | number): Promise<void> {
+    await this.#call({
+      method: "DELETE",
+      path: `${this.#box(ref)}/snapshots/${seg(String(snapshot))}`,
+    });
+  }
+
+  /** Rewind the box's files to a snapshot (by id or label); drives are untouched. */
+  async restoreBox(ref: string, snapshot: string | number): Promise<Box> {
+    const json = { snapshot: String(snapshot) };
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/restore`, json, wait: "slow" });
+  }
+
+  /** A new box from this one's files, now or at a snapshot. */
+  async forkBox(
+    ref: string,
+    options: { name?: string; snapshot?: string | number } = {},
+  ): Promise<Box> {
+    const json = {
+      name: options.name ?? null,
+      snapshot: options.snapshot === undefined ? null : String(options.snapshot),
+    };
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/fork`, json, wait: "slow" });
+  }
+
+  // -- drives ---------------------------------------------------------------------------
+  async createDrive(name: string): Promise<Drive> {
+    return this.#call({ method: "POST", path: "/v1/drives", json: { name } });
+  }
+
+  async listDrives(): Promise<Drive[]> {
+    return (await this.#call<{ drives: Drive[] }>({ method: "GET", path: "/v1/drives" })).drives;
+  }
+
+  async deleteDrive(name: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/drives/${seg(name)}` });
+  }
+
+  // -- network --------------------------------------------------------------------------
+  async getNetwork(ref: string): Promise<NetworkSpec> {
+    return this.#call({ method: "GET", path: `${this.#box(ref)}/network` });
+  }
+
+  /** Set the box's egress policy; it applies at once. An invalid one changes nothing. */
+  async setNetwork(ref: string, mode: string, allow: readonly string[] = []): Promise<NetworkSpec> {
+    const json = { mode, allow: [...allow] };
+    return this.#call({ method: "PUT", path: `${this.#box(ref)}/network`, json });
+  }
+
+  /** The box's egress log: names looked up and destinations tried, with verdicts (the last
+   * `limit` entries; 0: all that are kept). */
+  async networkLog(ref: string, options: { limit?: number } = {}): Promise<EgressEvent[]> {
+    const query = { limit: String(options.limit ?? 0) };
+    const req: Request = { method: "GET", path: `${this.#box(ref)}/network/log`, query };
+    return (await this.#call<{ events: EgressEvent[] }>(req)).events;
+  }
+
+  /** The log so far (the last `limit` entries), then each new entry as it happens. */
+  async *followNetworkLog(
+    ref: string,
+    options: { limit?: number } = {},
+  ): AsyncGenerator<EgressEvent> {
+    const query = { limit: String(options.limit ?? 0), follow: "true" };
+    const req: Request = {
+      method: "GET",
+      path: `${this.#box(ref)}/network/log`,
+      query,
+      wait: "stream",
+    };
+    yield* ndjson(await this.#http.open(req)) as AsyncGenerator<EgressEvent>;
+  }
+
+  /** An allowlist covering what the box reached, from its egress log. */
+  async suggestNetwork(ref: string): Promise<NetworkSuggestion> {
+    return this.#call({ method: "GET", path: `${this.#box(ref)}/network/suggest` });
+  }
+
+  // -- exec -----------------------------------------------------------------------------
+  /** Run a command and stream its output (see `ExecStream`). The request is sent when the
+   * iteration starts. */
+  execStream(box: string, cmd: Command, options: ExecOptions = {}): ExecStream {
+    return new ExecStream(() =>
+      this.#http.open({
+        method: "POST",
+        path: `${this.#box(box)}/exec`,
+        json: execBody(cmd, options),
+        wait: "stream",
+      }),
+    );
+  }
+
+  /** Run a command to completion: its exit code and output (decoded as UTF-8). */
+  async exec(box: string, cmd: Command, options: ExecOptions = {}): Promise<ExecResult> {
+    const stream = this.execStream(box, cmd, options);
+    const out: Record<"stdout" | "stderr", Buffer[]> = { stdout: [], stderr: [] };
+    for await (const event of stream) {
+      if (event.type !== "exit") out[event.type].push(event.data);
+    }
+    return {
+      exit_code: stream.exitCode!,
+      stdout: Buffer.concat(out.stdout).toString("utf8"),
+      stderr: Buffer.concat(out.stderr).toString("utf8"),
+    };
+  }
+
+  /** An interactive exec over a WebSocket: `send`, `closeStdin`, `resize`, iterate the output.
+   * Needs the `ws` package. */
+  async execSession(
+    box: string,
+    cmd: Command,
+    options: ExecOptions & { tty?: boolean; cols?: number; rows?: number } = {},
+  ): Promise<ExecSession> {
+    const url = this.url.replace(/^http/, "ws") + `${this.#box(box)}/exec/ws`;
+    const { tty = false, cols = null, rows = null } = options;
+    const body = execBody(cmd, options, { tty, stdin: true, cols, rows });
+    return ExecSession.open(url, this.#http.token, body);
+  }
+
+  /** Start a graphical program on the box's desktop (started first if need be). Resolves once
+   * it started; with `wait`, once it ended, with its output. */
+  async execDesktop(
+    box: string,
+    cmd: Command,
+    options: { wait?: boolean; env?: Record<string, string>; workdir?: string } = {},
+  ): Promise<ExecResult> {
+    const wait = options.wait ?? false;
+    const json = execBody(cmd, options, { desktop: true, detach: !wait });
+    const path = `${this.#box(box)}/exec`;
+    return this.#call({
+      method: "POST",
+      path,
+      query: { wait: "true" },
+      json,
+      wait: wait ? "none" : "default",
+    });
+  }
+
+  // -- desktop --------------------------------------------------------------------------
+  /** A browser link to the box's desktop (short-lived, for this box only). */
+  async desktopLink(ref: string, options: Partial<DesktopRequest> = {}): Promise<DesktopLink> {
+    const json = { view_only: options.view_only ?? false, size: options.size ?? null };
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/desktop`, json });
+  }
+
+  /** A PNG of the box's desktop (started if need be); `size` ("1280x800") resizes it first. */
+  async screenshot(ref: string, options: { size?: string } = {}): Promise<Buffer> {
+    const query = options.size ? { size: options.size } : undefined;
+    return this.#http.read({
+      method: "GET",
+      path: `${this.#box(ref)}/desktop/screenshot`,
+      ...(query && { query }),
+    });
+  }
+
+  async desktopClick(
+    ref: string,
+    x: number,
+    y: number,
+    options: { button?: number } = {},
+  ): Promise<void> {
+    await this.#input(ref, { action: "click", x, y, button: options.button ?? 1 });
+  }
+
+  async desktopType(ref: string, text: string): Promise<void> {
+    await this.#input(ref, { action: "type", text });
+  }
+
+  /** A key or combination in xdotool's names: "Return", "ctrl+s", "alt+F4". */
+  async desktopKey(ref: string, keys: string): Promise<void> {
+    await this.#input(ref, { action: "key", keys });
+  }
+
+  async #input(ref: string, json: object): Promise<void> {
+    await this.#call({ method: "POST", path: `${this.#box(ref)}/desktop/input`, json });
+  }
+
+  // -- files ----------------------------------------------------------------------------
+  /** Whether a path exists in the box, and what it is (relative paths are under /config). */
+  async stat(box: string, path: string): Promise<FileStat> {
+    return this.#call({ method: "GET", path: `${this.#box(box)}/files/stat`, query: { path } });
+  }
+
+  /** Copy local files or folders into the box.
+   *
+   * One folder: its contents land in `dest`. One file: it becomes `dest`, or lands inside
+   * `dest` when that is a folder in the box (or ends with `/`). Several sources: each lands in
+   * `dest/NAME`. A `.paddockignore` (gitignore syntax) in a folder is honoured. */
+  async push(
+    box: string,
+    sources: string | readonly string[],
+    dest: string,
+    options: PushOptions = {},
+  ): Promise<PushResult> {
+    const paths = typeof sources === "string" ? [sources] : [...sources];
+    const exclude = [...(options.exclude ?? [])];
+    const [uid, gid] = options.owner ?? [1000, 1000];
+    const lone = paths.length === 1 ? await statLocal(paths[0]!).catch(() => null) : null;
+    let target = dest;
+    let plan;
+    if (lone && !lone.isDirectory()) {
+      plan = await planPush(paths, exclude, true);
+      const st = (await this.stat(box, dest)) as { exists?: boolean; type?: string };
+      if (!(st.exists && st.type === "dir") && !dest.endsWith("/")) {
+        // The file becomes `dest`: sent into its folder under dest's base name.
+        const trimmed = dest.replace(/\/+$/, "");
+        target = posix.dirname(trimmed) || "/";
+        plan.entries[0] = { ...plan.entries[0]!, arcname: posix.basename(trimmed) };
+      }
+    } else {
+      plan = await planPush(paths, exclude, paths.length > 1);
+    }
+    const body = tarStream(plan, uid, gid, options.onProgress);
+    const req: Request = {
+      method: "PUT",
+      path: `${this.#box(box)}/files`,
+      query: { path: target },
+      body,
+      contentType: "application/x-tar",
+    };
+    return this.#call(req);
+  }
+
+  /** The bytes of file content `push` would send for these sources (no request is made). */
+  async pushSize(
+    sources: string | readonly string[],
+    exclude: readonly string[] = [],
+  ): Promise<number> {
+    const paths = typeof sources === "string" ? [sources] : [...sources];
+    return (await planPush(paths, [...exclude], true)).totalBytes;
+  }
+
+  /** Copy `src` out of the box to `dest` (into it, when `dest` is a folder); the path written.
+   * Never writes outside `dest`, never through a symlink, and refuses what a hostile box could
+   * use to get out (see `pull.ts`); refuses to overwrite unless `force`. */
+  async pull(box: string, src: string, dest: string, options: PullOptions = {}): Promise<string> {
+    const root = posix.basename(posix.normalize(src).replace(/(.)\/+$/, "$1")) || "/";
+    const target = pullTarget(dest, root);
+    if (!options.force && (await lstat(target).catch(() => null))) {
+      throw new Conflict(`${target} already exists; use force to overwrite`);
+    }
+    const res = await this.#http.open({
+      method: "GET",
+      path: `${this.#box(box)}/files`,
+      query: { path: src },
+      wait: "stream",
+    });
+    const body = chunks(res);
+    try {
+      await extract(body, root, target, {
+        force: options.force ?? false,
+        onProgress: options.onProgress,
+      });
+    } finally {
+      await body.return(undefined);
+    }
+    return target;
+  }
+
+  // -- agents, runs, credentials ----------------------------------------------------------
+  /** The coding agents in the box image, their versions, and whether a key is set. */
+  async listAgents(): Promise<AgentInfo[]> {
+    return (await this.#call<{ agents: AgentInfo[] }>({ method: "GET", path: "/v1/agents" }))
+      .agents;
+  }
+
+  /** Start a coding agent headless in the box; it goes on if this client goes away. */
+  async startRun(
+    box: string,
+    instruction: string,
+    options: Partial<Omit<RunRequest, "instruction">> = {},
+  ): Promise<RunInfo> {
+    const json = { instruction, ...defined(options) };
+    return this.#call({ method: "POST", path: `${this.#box(box)}/runs`, json });
+  }
+
+  async listRuns(box: string): Promise<RunInfo[]> {
+    return (
+      await this.#call<{ runs: RunInfo[] }>({ method: "GET", path: `${this.#box(box)}/runs` })
+    ).runs;
+  }
+
+  async getRun(runId: string): Promise<RunInfo> {
+    return this.#call({ method: "GET", path: `/v1/runs/${seg(runId)}` });
+  }
+
+  /** The run's output events so far, then (if `live`, the default) the rest as they come; the
+   * last is `{status, exit_code}` once it ended. */
+  async *followRun(runId: string, options: { live?: boolean } = {}): AsyncGenerator<RunEvent> {
+    const query = { follow: options.live === false ? "false" : "true" };
+    const req: Request = {
+      method: "GET",
+      path: `/v1/runs/${seg(runId)}/log`,
+      query,
+      wait: "stream",
+    };
+    yield* ndjson(await this.#http.open(req)) as AsyncGenerator<RunEvent>;
+  }
+
+  async stopRun(runId: string): Promise<RunInfo> {
+    return this.#call({ method: "POST", path: `/v1/runs/${seg(runId)}/stop` });
+  }
+
+  /** Run an agent to completion: its output and exit code (-1 when it has none). */
+  async prompt(
+    box: string,
+    instruction: string,
+    options: Partial<Omit<RunRequest, "instruction" | "json">> = {},
+  ): Promise<ExecResult> {
+    const run = await this.startRun(box, instruction, options);
+    const out = { stdout: "", stderr: "" };
+    let code = -1;
+    for await (const event of this.followRun(run.id)) {
+      if ("stream" in event) out[event.stream] += event.data;
+      else if ("status" in event) code = event.exit_code ?? -1;
+    }
+    return { exit_code: code, ...out };
+  }
+
+  /** Store a provider's API key on the server (encrypted; it is never sent back). */
+  async setCredential(
+    provider: string,
+    key: string,
+    options: { base_url?: string } = {},
+  ): Promise<Credential> {
+    const json = { key, base_url: options.base_url ?? null };
+    return this.#call({ method: "PUT", path: `/v1/auth/${seg(provider)}`, json });
+  }
+
+  async listCredentials(): Promise<Credential[]> {
+    return (await this.#call<{ providers: Credential[] }>({ method: "GET", path: "/v1/auth" }))
+      .providers;
+  }
+
+  async deleteCredential(provider: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/auth/${seg(provider)}` });
+  }
+
+  /** The providers whose keys the box's commands get. */
+  async boxCredentials(box: string): Promise<string[]> {
+    return (
+      await this.#call<{ providers: string[] }>({ method: "GET", path: `${this.#box(box)}/auth` })
+    ).providers;
+  }
+
+  /** The box's commands get this provider's key from now on; returns what is attached. */
+  async attachCredential(box: string, provider: string): Promise<string[]> {
+    const path = `${this.#box(box)}/auth/${seg(provider)}`;
+    return (await this.#call<{ providers: string[] }>({ method: "PUT", path })).providers;
+  }
+
+  async detachCredential(box: string, provider: string): Promise<string[]> {
+    const path = `${this.#box(box)}/auth/${seg(provider)}`;
+    return (await this.#call<{ providers: string[] }>({ method: "DELETE", path })).providers;
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * The SDK's error tree, mirrored from the server's stable error codes (and from the Python
+ * SDK's `paddock._exceptions`):
+ *
+ * ```
+ * PaddockError
+ * ├── ConnectionFailed      the server could not be reached (or did not answer in time)
+ * ├── AuthenticationFailed  401: missing or wrong token
+ * ├── NotFound              404: unknown box, type, path …
+ * ├── InvalidRequest        400/422: bad names, sizes, paths, TTLs; a refused pull member
+ * │   └── PayloadTooLarge   413: a request body over the route's cap (JSON: 1 MiB)
+ * ├── Conflict              409: name taken, ambiguous reference, file exists
+ * ├── InvalidState          409: e.g. exec on a stopped box
+ * ├── CapacityExceeded      409: the server has no room for the box
+ * ├── EngineUnavailable     503: the box engine is down
+ * ├── DesktopFailed         502: the box's desktop did not start (message: its log tail)
+ * ├── IsolationFailed       503: a box's network isolation could not be applied
+ * └── ServerError           500: anything else the server reports
+ * ```
+ */
+
+export class PaddockError extends Error {
+  /** The API's stable error code (`not_found`, `invalid_state`, …). */
+  static readonly code: string = "error";
+  readonly code: string;
+  /** Structured extras the server sent (`details` of the error body), if any. */
+  readonly details: unknown;
+  /** The HTTP status of the answer that carried the error, when there was one. */
+  readonly status: number | undefined;
+
+  constructor(
+    message: string,
+    options: { code?: string; details?: unknown; status?: number; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = options.code ?? (new.target as typeof PaddockError).code;
+    this.details = options.details;
+    this.status = options.status;
+  }
+}
+
+export class ConnectionFailed extends PaddockError {
+  static override readonly code: string = "connection_failed";
+}
+export class AuthenticationFailed extends PaddockError {
+  static override readonly code: string = "unauthorized";
+}
+export class NotFound extends PaddockError {
+  static override readonly code: string = "not_found";
+}
+export class InvalidRequest extends PaddockError {
+  static override readonly code: string = "invalid_request";
+}
+export class PayloadTooLarge extends InvalidRequest {
+  static override readonly code: string = "payload_too_large";
+}
+export class Conflict extends PaddockError {
+  static override readonly code: string = "conflict";
+}
+export class InvalidState extends PaddockError {
+  static override readonly code: string = "invalid_state";
+}
+export class CapacityExceeded extends PaddockError {
+  static override readonly code: string = "capacity_exceeded";
+}
+export class EngineUnavailable extends PaddockError {
+  static override readonly code: string = "engine_unavailable";
+}
+export class DesktopFailed extends PaddockError {
+  static override readonly code: string = "desktop_failed";
+}
+export class IsolationFailed extends PaddockError {
+  static override readonly code: string = "isolation_failed";
+}
+export class ServerError extends PaddockError {
+  static override readonly code: string = "internal";
+}
+
+type ErrorClass = typeof PaddockError;
+
+const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
+  [
+    AuthenticationFailed,
+    NotFound,
+    InvalidRequest,
+    PayloadTooLarge,
+    Conflict,
+    InvalidState,
+    CapacityExceeded,
+    EngineUnavailable,
+    DesktopFailed,
+    IsolationFailed,
+    ServerError,
+  ].map((cls) => [cls.code, cls]),
+);
+
+// Codes added by a newer server still land in the right branch of the tree.
+const BY_STATUS: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
+  [401, AuthenticationFailed],
+  [404, NotFound],
+  [409, Conflict],
+  [413, PayloadTooLarge],
+  [503, EngineUnavailable],
+]);
+
+/** Turn an API error body (`{"error": {"code", "message", "details"}}`) into an exception. */
+export function errorFromBody(status: number, body: unknown): PaddockError {
+  const err =
+    typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  if (typeof err !== "object" || err === null) {
+    const text = typeof body === "string" ? body : JSON.stringify(body);
+    return new ServerError(`server answered HTTP ${status}: ${String(text).slice(0, 200)}`, {
+      status,
+    });
+  }
+  const {
+    code: rawCode,
+    message,
+    details,
+  } = err as {
+    code?: unknown;
+    message?: unknown;
+    details?: unknown;
+  };
+  const code = typeof rawCode === "string" ? rawCode : "internal";
+  const cls =
+    BY_CODE.get(code) ??
+    BY_STATUS.get(status) ??
+    (status >= 400 && status < 500 ? InvalidRequest : ServerError);
+  return new cls(typeof message === "string" ? message : "", { code, details, status });
+}

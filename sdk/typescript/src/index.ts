@@ -1,0 +1,32 @@
+/** @paddock/sdk: the public API (a test checks this list against the docs and the parity map). */
+
+export {
+  Client,
+  ExecStream,
+  type ClientOptions,
+  type Command,
+  type ExecOptions,
+  type PullOptions,
+  type PushOptions,
+} from "./client.js";
+export { ExecSession } from "./session.js";
+export { configPath, DEFAULT_URL, loadConfig, type ClientConfig } from "./config.js";
+export {
+  AuthenticationFailed,
+  CapacityExceeded,
+  Conflict,
+  ConnectionFailed,
+  DesktopFailed,
+  EngineUnavailable,
+  errorFromBody,
+  InvalidRequest,
+  InvalidState,
+  IsolationFailed,
+  NotFound,
+  PaddockError,
+  PayloadTooLarge,
+  ServerError,
+} from "./errors.js";
+export type * from "./types.js";
+export type { components, paths } from "./generated/api.js";
+export { VERSION } from "./version.js";

@@ -1,0 +1,504 @@
+/** Pull: a tar stream from a box, written below one folder and nowhere else.
+ *
+ * A box is untrusted, so its archive is hostile input. The rules are the Python SDK's
+ * (`paddock._archive.extract_stream`): absolute and `..` member names are refused; a symlink
+ * whose target, resolved against what is already on disk (links followed, as the kernel will),
+ * leaves the destination is refused, and every link is checked again when the pull ends; hard
+ * links may only point at files this pull wrote; devices and fifos are refused; folders are
+ * opened without following links, so nothing is ever written through a symlink (one left by an
+ * earlier pull included). The first refusal fails the pull.
+ *
+ * On Linux each folder is held as a file descriptor opened with O_NOFOLLOW and every name is
+ * reached through `/proc/self/fd/N/name`, which the kernel resolves from that descriptor (the
+ * `*at` calls' guarantee, which node:fs lacks). Elsewhere each folder's path is checked
+ * component by component with lstat, as the Python SDK does on Windows.
+ */
+
+import { constants, existsSync, lstatSync, type Stats } from "node:fs";
+import {
+  chmod,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readlink,
+  stat,
+  symlink,
+  unlink,
+  utimes,
+} from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+
+import { Conflict, InvalidRequest, NotFound, PaddockError } from "./errors.js";
+import { type TarHeader, TarReader } from "./tar.js";
+
+const MAX_HOPS = 40; // links followed while resolving one target: Linux's MAXSYMLINKS
+const MAX_DEPTH = 256; // folders a member may sit in; no project is deeper, a hostile tar may be
+const NAME_MAX = 255; // bytes in one name (NAME_MAX on Linux and macOS)
+const DIR_FLAGS = constants.O_RDONLY | (constants.O_DIRECTORY ?? 0) | (constants.O_NOFOLLOW ?? 0);
+const FILE_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0);
+const SPECIAL: Partial<Record<TarHeader["type"], string>> = {
+  char: "a character device",
+  block: "a block device",
+  fifo: "a fifo",
+};
+
+/** Whether folders are reached through descriptors (`/proc/self/fd`); tests turn it off to
+ * exercise the path-checking fallback on Linux too. */
+let anchored = process.platform === "linux" && existsSync("/proc/self/fd");
+export function useDescriptors(on: boolean): void {
+  anchored = on && process.platform === "linux";
+}
+
+/** A path as a list of names relative to the folder that holds the target: `[top]` is the target
+ * itself, `[top, "a", "b"]` is `target/a/b`; leaving `[top]` means leaving the destination. */
+type Parts = readonly string[];
+const key = (parts: Parts): string => parts.join("/");
+
+/** Why one member is refused; `Extraction.add` names the member. */
+class Refusal extends Error {}
+class Leaves extends Refusal {
+  constructor() {
+    super("it points outside the destination");
+  }
+}
+
+/** Like `cp`: into an existing folder under the source's name, else as `dest` itself. */
+export function pullTarget(dest: string, rootName: string): string {
+  try {
+    const st = lstatSync(dest);
+    if (st.isDirectory()) return join(dest, rootName);
+  } catch {
+    // Not there: it becomes the target.
+  }
+  return dest;
+}
+
+/** One folder of the destination, reached without following a link. */
+class Dir {
+  constructor(
+    readonly path: string,
+    private handle: FileHandle | null,
+  ) {}
+
+  static async open(path: string, flags: number): Promise<Dir> {
+    if (anchored) return new Dir(path, await open(path, flags));
+    if (!(await stat(path)).isDirectory())
+      throw Object.assign(new Error(path), { code: "ENOTDIR" });
+    return new Dir(path, null);
+  }
+
+  /** The path that names `name` in this folder (through the descriptor when there is one). */
+  at(name: string): string {
+    return this.handle ? `/proc/self/fd/${this.handle.fd}/${name}` : join(this.path, name);
+  }
+
+  async lstat(name: string): Promise<Stats | null> {
+    try {
+      return await lstat(this.at(name));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw err;
+    }
+  }
+
+  readlink(name: string): Promise<string> {
+    return readlink(this.at(name));
+  }
+
+  /** The subfolder `name`; rejects when it is missing, a link, or not a folder. */
+  async child(name: string): Promise<Dir> {
+    const path = join(this.path, name);
+    if (this.handle) return new Dir(path, await open(this.at(name), DIR_FLAGS));
+    if (!(await lstat(path)).isDirectory())
+      throw Object.assign(new Error(path), { code: "ENOTDIR" });
+    return new Dir(path, null);
+  }
+
+  /** Set this folder's mode and time. */
+  async stamp(mode: number, mtime: number): Promise<void> {
+    if (this.handle) await stampHandle(this.handle, mode, mtime);
+    else await stampPath(this.path, mode, mtime);
+  }
+
+  async close(): Promise<void> {
+    const handle = this.handle;
+    this.handle = null;
+    await handle?.close();
+  }
+}
+
+// Mode bits are kept, setuid/setgid/sticky are not: the box does not get to plant them.
+async function stampHandle(handle: FileHandle, mode: number, mtime: number): Promise<void> {
+  await handle.chmod(mode & 0o777);
+  if (Number.isFinite(mtime)) await handle.utimes(mtime, mtime).catch(() => undefined);
+}
+
+async function stampPath(path: string, mode: number, mtime: number): Promise<void> {
+  await chmod(path, mode & 0o777);
+  if (Number.isFinite(mtime)) await utimes(path, mtime, mtime).catch(() => undefined);
+}
+
+/** The folder that holds the target, and the walks inside it: opening folders without following
+ * links, and resolving link targets the way the kernel will. */
+class Destination {
+  private constructor(readonly base: Dir) {}
+
+  static async open(parent: string): Promise<Destination> {
+    try {
+      // The user's own path: links in it are theirs to follow.
+      return new Destination(await Dir.open(parent, DIR_FLAGS & ~(constants.O_NOFOLLOW ?? 0)));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT")
+        throw new NotFound(`no such folder: ${parent}`);
+      throw err;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.base.close();
+  }
+
+  local(parts: Parts): string {
+    return join(this.base.path, ...parts);
+  }
+
+  /** The folder at `parts` (the caller closes it unless it is `base`). `create` makes missing
+   * folders, as tar does when an archive omits them. */
+  async openDir(parts: Parts, create = false): Promise<Dir> {
+    let d = this.base;
+    try {
+      for (let i = 0; i < parts.length; i++) {
+        const name = parts[i]!;
+        if (create && (await d.lstat(name)) === null) await mkdir(d.at(name), 0o700);
+        let child: Dir;
+        try {
+          child = await d.child(name);
+        } catch {
+          throw await this.whyNotADir(d, name, parts.slice(0, i + 1));
+        }
+        if (d !== this.base) await d.close();
+        d = child;
+      }
+      return d;
+    } catch (err) {
+      if (d !== this.base) await d.close();
+      throw err;
+    }
+  }
+
+  release(d: Dir): Promise<void> {
+    return d === this.base ? Promise.resolve() : d.close();
+  }
+
+  private async whyNotADir(d: Dir, name: string, parts: Parts): Promise<Error> {
+    const st = await d.lstat(name);
+    if (st?.isSymbolicLink())
+      return new Refusal(`it goes through the symlink ${this.local(parts)}`);
+    if (st) return new Refusal(`${this.local(parts)} is not a folder`);
+    return Object.assign(new Error(`no such folder: ${this.local(parts)}`), { code: "ENOENT" });
+  }
+
+  /** Where a link in the folder `where` pointing to `target` leads. Links already on disk are
+   * followed as the kernel will follow them (a lexical check is fooled by `b2 -> b1/..` when b1
+   * is itself `..`). Past a name that does not exist yet the rest is read lexically: that name
+   * can only become a file, a folder, or a link that is checked in its turn. Throws Leaves when
+   * the target leaves `[top]`. */
+  async resolve(where: Parts, target: string): Promise<Parts> {
+    return (await this.walk(where, target, { hops: 0 }))[0];
+  }
+
+  private async walk(
+    where: Parts,
+    target: string,
+    count: { hops: number },
+  ): Promise<[Parts, number]> {
+    if (!target || target.startsWith("/") || target.includes("\0")) throw new Leaves();
+    let pos = [...where];
+    let real = pos.length; // pos[:real] are folders on disk; past that, names not there yet
+    for (const name of target.split("/")) {
+      if (name === "" || name === ".") continue;
+      if (name === "..") {
+        if (pos.length <= 1) throw new Leaves();
+        pos.pop();
+        real = Math.min(real, pos.length);
+        continue;
+      }
+      const [st, linkTarget] = real === pos.length ? await this.look(pos, name) : [null, null];
+      if (linkTarget === null) {
+        pos.push(name);
+        if (st?.isDirectory()) real = pos.length;
+        continue;
+      }
+      if (count.hops++ >= MAX_HOPS) throw new Refusal("too many levels of symlinks");
+      const [followed, followedReal] = await this.walk(pos, linkTarget, count);
+      pos = [...followed];
+      real = followedReal;
+    }
+    return [pos, real];
+  }
+
+  async look(folder: Parts, name: string): Promise<[Stats | null, string | null]> {
+    const d = await this.openDir(folder);
+    try {
+      const st = await d.lstat(name);
+      return [st, st?.isSymbolicLink() ? await d.readlink(name) : null];
+    } finally {
+      await this.release(d);
+    }
+  }
+}
+
+function splitMember(name: string): string[] {
+  if (name.startsWith("/") || name.includes("\\") || name.includes("\0")) {
+    throw new Refusal("absolute or malformed path");
+  }
+  const parts = name.split("/").filter((p) => p !== "" && p !== ".");
+  if (!parts.length || parts.includes("..")) throw new Refusal("it leaves the destination");
+  if (parts.length > MAX_DEPTH) throw new Refusal(`nested deeper than ${MAX_DEPTH} folders`);
+  if (parts.some((p) => Buffer.byteLength(p) > NAME_MAX)) {
+    throw new Refusal(`a name longer than ${NAME_MAX} bytes`);
+  }
+  return parts;
+}
+
+/** One pull: members are written one by one under `[top]`, refusing anything that could put or
+ * point something outside it. */
+class Extraction {
+  private readonly files = new Set<string>(); // regular files this pull wrote: hard link sources
+  private readonly links = new Map<string, Parts>(); // symlinks it made: checked again at the end
+  private readonly dirs: [Parts, number, number][] = [];
+  private parent: [string, Dir] | null = null; // the last member's folder, kept open
+
+  constructor(
+    private readonly dest: Destination,
+    private readonly top: string,
+    private readonly rootName: string,
+    private readonly force: boolean,
+  ) {}
+
+  async add(reader: TarReader, member: TarHeader): Promise<void> {
+    try {
+      const parts = this.parts(member.name);
+      const folder = await this.folder(parts.slice(0, -1));
+      await this.check(parts, member);
+      await this.clear(folder, parts, member);
+      await this.write(folder, parts, reader, member);
+    } catch (err) {
+      if (err instanceof Refusal) {
+        const what = member.type === "symlink" ? "symlink" : "archive member";
+        const arrow = member.type === "symlink" ? ` -> ${member.linkname}` : "";
+        throw new InvalidRequest(`refusing ${what} ${member.name}${arrow}: ${err.message}`);
+      }
+      if (err instanceof PaddockError) throw err;
+      const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new PaddockError(`cannot write ${member.name}: ${reason}`, { cause: err });
+    }
+  }
+
+  private parts(name: string): Parts {
+    const parts = splitMember(name);
+    if (parts[0] !== this.rootName) throw new Refusal(`outside ${this.rootName}`);
+    return [this.top, ...parts.slice(1)];
+  }
+
+  private async folder(parts: Parts): Promise<Dir> {
+    if (this.parent?.[0] !== key(parts)) {
+      const opened = await this.dest.openDir(parts, true);
+      await this.close();
+      this.parent = [key(parts), opened];
+    }
+    return this.parent![1];
+  }
+
+  private async check(parts: Parts, member: TarHeader): Promise<void> {
+    const special = SPECIAL[member.type];
+    if (special) throw new Refusal(`${special}; pull writes only files, folders and links`);
+    const isLink = member.type === "symlink" || member.type === "link";
+    if (isLink && parts.length === 1) {
+      throw new Refusal("it is a link in the box; pull the path it points to");
+    }
+    if (member.type === "symlink") await this.dest.resolve(parts.slice(0, -1), member.linkname);
+    else if (member.type === "other") throw new Refusal("not a file, folder or link");
+  }
+
+  private async clear(folder: Dir, parts: Parts, member: TarHeader): Promise<void> {
+    const name = parts[parts.length - 1]!;
+    const st = await folder.lstat(name);
+    if (st === null || (st.isDirectory() && member.type === "dir")) return;
+    const where = this.dest.local(parts);
+    if (!this.force) throw new Conflict(`${where} already exists; use force to overwrite`);
+    if (st.isDirectory())
+      throw new Conflict(`${where} is a directory; it would be replaced by a file`);
+    await unlink(folder.at(name));
+    this.files.delete(key(parts));
+    this.links.delete(key(parts));
+  }
+
+  private async write(
+    folder: Dir,
+    parts: Parts,
+    reader: TarReader,
+    member: TarHeader,
+  ): Promise<void> {
+    const name = parts[parts.length - 1]!;
+    if (member.type === "dir") {
+      if ((await folder.lstat(name)) === null) await mkdir(folder.at(name), 0o700);
+      this.dirs.push([parts, member.mode, member.mtime]);
+    } else if (member.type === "symlink") {
+      await symlink(member.linkname, folder.at(name));
+      this.links.set(key(parts), parts);
+    } else if (member.type === "link") {
+      await this.hardLink(folder, parts, member.linkname);
+    } else {
+      await writeFile(folder, name, reader, member);
+      this.files.add(key(parts));
+    }
+  }
+
+  private async hardLink(folder: Dir, parts: Parts, linkname: string): Promise<void> {
+    let source: Parts;
+    try {
+      source = this.parts(linkname);
+    } catch {
+      throw new Refusal(`hard link to ${linkname}, outside the destination`);
+    }
+    if (!this.files.has(key(source))) {
+      throw new Refusal(`hard link to ${linkname}, which is not a file this pull wrote`);
+    }
+    const src = await this.dest.openDir(source.slice(0, -1));
+    try {
+      const name = source[source.length - 1]!;
+      const st = await src.lstat(name);
+      if (!st?.isFile()) throw new Refusal(`hard link to ${linkname}, which is no longer a file`);
+      // link(2) on Linux does not follow a link given as its source: it links what was checked.
+      await link(src.at(name), folder.at(parts[parts.length - 1]!));
+    } finally {
+      await this.dest.release(src);
+    }
+    this.files.add(key(parts));
+  }
+
+  /** Check every link again against the finished tree (a later member can change where an
+   * earlier link leads); remove those that now leave, until none does. */
+  async removeEscapedLinks(): Promise<string[]> {
+    const removed: string[] = [];
+    for (;;) {
+      const escaped: [Parts, string][] = [];
+      for (const k of [...this.links.keys()].sort()) {
+        const parts = this.links.get(k)!;
+        const why = await this.recheck(parts);
+        if (why) escaped.push([parts, why]);
+      }
+      if (!escaped.length) return removed;
+      for (const [parts, why] of escaped) {
+        const folder = await this.dest.openDir(parts.slice(0, -1));
+        try {
+          await unlink(folder.at(parts[parts.length - 1]!));
+        } finally {
+          await this.dest.release(folder);
+        }
+        this.links.delete(key(parts));
+        removed.push(why);
+      }
+    }
+  }
+
+  private async recheck(parts: Parts): Promise<string | null> {
+    const [, target] = await this.dest.look(parts.slice(0, -1), parts[parts.length - 1]!);
+    if (target === null) return null;
+    try {
+      await this.dest.resolve(parts.slice(0, -1), target);
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err;
+      return `refusing symlink ${parts.join("/")} -> ${target}: ${err.message}, through links written after it`;
+    }
+    return null;
+  }
+
+  /** Last, deepest first: a read-only folder must not stop its own extraction. */
+  async stampDirs(): Promise<void> {
+    for (const [parts, mode, mtime] of [...this.dirs].reverse()) {
+      const d = await this.dest.openDir(parts);
+      try {
+        await d.stamp(mode, mtime);
+      } finally {
+        await this.dest.release(d);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    const parent = this.parent;
+    this.parent = null;
+    if (parent) await this.dest.release(parent[1]);
+  }
+}
+
+async function writeFile(
+  folder: Dir,
+  name: string,
+  reader: TarReader,
+  member: TarHeader,
+): Promise<void> {
+  const file = await open(folder.at(name), FILE_FLAGS, 0o600);
+  try {
+    for await (const piece of reader.content()) await file.write(piece);
+    await stampHandle(file, member.mode, member.mtime);
+  } finally {
+    await file.close();
+  }
+}
+
+export interface ExtractOptions {
+  force?: boolean;
+  onProgress?: ((bytes: number) => void) | undefined;
+}
+
+/** Extract a tar stream whose first component is `rootName` as `target`.
+ *
+ * Anything that would write outside `target`, leave a link there that leads outside it, or
+ * make a device or fifo fails the pull with InvalidRequest naming the member. What was written
+ * before stays; no link that leads outside does. Throws Conflict before writing when `target`
+ * exists and `force` is not set. */
+export async function extract(
+  chunks: AsyncIterable<Buffer>,
+  rootName: string,
+  target: string,
+  options: ExtractOptions = {},
+): Promise<void> {
+  const force = options.force ?? false;
+  if (!force && (await lstat(target).catch(() => null))) {
+    throw new Conflict(`${target} already exists; use force to overwrite`);
+  }
+  const dest = await Destination.open(dirname(target));
+  try {
+    const job = new Extraction(dest, basename(target), rootName, force);
+    let escaped: string[];
+    try {
+      const reader = new TarReader(counted(chunks, options.onProgress));
+      for (let member = await reader.next(); member; member = await reader.next()) {
+        await job.add(reader, member);
+      }
+    } finally {
+      await job.close();
+      escaped = await job.removeEscapedLinks(); // also when a refusal ended the pull
+    }
+    if (escaped.length) throw new InvalidRequest(escaped[0]!);
+    await job.stampDirs();
+  } finally {
+    await dest.close();
+  }
+}
+
+async function* counted(
+  chunks: AsyncIterable<Buffer>,
+  onProgress: ((bytes: number) => void) | undefined,
+): AsyncGenerator<Buffer> {
+  for await (const chunk of chunks) {
+    onProgress?.(chunk.length);
+    yield chunk;
+  }
+}

@@ -1,0 +1,64 @@
+/** The API's models, named: aliases of the types generated from `spec/openapi.json`, so objects
+ * come and go exactly as the API writes them (snake_case fields, dates as ISO 8601 strings). */
+
+import type { components, paths } from "./generated/api.js";
+
+type Schemas = components["schemas"];
+
+export type Box = Schemas["Box"];
+export type BoxCreate = Schemas["BoxCreate"];
+export type BoxType = Schemas["BoxType"];
+export type BoxTypeList = Schemas["BoxTypeList"];
+export type Snapshot = Schemas["Snapshot"];
+export type Drive = Schemas["Drive"];
+export type NetworkSpec = Schemas["NetworkSpec"];
+export type EgressEvent = Schemas["EgressEvent"];
+export type NetworkSuggestion = Schemas["NetworkSuggestion"];
+export type DesktopLink = Schemas["DesktopLink"];
+export type DesktopRequest = Schemas["DesktopRequest"];
+export type Credential = Schemas["Credential"];
+export type AgentInfo = Schemas["AgentInfo"];
+export type RunInfo = Schemas["RunInfo"];
+export type RunRequest = Schemas["RunRequest"];
+export type PushResult = Schemas["PushResult"];
+export type ServerStatus = Schemas["ServerStatus"];
+export type EngineStatus = Schemas["EngineStatus"];
+export type Capacity = Schemas["Capacity"];
+export type ImageBuildRequest = Schemas["ImageBuildRequest"];
+
+/** The JSON answer of a successful `METHOD path`, read from the spec (for routes whose answer
+ * has no named model yet: as the spec gains one, these types follow). */
+type Answer<P extends keyof paths, M extends "get" | "post"> = paths[P][M] extends {
+  responses: { 200: { content: { "application/json": infer T } } };
+}
+  ? T
+  : never;
+
+/** `stat`: whether a path exists in the box, and what it is. */
+export type FileStat = Answer<"/v1/boxes/{ref}/files/stat", "get">;
+/** `health`: liveness and the server's version. */
+export type Health = Answer<"/v1/health", "get">;
+
+/** A command run to completion (the answer of `exec ?wait=true`). */
+export interface ExecResult {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** One event of a streamed exec: output as it is produced, then the exit code, last. */
+export type ExecEvent =
+  | { type: "stdout"; data: Buffer }
+  | { type: "stderr"; data: Buffer }
+  | { type: "exit"; exitCode: number };
+
+/** One event of an agent run's log: output, then (last) how it ended. */
+export type RunEvent =
+  | { seq: number; stream: "stdout" | "stderr"; data: string }
+  | { seq: number; status: string; exit_code: number | null };
+
+/** One event of an image build: progress lines, then `done` (failures are thrown). */
+export type BuildEvent =
+  | { step: string; line: string }
+  | { done: true; image: string; seconds: number }
+  | Record<string, unknown>;

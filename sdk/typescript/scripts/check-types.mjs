@@ -21,9 +21,10 @@ try {
       "src/generated/api.ts is stale: spec/openapi.json changed. Run `npm run generate` in " +
         "sdk/typescript and commit the result.",
     );
-    process.exit(1);
+    process.exitCode = 1; // not process.exit(): the temporary folder goes first
+  } else {
+    console.log("src/generated/api.ts matches spec/openapi.json");
   }
-  console.log("src/generated/api.ts matches spec/openapi.json");
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }

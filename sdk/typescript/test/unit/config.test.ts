@@ -1,16 +1,17 @@
 // Where the client finds its server, token and `current` box: as the CLI does.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 
 import { Client, configPath, DEFAULT_URL, InvalidRequest, loadConfig } from "@paddock/sdk";
 
 const dir = mkdtempSync(join(tmpdir(), "paddock-config-"));
 const file = join(dir, "config.json");
+after(() => rmSync(dir, { recursive: true, force: true }));
 
 test("the config file's place: PADDOCK_CONFIG, else XDG_CONFIG_HOME, else ~/.config", () => {
   assert.equal(configPath({ PADDOCK_CONFIG: "/x/c.json" }), "/x/c.json");

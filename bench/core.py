@@ -41,6 +41,29 @@ def make_tree(root: Path) -> None:
             (sub / f"f{i:03d}.txt").write_bytes(os.urandom(10 * 1024))
 
 
+def start_twin(api: docker.APIClient, srv: Server, name: str) -> None:
+    """A running container made exactly as Paddock makes a box (runtime, capabilities,
+    seccomp, limits, tmpfs, a volume for its Docker), but not a box: the raw side of rm."""
+    with srv.client() as c:
+        box = c.get_box("warm")
+    host = api.inspect_container(f"paddock-{box.id}")["HostConfig"]
+    volume = api.create_volume(f"{name}-docker")["Name"]
+    config = api.create_host_config(
+        runtime=host.get("Runtime"),
+        cap_add=host.get("CapAdd"),
+        security_opt=host.get("SecurityOpt"),
+        nano_cpus=host.get("NanoCpus"),
+        mem_limit=host.get("Memory"),
+        memswap_limit=host.get("MemorySwap"),
+        pids_limit=host.get("PidsLimit"),
+        tmpfs=host.get("Tmpfs"),
+        shm_size=host.get("ShmSize"),
+        binds={volume: {"bind": "/var/lib/docker", "mode": "rw"}},
+    )
+    created = api.create_container(IMAGE, name=name, host_config=config, detach=True)
+    api.start(created["Id"])
+
+
 def tree_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
@@ -101,6 +124,29 @@ def main() -> None:
         rows.append(Row("exec true (CLI vs docker CLI)", p, r, "s", "ratio <= 2.0"))
         p = median_seconds(lambda: sh(PADDOCK, "--version"), runs)
         rows.append(Row("paddock --version", p, None, "s", "< 150 ms"))
+
+        # -- rm of a running box vs docker rm -f of its twin ---------------------------
+        rm_names = iter(f"rm-{i}" for i in range(10_000))
+        twin = f"{raw_name}-twin"
+        doomed: list[str] = []
+
+        def paddock_rm_setup() -> None:
+            doomed.append(next(rm_names))
+            srv.cli("new", "--name", doomed[-1], "--ttl", "600", check=True)
+
+        def paddock_rm() -> None:
+            sh(PADDOCK, "rm", "--force", doomed[-1], env=srv.env)
+
+        def twin_setup() -> None:
+            start_twin(api, srv, twin)
+
+        p = median_seconds(paddock_rm, runs, setup=paddock_rm_setup)
+        r = median_seconds(
+            lambda: sh(DOCKER, "rm", "-f", "-v", twin, env=DOCKER_ENV), runs, setup=twin_setup
+        )
+        rows.append(
+            Row("rm a running box (CLI vs docker rm -f, same kind)", p, r, "s", "ratio <= 1.5")
+        )
 
         # -- push / pull throughput ----------------------------------------------------
         tree = work / "tree"
@@ -164,7 +210,10 @@ def main() -> None:
             )
         )
     finally:
-        subprocess.run([DOCKER, "rm", "-f", raw_name], env=DOCKER_ENV, capture_output=True)
+        for leftover in (raw_name, f"{raw_name}-twin"):
+            subprocess.run(
+                [DOCKER, "rm", "-f", "-v", leftover], env=DOCKER_ENV, capture_output=True
+            )
         srv.close()
         shutil.rmtree(work, ignore_errors=True)
     print_table(

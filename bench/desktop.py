@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -21,6 +23,9 @@ from tests.harness import ENGINE_SOCKET, IMAGE, PADDOCK, Server
 from paddockd.desktop.rfb import RfbClient
 
 from ._table import Row, median_seconds, print_table
+
+DOCKER = shutil.which("docker") or "docker"
+DOCKER_ENV = {**os.environ, "DOCKER_HOST": f"unix://{ENGINE_SOCKET}"}
 
 SCREENSHOT_RUNS = 30
 
@@ -137,6 +142,53 @@ def main() -> None:
                 10,
             )
             rows.append(Row("screenshot, CLI", cli, None, "s", "report"))
+
+            # Computer use: the CLI against the same xdotool command through docker exec.
+            session = {
+                "DISPLAY": ":1",
+                "XDG_RUNTIME_DIR": "/run/paddock-desktop/xdg",
+                "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/paddock-desktop/bus",
+            }
+            actions = {
+                "click": (["click", "640", "400"], ["mousemove", "640", "400", "click", "1"]),
+                "type": (["type", "hello"], ["type", "--delay", "8", "--", "hello"]),
+                "key": (["key", "Escape"], ["key", "--", "Escape"]),
+            }
+            for action, (cli_args, xdo_args) in actions.items():
+                ours = median_seconds(
+                    lambda a=cli_args: subprocess.run(  # type: ignore[misc]
+                        [PADDOCK, "desktop", box, *a], env=srv.env, check=True, capture_output=True
+                    ),
+                    10,
+                )
+
+                def raw_xdotool(args: list[str] = xdo_args) -> None:
+                    env_args = [f"--env={k}={v}" for k, v in session.items()]
+                    subprocess.run(
+                        [
+                            DOCKER,
+                            "exec",
+                            "-u",
+                            "abc",
+                            *env_args,
+                            f"paddock-{info.id}",
+                            "xdotool",
+                            *args,
+                        ],
+                        env=DOCKER_ENV,
+                        check=True,
+                        capture_output=True,
+                    )
+
+                rows.append(
+                    Row(
+                        f"desktop {action}, CLI vs xdotool via docker exec",
+                        ours,
+                        median_seconds(raw_xdotool, 10),
+                        "s",
+                        "ratio <= 2",
+                    )
+                )
 
             plain = c.create_box("dk-plain", box_type="medium").name
             with_desktop = idle_mib(api, f"paddock-{info.id}")

@@ -133,6 +133,8 @@ class Server:
             capture_output=True,
             timeout=timeout,
             input=stdin.decode() if stdin is not None else None,
+            # No stdin unless given: `paddock exec` forwards a pipe's, as ssh does.
+            stdin=subprocess.DEVNULL if stdin is None else None,
             text=True,
         )
         if check and done.returncode != 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
@@ -181,6 +182,9 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
                 task.cancel()
             await resolver.close()
             await egress_log.flush()
+            # Cleanups under way finish (a restart would finish them too, just later).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reconciler.drain(), 20)
             db.close()
 
     return create_app(services, lifespan, cfg.desktop.novnc_dir), services

@@ -26,13 +26,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "as it is produced; paddock exits with the command's exit code (125 when Paddock "
         "itself fails). The command is argv, not a shell line: use bash -lc '...' for one.",
         epilog="examples:\n  paddock exec current -- bash -lc 'cd /config/project && npm test'\n"
-        "  paddock exec -t current -- htop\n  echo hi | paddock exec -i current -- cat\n"
+        "  paddock exec -t current -- bash\n  echo hi | paddock exec current -- cat\n"
         "  paddock exec --desktop current -- xfce4-terminal\n"
         "  paddock exec --desktop --wait current -- xdotool getactivewindow getwindowname",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")
-    p.add_argument("-i", "--interactive", action="store_true", help="send stdin to the command")
+    p.add_argument(
+        "-i",
+        "--interactive",
+        action="store_true",
+        help="send stdin to the command (the default when stdin is a pipe or a file)",
+    )
+    p.add_argument(
+        "-n", "--no-stdin", action="store_true", help="never send stdin, even from a pipe"
+    )
     p.add_argument("-w", "--workdir", metavar="DIR", help="working directory (default /config)")
     p.add_argument(
         "-e",
@@ -87,17 +95,61 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if args.wait:
         raise InvalidRequest("--wait goes with --desktop (a plain exec always waits)")
     options = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
-    if args.tty or args.interactive:
-        return _interactive(args, cmd, tty=args.tty, **options)
-    out, err = sys.stdout.buffer, sys.stderr.buffer
-    with client(args) as c:
-        stream = c.exec_stream(box_ref(args.box), cmd, **options)
-        for kind, data in stream:
-            target = out if kind == "stdout" else err
-            target.write(data)
-            target.flush()
-    assert stream.exit_code is not None
-    return stream.exit_code
+    with _signals_end_the_command():
+        if args.tty or args.interactive or (not args.no_stdin and _stdin_is_data()):
+            return _interactive(args, cmd, tty=args.tty, **options)
+        out, err = sys.stdout.buffer, sys.stderr.buffer
+        with client(args) as c:
+            stream = c.exec_stream(box_ref(args.box), cmd, **options)
+            for kind, data in stream:
+                target = out if kind == "stdout" else err
+                target.write(data)
+                target.flush()
+        assert stream.exit_code is not None
+        return stream.exit_code
+
+
+def _stdin_is_data() -> bool:
+    """stdin is a pipe or a file (`echo x | paddock exec ...`, `< input`), as ssh decides."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+class Signalled(Exception):
+    """paddock exec got SIGINT, SIGTERM or SIGHUP: it hangs up, and the server ends the
+    command (its whole process tree) in the box."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _signals_end_the_command:
+    def __enter__(self) -> None:
+        import signal
+
+        def hang_up(signum: int, _: object) -> None:
+            raise Signalled(signum)
+
+        self._saved: dict[int, Any] = {}
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                number = getattr(signal, name)
+                self._saved[number] = signal.signal(number, hang_up)
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        import signal
+
+        for number, handler in self._saved.items():
+            signal.signal(number, handler)
+        if isinstance(exc, Signalled):
+            # The status of a command ended by that signal, as a shell reports it.
+            raise SystemExit(128 + exc.signum)
 
 
 def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:

@@ -95,6 +95,10 @@ class ExecProcess(Protocol):
 
     async def resize(self, cols: int, rows: int) -> None: ...
 
+    async def kill(self) -> None:
+        """End the command and everything it started, if it still runs (TERM, then KILL)."""
+        ...
+
     async def close(self) -> None: ...
 
 

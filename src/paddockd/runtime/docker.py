@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -109,7 +110,11 @@ class DockerRuntime:
             except Exception as exc:
                 raise translate(exc) from exc
 
-        return await anyio.to_thread.run_sync(guarded, limiter=self._streams if stream else None)
+        # A stream read may wait as long as a command is silent: whoever is waiting on it
+        # can be cancelled at once (the client left); the thread ends when the read does.
+        return await anyio.to_thread.run_sync(
+            guarded, limiter=self._streams if stream else None, abandon_on_cancel=stream
+        )
 
     async def _aiter(self, it: Iterator[T]) -> AsyncIterator[T]:
         sentinel = object()
@@ -431,6 +436,39 @@ class DockerRuntime:
                 yield str(text)
 
 
+def end_tree(root: int, grace: float = 2.0) -> None:
+    """TERM a process and its descendants (host pids, read from /proc: the kernel's, not
+    the box's word), then KILL what is left after `grace` seconds. Blocking."""
+
+    def tree() -> list[int]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+        found, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += children.get(pid, [])
+        return found
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in tree():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and Path(f"/proc/{root}").exists():
+            time.sleep(0.05)
+        if not Path(f"/proc/{root}").exists():
+            return
+
+
 def _frames_iter(sock: Any, tty: bool) -> Iterator[tuple[int, bytes]]:
     frames: Iterator[tuple[int, bytes]] = cast(Any, docker_socket).frames_iter(sock, tty)
     return frames
@@ -477,6 +515,15 @@ class _DockerExec:
 
     async def resize(self, cols: int, rows: int) -> None:
         await self._rt._run(lambda: self._rt.api.exec_resize(self._id, height=rows, width=cols))
+
+    async def kill(self) -> None:
+        def work() -> None:
+            data = self._rt.api.exec_inspect(self._id)
+            if data.get("Running") and data.get("Pid"):
+                end_tree(int(data["Pid"]))
+
+        with contextlib.suppress(PaddockError, OSError):
+            await self._rt._run(work)
 
     async def close(self) -> None:
         try:

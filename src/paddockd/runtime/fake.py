@@ -25,6 +25,7 @@ class FakeExec:
     def __init__(self, spec: ExecSpec) -> None:
         self.spec = spec
         self.stdin = b""
+        self.killed = False
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
         cmd = self.spec.cmd
@@ -44,6 +45,9 @@ class FakeExec:
 
     async def resize(self, cols: int, rows: int) -> None:
         pass
+
+    async def kill(self) -> None:
+        self.killed = True
 
     async def close(self) -> None:
         pass

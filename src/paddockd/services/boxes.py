@@ -100,6 +100,10 @@ class BoxService:
     async def all(self) -> list[Box]:
         return await self._repo.all()
 
+    async def listed(self) -> list[Box]:
+        """The boxes a user sees: not those whose deletion is finishing in the background."""
+        return [b for b in await self._repo.all() if b.state != BoxState.DELETING]
+
     async def resolve(self, ref: str) -> Box:
         matches = await self._repo.find(ref)
         if not matches:

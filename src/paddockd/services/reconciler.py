@@ -13,9 +13,10 @@ import contextlib
 import logging
 import shutil
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
@@ -69,6 +70,7 @@ class Reconciler:
         self._retention = retention
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._net_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
         # Boxes whose isolation the last network sync could not apply (id -> why).
         self.isolation_failures: dict[str, str] = {}
 
@@ -109,11 +111,38 @@ class Reconciler:
     async def reconcile(self, box_id: str) -> Box | None:
         """Converge one box. Returns it as it now is (None once deleted). On failure the
         box is marked `error` with the reason, and the error is raised."""
+        converged = False
         try:
-            return await self._reconcile(box_id)
+            box = await self._reconcile(box_id)
+            converged = True
+            return box
         finally:
-            # A box that starts gets a new address: its rules follow it at once.
-            await self.sync_network()
+            if converged and box is None:
+                # Gone: its rules can go a moment later (a box that takes its address next
+                # syncs before it runs).
+                self._background(self.sync_network())
+            else:
+                # A box that starts gets a new address: its rules follow it at once.
+                await self.sync_network()
+
+    def _background(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(self._logged(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _logged(job: Coroutine[Any, Any, None]) -> None:
+        try:
+            await job
+        except PaddockError as exc:
+            log.error("background cleanup: %s", exc.message)
+        except Exception:
+            log.exception("background cleanup failed")
+
+    async def drain(self) -> None:
+        """Wait for background cleanups (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _reconcile(self, box_id: str) -> Box | None:
         async with self._locks[box_id]:
@@ -223,10 +252,24 @@ class Reconciler:
                 await self._repo.delete_snapshot(box.id, snap.seq)
 
     async def _delete(self, box: Box, info: ContainerInfo | None) -> None:
+        """The container goes now, and with it the box, for its user: the row frees the
+        name at once (it takes the id) and leaves the listing; the box's Docker volume,
+        snapshot images and folder go in the background. A restart in between finds the
+        row still `deleting` and finishes the job."""
         if box.state != BoxState.DELETING:
-            box = await self._save(box, state=BoxState.DELETING)
+            box = await self._save(box, state=BoxState.DELETING, name=box.id)
         if info is not None:
             await self._rt.remove(info.id)
+        self._background(self._release(box.id))
+
+    async def _release(self, box_id: str) -> None:
+        async with self._locks[box_id]:
+            box = await self._repo.get(box_id)
+            if box is None or box.state != BoxState.DELETING:
+                return
+            await self._release_storage(box)
+
+    async def _release_storage(self, box: Box) -> None:
         await self._rt.remove_volume(docker_volume(box.id))
         # A fork may have been made from one of these images: those stay until it goes.
         in_use = await self.images_needed(except_box=box.id)

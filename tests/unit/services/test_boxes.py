@@ -78,6 +78,7 @@ async def test_engine_failure_on_create_leaves_no_half_made_box(world: World) ->
     world.runtime.fail_next["start"] = EngineUnavailable("engine down")
     with pytest.raises(EngineUnavailable):
         await world.boxes.create("half", None, None, None)
+    await world.reconciler.drain()
     assert await world.boxes.all() == []
     assert world.runtime.by_id == {}
 
@@ -146,6 +147,7 @@ async def test_delete_removes_container_snapshots_and_row(world: World) -> None:
     box = await world.boxes.create("b", None, None, None)
     await world.boxes.stop("b")
     await world.boxes.delete("b")
+    await world.reconciler.drain()  # storage goes in the background
     assert world.runtime.by_id == {}
     assert not any(i.startswith("paddock-snapshots/") for i in world.runtime.images)
     with pytest.raises(NotFound):
@@ -156,7 +158,9 @@ async def test_delete_running_needs_force(world: World) -> None:
     await world.boxes.create("b", None, None, None)
     with pytest.raises(InvalidState, match="--force"):
         await world.boxes.delete("b")
+        await world.reconciler.drain()  # storage goes in the background
     await world.boxes.delete("b", force=True)
+    await world.reconciler.drain()  # storage goes in the background
 
 
 async def test_ttl_stop_keeps_a_snapshot_and_delete_removes(world: World) -> None:

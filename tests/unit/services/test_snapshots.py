@@ -73,8 +73,10 @@ async def test_fork_live_and_from_snapshot_keep_type_ttl_and_drives(world: World
     with pytest.raises(Conflict, match="base of box"):
         await world.services.snapshots.remove("src", "s1")
     await world.boxes.delete("src", force=True)
+    await world.reconciler.drain()  # storage goes in the background
     assert snap.image in world.runtime.images
     await world.boxes.delete("old", force=True)
+    await world.reconciler.drain()  # storage goes in the background
     assert snap.image not in world.runtime.images
 
 
@@ -115,7 +117,9 @@ async def test_drives_are_created_shared_listed_and_protected(world: World) -> N
     with pytest.raises(Conflict, match="a, b"):
         await world.services.drives.remove("data")
     await world.boxes.delete("a", force=True)
+    await world.reconciler.drain()  # storage goes in the background
     await world.boxes.delete("b", force=True)
+    await world.reconciler.drain()  # storage goes in the background
     await world.services.drives.remove("data")
     assert "paddock-drive-data" not in world.runtime.volume_by_name
     assert "paddock-drive-ref" in world.runtime.volume_by_name  # outlives its boxes

@@ -53,7 +53,7 @@ async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
 
 @router.get("", response_model=BoxList, summary="List boxes")
 async def list_boxes(svc: Svc) -> BoxList:
-    return BoxList(boxes=[await present(svc, b) for b in await svc.boxes.all()])
+    return BoxList(boxes=[await present(svc, b) for b in await svc.boxes.listed()])
 
 
 @router.get("/{ref}", response_model=BoxModel, summary="Show a box (by name, id or id prefix)")

@@ -27,13 +27,21 @@ ws_router = APIRouter(prefix="/boxes", tags=["exec"])
 
 
 async def _frames_of(proc: ExecProcess) -> AsyncIterator[bytes]:
+    ended = False
     try:
         async for kind, data in proc.output():
             yield _frames.encode(kind, data)
-        yield _frames.encode_json(_frames.EXIT, {"exit_code": await proc.wait()})
+        code = await proc.wait()
+        ended = True
+        yield _frames.encode_json(_frames.EXIT, {"exit_code": code})
     except PaddockError as exc:
         yield _frames.encode_json(_frames.ERROR, error_body(exc.code, exc.message))
     finally:
+        if not ended:
+            # The client went away (Ctrl-C, a signal, a dropped connection): like a
+            # terminal hanging up, the command goes with it. `exec -d` is for background.
+            with anyio.CancelScope(shield=True):
+                await proc.kill()
         await proc.close()
 
 
@@ -117,6 +125,8 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
             await pump_input()
             tg.cancel_scope.cancel()
     finally:
+        with anyio.CancelScope(shield=True):
+            await proc.kill()  # a no-op once the command ended by itself
         await proc.close()
     with contextlib.suppress(RuntimeError):  # the client may have closed it already
         await ws.close()

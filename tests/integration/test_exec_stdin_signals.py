@@ -1,0 +1,54 @@
+"""`paddock exec` as a shell user expects it: a pipe's data reaches the command without
+`-i`, `-n` keeps it away, and a signal to `paddock exec` ends the command in the box."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .conftest import PADDOCK, Server
+
+
+def test_piped_stdin_reaches_the_command(server: Server, box: str) -> None:
+    done = subprocess.run(
+        [PADDOCK, "exec", box, "--", "sh", "-c", "cat > /tmp/in; wc -c < /tmp/in"],
+        input=b"hello from a pipe\n",
+        env=server.env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == b"18"
+    done = subprocess.run(
+        [PADDOCK, "exec", "-n", box, "--", "sh", "-c", "cat | wc -c"],
+        input=b"ignored",
+        env=server.env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == b"0"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int) -> None:
+    marker = f"{300 + sig}"
+    proc = subprocess.Popen(
+        [PADDOCK, "exec", box, "--", "sh", "-c", f"sleep {marker} & sleep {marker}; wait"],
+        env=server.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 20
+    while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode != 0:
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=20) == 128 + sig
+    deadline = time.monotonic() + 10
+    while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode == 0:
+        assert time.monotonic() < deadline, "the command outlived paddock exec"
+        time.sleep(0.2)

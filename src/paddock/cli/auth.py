@@ -110,8 +110,9 @@ def cmd_auth(args: argparse.Namespace) -> int:
         elif args.action in ("attach", "detach"):
             box, provider = _want(args, 2, f"{args.action} BOX PROVIDER")
             fn = c.attach_credential if args.action == "attach" else c.detach_credential
-            attached = fn(box_ref(box), provider)
-            note(f"{box}: {', '.join(attached) or 'no providers'} attached")
+            ref = box_ref(box)
+            attached = fn(ref, provider)
+            note(f"box {ref}: {', '.join(attached) or 'no providers'} attached")
         else:
             _want(args, 0, "ls")
             rows = c.list_credentials()

@@ -11,6 +11,7 @@ from ._output import duration, emit_json, note, since, table, until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .._client import Client
     from .._models import Box
 
 
@@ -149,7 +150,7 @@ def _print_box(box: Box, as_json: bool) -> None:
         ("state", box.state),
         ("type", box.type),
         ("created", since(box.created_at)),
-        ("expires", f"{until(box.expires_at)} ({box.ttl_action})" if box.expires_at else "never"),
+        ("expires", _expiry(box)),
         ("ttl", duration(box.ttl) if box.ttl else "none"),
         ("snapshots", str(box.snapshots)),
         ("profile", box.profile),
@@ -159,6 +160,15 @@ def _print_box(box: Box, as_json: bool) -> None:
         rows.append(("note", box.message))
     for key, value in rows:
         print(f"{key + ':':<11}{value}")
+
+
+def _expiry(box: Box) -> str:
+    if box.expires_at:
+        return f"{until(box.expires_at)} ({box.ttl_action})"
+    if box.ttl and box.state != "running":
+        # The clock runs only while the box does: it starts again on `resume`.
+        return f"{duration(box.ttl)} after it resumes ({box.ttl_action})"
+    return "never"
 
 
 def cmd_new(args: argparse.Namespace) -> int:
@@ -192,7 +202,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             if box.expires_at
             else "no TTL"
         )
-        note(f"box {box.name} is running ({box.type}, {lifetime}); it is now `current`")
+        note(f"box {box.name} is running ({box.type}, {lifetime}); it is now the current box")
     return 0
 
 
@@ -236,24 +246,39 @@ def cmd_use(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     with client(args) as c:
-        box = c.stop_box(box_ref(args.box))
+        before = c.get_box(box_ref(args.box))
+        was_stopped = before.state == "stopped"
+        box = before if was_stopped else c.stop_box(before.id)
+        saved = None if args.json else _saved_in(c, box)
     if args.json:
         emit_json(box)
-    else:
-        note(
-            f"box {box.name} stopped; snapshot {box.snapshots} keeps its files "
-            f"(`paddock resume {box.name}`)"
-        )
+        return 0
+    status = "was already stopped" if was_stopped else "stopped"
+    keeps = f"; {saved} keeps its files" if saved else ""
+    note(f"box {box.name} {status}{keeps} (`paddock resume {box.name}`)")
     return 0
+
+
+def _saved_in(c: Client, box: Box) -> str | None:
+    """The snapshot the box's files were last saved to, as `snapshot ID (LABEL)`."""
+    snap = next((s for s in c.list_snapshots(box.id) if s.current), None)
+    if snap is None:
+        return None
+    return f"snapshot {snap.id}" + (f" ({snap.label})" if snap.label else "")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     with client(args) as c:
-        box = c.resume_box(box_ref(args.box))
+        before = c.get_box(box_ref(args.box))
+        # Resuming a running box would only restart its TTL clock: say so, change nothing.
+        was_running = before.state == "running"
+        box = before if was_running else c.resume_box(before.id)
     if args.json:
         emit_json(box)
+    elif was_running:
+        note(f"box {box.name} is already running")
     else:
-        note(f"box {box.name} is running again" + (f" ({box.message})" if box.message else ""))
+        note(f"box {box.name} is running" + (f" ({box.message})" if box.message else ""))
     return 0
 
 

@@ -108,13 +108,13 @@ def _open_browser(url: str) -> bool:
 
 
 def cmd_screenshot(args: argparse.Namespace) -> int:
+    ref = box_ref(args.box)
     with client(args) as c:
-        png = c.screenshot(box_ref(args.box), size=args.size)
+        png = c.screenshot(ref, size=args.size)
     if args.output == "-":
         sys.stdout.buffer.write(png)
         return 0
-    name = args.box if args.box != "current" else "box"
-    out = Path(args.output or f"{name}-{datetime.now():%Y%m%d-%H%M%S}.png")
+    out = Path(args.output or f"{ref}-{datetime.now():%Y%m%d-%H%M%S}.png")
     out.write_bytes(png)
     note(f"saved {out} ({len(png) // 1024} KiB)")
     return 0

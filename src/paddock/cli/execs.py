@@ -155,14 +155,13 @@ class _signals_end_the_command:
 def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:
     if args.tty or args.interactive or args.user:
         raise InvalidRequest("--desktop runs as the box user, without a terminal or stdin")
+    ref = box_ref(args.box)
     with client(args) as c:
-        result = c.exec_desktop(
-            box_ref(args.box), cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir
-        )
+        result = c.exec_desktop(ref, cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     if not args.wait and result.exit_code == 0:
-        note(f"started {cmd[0]} on the desktop of {args.box} (`paddock screenshot {args.box}`)")
+        note(f"started {cmd[0]} on the desktop of {ref} (`paddock screenshot {ref}`)")
     return result.exit_code
 
 

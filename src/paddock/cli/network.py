@@ -82,14 +82,13 @@ def set_or_show(args: argparse.Namespace, box: str, mode: str | None, targets: l
             spec = c.set_network(ref, mode)
         else:
             if args.add or args.remove:
-                current = c.get_network(ref)
-                have = current.allow if current.mode == "allowlist" else []
-                targets = [t for t in [*have, *targets, *args.add] if t not in args.remove]
-                targets = list(dict.fromkeys(targets))
+                now = c.get_network(ref)
+                have = now.allow if now.mode == "allowlist" else []
+                targets = edited(ref, [*have, *targets, *args.add], args.remove)
             if not targets:
                 raise InvalidRequest(
                     "an empty allowlist is deny-all: say `paddock network "
-                    f"{box} deny-all` if that is what you want"
+                    f"{ref} deny-all` if that is what you want"
                 )
             spec = c.set_network(ref, "allowlist", targets)
     if args.json:
@@ -99,6 +98,35 @@ def set_or_show(args: argparse.Namespace, box: str, mode: str | None, targets: l
         if mode:
             note("applied")
     return 0
+
+
+def normalized(target: str) -> str:
+    """An allowlist entry as the server stores it (paddockd's `parse_target`): lower case,
+    no trailing dot, an address as its /32. Anything it would refuse is left as given."""
+    import ipaddress
+    import re
+
+    text = target.strip().lower().rstrip(".")
+    if re.fullmatch(r"[0-9./]+", text):
+        try:
+            return str(ipaddress.IPv4Network(text))
+        except ValueError:
+            return text
+    return text
+
+
+def edited(box: str, targets: list[str], remove: list[str]) -> list[str]:
+    """`targets` without `remove`, compared as the server would store them; removing
+    what is not there is an error that names it (a typo must not pass silently)."""
+    kept = list(dict.fromkeys(normalized(t) for t in targets))
+    gone = [normalized(t) for t in remove]
+    missing = [t for t in gone if t not in kept]
+    if missing:
+        have = " ".join(kept) or "nothing"
+        raise InvalidRequest(
+            f"not in the allowlist of box {box}: {' '.join(missing)} (it has: {have})"
+        )
+    return [t for t in kept if t not in gone]
 
 
 def _line(e: EgressEvent) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_json, box_ref, client, set_current
+from ._common import add_json, box_ref, client
 from ._output import emit_json, note, since, size, table
 
 
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="a new box from a box's files (now, or a snapshot)",
         description="Make a new box from a box's current files (taken live) or one of its "
         "snapshots. The two change independently afterwards; the fork keeps the type, TTL "
-        "and drives and becomes `current`.",
+        "and drives; the current box stays as it was (`paddock use NEW` switches).",
     )
     p.add_argument("box", metavar="BOX")
     p.add_argument("--name", help="name of the new box (generated if absent)")
@@ -74,9 +74,10 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     if words[0] == "rm":
         if len(words) != 3:
             raise SystemExit("usage: paddock snapshots rm BOX SNAP")
+        ref = box_ref(words[1])
         with client(args) as c:
-            c.delete_snapshot(box_ref(words[1]), words[2])
-        note(f"snapshot {words[2]} of {words[1]} deleted")
+            c.delete_snapshot(ref, words[2])
+        note(f"snapshot {words[2]} of box {ref} deleted")
         return 0
     if len(words) != 1:
         raise SystemExit("usage: paddock snapshots [--json] BOX")
@@ -112,12 +113,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    source = box_ref(args.box)
     with client(args) as c:
-        box = c.fork_box(box_ref(args.box), args.name, args.snapshot)
-    set_current(box.name)
+        box = c.fork_box(source, args.name, args.snapshot)
     if args.json:
         emit_json(box)
     else:
         print(box.name)
-        note(f"box {box.name} forked from {args.box}; it is now `current`")
+        # The current box stays: a script that forks to try something keeps its footing.
+        note(f"box {box.name} forked from {source}; switch to it with `paddock use {box.name}`")
     return 0

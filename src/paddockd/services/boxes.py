@@ -233,9 +233,16 @@ class BoxService:
         return await self._repo.update(box, ttl=ttl)
 
     async def expire(self, box: Box) -> None:
-        """Apply a box's TTL action (called by the reaper)."""
-        desired = Desired.DELETED if box.ttl_action == TtlAction.DELETE else Desired.STOPPED
-        await self._want(box.id, desired)
+        """Apply a box's TTL action (called by the reaper). A stopped box keeps the reason,
+        so `show` can say why it stopped (a resume clears it)."""
+        if box.ttl_action == TtlAction.DELETE:
+            await self._want(box.id, Desired.DELETED)
+            return
+        when = self._now()
+        stopped = await self._want(box.id, Desired.STOPPED)
+        await self._repo.update(
+            stopped, message=f"stopped by its TTL at {when:%Y-%m-%d %H:%M:%S} UTC"
+        )
 
     # -- inside a box -----------------------------------------------------------------
     async def running(self, ref: str) -> Box:

@@ -171,8 +171,11 @@ async def test_ttl_stop_keeps_a_snapshot_and_delete_removes(world: World) -> Non
     assert sorted(await world.reaper.reap()) == ["keep", "toss"]
     boxes = {b.name: b for b in await world.boxes.all()}
     assert boxes["keep"].state == BoxState.STOPPED and boxes["keep"].desired == Desired.STOPPED
+    assert boxes["keep"].message == f"stopped by its TTL at {world.clock.now:%Y-%m-%d %H:%M:%S} UTC"
     assert "toss" not in boxes and boxes["later"].state == BoxState.RUNNING
     assert await world.reaper.reap() == []
+    # The reason goes once the box runs again.
+    assert (await world.boxes.resume("keep")).message is None
 
 
 async def test_extend_moves_the_deadline_from_now(world: World) -> None:

@@ -71,6 +71,9 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         engine.userns_base(cfg.engine.userns_user),
         dns=(gateway,),
         network=own_network if cfg.network.bridge else None,
+        build_network=BoxNetwork(
+            f"paddock-{cfg.engine.build_bridge}", cfg.engine.build_bridge, cfg.engine.build_cidr
+        ),
     )
     network = NftablesPolicy(
         bridge,
@@ -79,6 +82,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         cfg.network.dns_port,
         pid_of=runtime.container_pid,
         refuse_non_public=cfg.network.refuse_non_public,
+        builds=(cfg.engine.build_bridge, cfg.engine.build_cidr),
     )
     egress_log = EgressLog(cfg.boxes_dir, utcnow)
     upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()

@@ -35,6 +35,9 @@ class EngineConfig:
     log_file: str = "/var/log/paddock/engine.log"
     bridge: str = "paddock0"
     bridge_cidr: str = "10.213.0.1/16"
+    # Image builds run on a bridge of their own: the boxes' bridge lets only boxes out.
+    build_bridge: str = "pdbuild0"
+    build_cidr: str = "10.212.0.1/24"
     userns_user: str = "paddock"
     cgroup_parent: str = "paddock"
 

@@ -83,10 +83,12 @@ def ruleset(
     learned: dict[tuple[str, str], int] | None = None,
     ports: dict[str, str] | None = None,
     refused: Iterable[str] = NON_PUBLIC,
+    builds: str | None = None,
 ) -> str:
     """All three tables. `learned` maps (box address, admitted address) to seconds left;
     `ports` maps a box's address to the bridge port bound to it; `refused` are the ranges
-    allow-all does not reach."""
+    allow-all does not reach; `builds` is the image builds' subnet (NAT only: what runs
+    there is Paddock's own Dockerfiles)."""
     gateway = ipaddress.ip_interface(bridge.cidr)
     br = bridge.name
     ips = [b.ip for b in boxes]
@@ -102,6 +104,10 @@ def ruleset(
     macs = [b.mac for b in bound]
     tcp_udp = "meta l4proto { tcp, udp }"
     dns = f"{tcp_udp} th dport 53"
+    build_nat = ""
+    if builds:
+        subnet = ipaddress.ip_interface(builds).network
+        build_nat = f"\n        ip saddr {subnet} ip daddr != {subnet} masquerade"
     admitted = [f"{box} . {addr} timeout {s}s" for (box, addr), s in (learned or {}).items()]
     return f"""
 add table bridge {table}
@@ -204,7 +210,7 @@ table inet {table} {{
     }}
     chain postrouting {{
         type nat hook postrouting priority srcnat; policy accept;
-        ip saddr @boxes oifname != "{br}" masquerade
+        ip saddr @boxes oifname != "{br}" masquerade{build_nat}
     }}
 }}
 """
@@ -225,12 +231,14 @@ class NftablesPolicy:
         *,
         pid_of: Callable[[str], int],
         refuse_non_public: bool = True,
+        builds: tuple[str, str] | None = None,
     ) -> None:
         self._bridge = bridge
         self._cidr = bridge_cidr
         self._dns_port = dns_port
         self._pid_of = pid_of
         self._refuse_non_public = refuse_non_public
+        self._builds = builds  # (bridge, gateway/subnet) of image builds
         self.table = table_name(instance)
         self._nft = Nft()
         self._lock = threading.Lock()
@@ -270,7 +278,8 @@ class NftablesPolicy:
         refused = list(NON_PUBLIC) if self._refuse_non_public else []
         refused += host_networks(self._bridge)
         bridge = Bridge(self._bridge, self._cidr, mac)
-        rules = ruleset(self.table, bridge, self._dns_port, boxes, left, bound, refused)
+        builds = self._builds[1] if self._builds else None
+        rules = ruleset(self.table, bridge, self._dns_port, boxes, left, bound, refused, builds)
         # The rewrite resets the counters: take what they hold first, as late as possible
         # (what is counted between the two is lost to the egress log).
         self._pending.extend(self._read_flows())
@@ -282,6 +291,8 @@ class NftablesPolicy:
                 isolate(port.name)
         if time.monotonic() >= self._next_docker_check:
             accept_in_docker_user(self._bridge)
+            if self._builds:
+                accept_in_docker_user(self._builds[0])
             self._next_docker_check = time.monotonic() + DOCKER_CHECK_SECONDS
         return failed
 

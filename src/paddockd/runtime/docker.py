@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import tarfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -35,10 +36,10 @@ from .base import (
     Profile,
     VolumeInfo,
 )
+from .idmap import IdMap, box_owned, first_member
 
 T = TypeVar("T")
 USERNS_RUNTIME = "paddock-runc"  # the name engine.py registers the OCI wrapper under
-_CHUNK = 1024 * 1024
 
 
 def translate(exc: Exception) -> PaddockError:
@@ -52,6 +53,8 @@ def translate(exc: Exception) -> PaddockError:
         text = str(exc.explanation or exc)
         if status < 500:
             return InvalidRequest(text)
+        if bad_archive := _bad_archive(text):
+            return bad_archive
         return PaddockError(f"the box engine failed: {text}")
     if isinstance(
         exc, (requests.exceptions.ConnectionError, docker.errors.DockerException, OSError)
@@ -63,6 +66,25 @@ def translate(exc: Exception) -> PaddockError:
     return PaddockError(f"unexpected engine error: {exc}")
 
 
+# The engine answers 500 for an archive it cannot unpack (moby's chrootarchive: "Error
+# processing tar file(exit status 1): <why>"); when the why is the archive itself, or a
+# member that would replace a folder with a file (noOverwriteDirNonDir), the caller sent it.
+_UNPACK = "Error processing tar file"
+_NOT_A_TAR = ("archive/tar:", "unexpected EOF")
+_DIR_NON_DIR = "cannot overwrite "
+
+
+def _bad_archive(text: str) -> InvalidRequest | None:
+    if _UNPACK not in text:
+        return None
+    why = text.partition("):")[2].strip() or text
+    if any(sign in why for sign in _NOT_A_TAR):
+        return InvalidRequest(f"the request body is not a valid tar archive ({why})")
+    if why.startswith(_DIR_NON_DIR):
+        return InvalidRequest(f"{why} (remove it in the box first)")
+    return None
+
+
 class DockerRuntime:
     def __init__(
         self,
@@ -70,6 +92,7 @@ class DockerRuntime:
         userns_base: int | None = None,
         dns: tuple[str, ...] = (),
         network: BoxNetwork | None = None,
+        build_network: BoxNetwork | None = None,
     ) -> None:
         self._api = (
             docker.APIClient(
@@ -80,8 +103,10 @@ class DockerRuntime:
         )
         self._socket_path = socket_path
         self._userns_base = userns_base
+        self._ids = IdMap(userns_base) if userns_base is not None else None
         self._dns = list(dns)
         self._network = network
+        self._build_network = build_network
         self._profile: Profile | None = None
         self._seccomp = seccomp.load()
         # Stream readers block a thread for as long as a command runs; they must not starve
@@ -141,10 +166,10 @@ class DockerRuntime:
         """Create this instance's own bridge network unless it exists (nothing to do on
         the engine's default bridge). Docker makes the Linux bridge; Paddock's rules
         (the engine runs with --iptables=false) do the rest."""
-        net = self._network
-        if net is None:
-            return
+        if self._network is not None:
+            await self._ensure(self._network)
 
+    async def _ensure(self, net: BoxNetwork) -> None:
         def work() -> None:
             if self.api.networks(names=[net.name]):
                 return
@@ -380,30 +405,62 @@ class DockerRuntime:
         def work() -> None:
             # docker-py's put_archive has no copyUIDGID: without it the engine chowns every
             # file to the box's root, and the box user could not edit what it was given.
+            # noOverwriteDirNonDir, as `docker cp` sets it: a file never silently replaces
+            # a whole folder (nor a folder a file).
             url = self.api._url("/containers/{0}/archive", cid)
-            res = self.api._put(url, params={"path": path, "copyUIDGID": "1"}, data=body())
+            params = {"path": path, "copyUIDGID": "1", "noOverwriteDirNonDir": "1"}
+            res = self.api._put(url, params=params, data=body())
             self.api._raise_for_status(res)
 
         await self._run(work, stream=True)
 
-    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
-        stream, stat = await self._run(
-            lambda: self.api.get_archive(cid, path, chunk_size=_CHUNK, encode_stream=False)
+    def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
+        """Start the engine's archive of `path`: the response, the tar read from it and its
+        top entry, read already (its owner is the stat's). Blocking: call in a thread."""
+        res = self.api._get(
+            self.api._url("/containers/{0}/archive", cid), params={"path": path}, stream=True
         )
-        return self._aiter(iter(stream)), dict(stat)
+        try:
+            self.api._raise_for_status(res)
+            tar = tarfile.open(
+                fileobj=res.raw, mode="r|", encoding="utf-8", errors="surrogateescape"
+            )
+            return res, tar, first_member(tar)
+        except BaseException:
+            res.close()
+            raise
+
+    def _stat(self, res: Any, top: tarfile.TarInfo) -> dict[str, Any]:
+        header = res.headers.get("X-Docker-Container-Path-Stat", "")
+        st = dict(json.loads(base64.b64decode(header))) if header else {}
+        ids = self._ids
+        st["uid"] = ids.to_box(top.uid) if ids else top.uid
+        st["gid"] = ids.to_box(top.gid) if ids else top.gid
+        return st
+
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        res, tar, top = await self._run(lambda: self._archive(cid, path))
+
+        def chunks() -> Iterator[bytes]:
+            with contextlib.closing(res):
+                yield from box_owned(tar, top, self._ids)
+
+        return self._aiter(chunks()), self._stat(res, top)
 
     async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
         def work() -> dict[str, Any] | None:
-            res = self.api.head(
-                self.api._url("/containers/{0}/archive", cid), params={"path": path}
-            )
-            # The engine answers 404 for a missing path and 500 for one that runs through a
-            # file (ENOTDIR); for a stat both mean "nothing there".
-            if res.status_code in (404, 500):
-                return None
-            self.api._raise_for_status(res)
-            header = res.headers.get("X-Docker-Container-Path-Stat", "")
-            return dict(json.loads(base64.b64decode(header))) if header else None
+            # The engine's stat has no owner; the archive's top entry does. Only its first
+            # block is read: the engine stops writing the rest when the answer is closed.
+            try:
+                res, _, top = self._archive(cid, path)
+            except docker.errors.APIError as exc:
+                # The engine answers 404 for a missing path and 500 for one that runs
+                # through a file (ENOTDIR); for a stat both mean "nothing there".
+                if exc.status_code in (404, 500):
+                    return None
+                raise
+            with contextlib.closing(res):
+                return self._stat(res, top)
 
         return await self._run(work)
 
@@ -417,9 +474,13 @@ class DockerRuntime:
     async def build(
         self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
     ) -> AsyncIterator[str]:
+        if self._build_network is not None:
+            await self._ensure(self._build_network)
+        network_mode = self._build_network.name if self._build_network else None
         events = await self._run(
             lambda: self.api.build(
                 path=str(context),
+                network_mode=network_mode,
                 dockerfile=dockerfile,
                 tag=tag,
                 buildargs=buildargs,

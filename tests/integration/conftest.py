@@ -17,6 +17,7 @@ import pytest
 
 from ..dnsstub import DnsStub
 from ..harness import ENGINE_SOCKET, IMAGE, PADDOCK, PADDOCKD, ROOT, Server, free_port
+from ..netlab import TestInternet
 
 __all__ = ["ENGINE_SOCKET", "PADDOCK", "PADDOCKD", "ROOT", "Server", "free_port"]
 
@@ -54,6 +55,14 @@ def server(engine: None, workdir: Path, dns_stub: DnsStub) -> Iterator[Server]:
     yield srv
     srv.close()
     assert srv.containers() == [], "the test run left containers behind"
+
+
+@pytest.fixture(scope="module")
+def internet(workdir: Path) -> Iterator[TestInternet]:
+    """The tests' "internet": an on-machine namespace (tests/netlab.py), one per module."""
+    net = TestInternet(workdir)
+    yield net
+    net.close()
 
 
 @pytest.fixture

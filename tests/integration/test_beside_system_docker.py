@@ -25,13 +25,6 @@ def iptables(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def internet(workdir: Path) -> Iterator[TestInternet]:
-    net = TestInternet(workdir)
-    yield net
-    net.close()
-
-
-@pytest.fixture(scope="module")
 def system_docker() -> Iterator[None]:
     if iptables("-S", "DOCKER-USER").returncode == 0:
         yield  # a real system Docker already runs here: test beside it

@@ -8,21 +8,12 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from ..dnsstub import DnsStub
 from ..netlab import ALLOWED, METADATA, OTHER, WILD, TestInternet
 from .conftest import Server
-
-
-@pytest.fixture(scope="module")
-def internet(workdir: Path) -> Iterator[TestInternet]:
-    net = TestInternet(workdir)
-    yield net
-    net.close()
 
 
 def connect(server: Server, box: str, host: str, port: int = 80) -> tuple[bool, float, str]:

@@ -32,13 +32,6 @@ TOOLS = Path(__file__).with_name("boxtools.py").read_text()
 
 
 @pytest.fixture(scope="module")
-def internet(workdir: Path) -> Iterator[TestInternet]:
-    net = TestInternet(workdir)
-    yield net
-    net.close()
-
-
-@pytest.fixture(scope="module")
 def packets(internet: TestInternet) -> Path:
     return internet.sniff()
 

@@ -141,9 +141,15 @@ class Runtime(Protocol):
 
     async def get_archive(
         self, cid: str, path: str
-    ) -> tuple[AsyncIterator[bytes], dict[str, Any]]: ...
+    ) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        """A tar of `path` (its base name on top) and its stat (`stat_path`). Owners, in
+        the stat and in every tar header, are the box's own ids, not the host's."""
+        ...
 
-    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None: ...
+    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
+        """The engine's stat of `path` (Go's `name`, `size`, `mode`, `mtime`,
+        `linkTarget`) with `uid` and `gid` as the box sees them; None when nothing is there."""
+        ...
 
 
 class ImageEngine(Protocol):

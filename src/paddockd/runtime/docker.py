@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import signal
 import socket
 import tarfile
@@ -71,7 +72,7 @@ def translate(exc: Exception) -> PaddockError:
 # member that would replace a folder with a file (noOverwriteDirNonDir), the caller sent it.
 _UNPACK = "Error processing tar file"
 _NOT_A_TAR = ("archive/tar:", "unexpected EOF")
-_DIR_NON_DIR = "cannot overwrite "
+_DIR_NON_DIR = re.compile(r'cannot overwrite (non-)?directory "([^"]*)"')
 
 
 def _bad_archive(text: str) -> InvalidRequest | None:
@@ -80,8 +81,12 @@ def _bad_archive(text: str) -> InvalidRequest | None:
     why = text.partition("):")[2].strip() or text
     if any(sign in why for sign in _NOT_A_TAR):
         return InvalidRequest(f"the request body is not a valid tar archive ({why})")
-    if why.startswith(_DIR_NON_DIR):
-        return InvalidRequest(f"{why} (remove it in the box first)")
+    if found := _DIR_NON_DIR.search(why):
+        is_file, path = found.groups()
+        there, other = ("a file", "a folder") if is_file else ("a folder", "a file")
+        return InvalidRequest(
+            f"{path} in the box is {there}: {other} cannot replace it (remove it first)"
+        )
     return None
 
 
@@ -417,12 +422,19 @@ class DockerRuntime:
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
         top entry, read already (its owner is the stat's). Blocking: call in a thread."""
+        # Uncompressed: the engine would gzip for requests' default Accept-Encoding, only
+        # for this side to gunzip it again (both on the same machine's CPU).
         res = self.api._get(
-            self.api._url("/containers/{0}/archive", cid), params={"path": path}, stream=True
+            self.api._url("/containers/{0}/archive", cid),
+            params={"path": path},
+            headers={"Accept-Encoding": "identity"},
+            stream=True,
         )
         try:
             self.api._raise_for_status(res)
-            tar = tarfile.open(
+            res.raw.decode_content = True  # should the engine compress all the same
+            # Closed with the answer it reads (the caller's job).
+            tar = tarfile.open(  # noqa: SIM115
                 fileobj=res.raw, mode="r|", encoding="utf-8", errors="surrogateescape"
             )
             return res, tar, first_member(tar)

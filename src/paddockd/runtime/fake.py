@@ -172,18 +172,19 @@ class FakeRuntime:
             info = tarfile.TarInfo(Path(path).name)
             data = b"hello from the fake box\n"
             info.size = len(data)
+            info.uid = info.gid = 1000
             tar.addfile(info, io.BytesIO(data))
 
         async def chunks() -> AsyncIterator[bytes]:
             yield buf.getvalue()
 
-        return chunks(), {"name": Path(path).name, "mode": 0o644}
+        return chunks(), {"name": Path(path).name, "mode": 0o644, "uid": 1000, "gid": 1000}
 
     async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
         self._get(cid)
-        return (
-            {"name": Path(path).name, "mode": 0o20000000755} if path.startswith("/config") else None
-        )
+        if not path.startswith("/config"):
+            return None
+        return {"name": Path(path).name, "mode": 0o20000000755, "uid": 1000, "gid": 1000}
 
     async def import_tarball(self, path: Path, ref: str) -> None:
         self.images.add(ref)

@@ -62,6 +62,26 @@ def box_path(path: str) -> str:
     return posixpath.normpath(path if path.startswith("/") else posixpath.join(HOME, path))
 
 
+def _described(path: str, st: dict[str, Any]) -> dict[str, Any]:
+    """The files API's stat of `path` from the engine's: type, size, permission bits, the
+    box's own owner ids, and a link's target (resolved in the box, as the engine gives it)."""
+    mode = int(st.get("mode", 0))
+    # Go's os.FileMode: the type lives in the high bits.
+    kind = "dir" if mode & (1 << 31) else "symlink" if mode & (1 << 27) else "file"
+    described = {
+        "path": path,
+        "exists": True,
+        "type": kind,
+        "size": st.get("size"),
+        "mode": mode & 0o7777,
+        "uid": st.get("uid"),
+        "gid": st.get("gid"),
+    }
+    if kind == "symlink":
+        described["target"] = st.get("linkTarget")
+    return described
+
+
 class BoxService:
     def __init__(
         self,
@@ -350,14 +370,16 @@ class BoxService:
         return dest, total
 
     async def pull(self, ref: str, src: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        """A tar stream of `src` and what `src` is (as `stat` describes it)."""
         box = await self.resolve(ref)
         if box.container_id is None or box.state in (BoxState.CREATING, BoxState.DELETING):
             raise InvalidState(f"box {box.name} is {box.state.value}")
         src = box_path(src)
         try:
-            return await self._rt.get_archive(box.container_id, src)
+            chunks, st = await self._rt.get_archive(box.container_id, src)
         except NotFound:
             raise NotFound(f"no such file or directory in box {box.name}: {src}") from None
+        return chunks, _described(src, st)
 
     async def stat(self, ref: str, path: str) -> dict[str, Any]:
         box = await self.resolve(ref)
@@ -367,13 +389,4 @@ class BoxService:
         st = await self._rt.stat_path(box.container_id, path)
         if st is None:
             return {"path": path, "exists": False, "type": None}
-        mode = int(st.get("mode", 0))
-        # Go's os.FileMode: the type lives in the high bits.
-        kind = "dir" if mode & (1 << 31) else "symlink" if mode & (1 << 27) else "file"
-        return {
-            "path": path,
-            "exists": True,
-            "type": kind,
-            "size": st.get("size"),
-            "mode": mode & 0o7777,
-        }
+        return _described(path, st)

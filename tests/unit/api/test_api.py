@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import tarfile
@@ -133,6 +134,17 @@ def test_push_and_pull(api: TestClient, world: World) -> None:
     assert any(path == "/config/project" for (_, path) in world.runtime.files)
     pulled = api.get("/v1/boxes/b/files", params={"path": "/config/x.txt"})
     assert pulled.headers["content-type"] == "application/x-tar"
+    # What was pulled, described as /files/stat describes it (the client places it by this).
+    described = json.loads(base64.b64decode(pulled.headers["x-paddock-stat"]))
+    assert described == {
+        "path": "/config/x.txt",
+        "exists": True,
+        "type": "file",
+        "size": None,
+        "mode": 0o644,
+        "uid": 1000,
+        "gid": 1000,
+    }
     with tarfile.open(fileobj=io.BytesIO(pulled.content)) as tar:
         assert tar.getnames() == ["x.txt"]
     bad = api.put("/v1/boxes/b/files", params={"path": "p", "owner": "root"}, content=b"")
@@ -141,7 +153,8 @@ def test_push_and_pull(api: TestClient, world: World) -> None:
 
 def test_stat(api: TestClient) -> None:
     api.post("/v1/boxes", json={"name": "b"})
-    assert api.get("/v1/boxes/b/files/stat", params={"path": "/config"}).json()["type"] == "dir"
+    home = api.get("/v1/boxes/b/files/stat", params={"path": "/config"}).json()
+    assert (home["type"], home["mode"], home["uid"], home["gid"]) == ("dir", 0o755, 1000, 1000)
     assert api.get("/v1/boxes/b/files/stat", params={"path": "/nope"}).json()["exists"] is False
 
 

@@ -19,7 +19,13 @@ from urllib.parse import quote, urlencode
 
 from . import _frames
 from ._config import ClientConfig
-from ._exceptions import ConnectionFailed, InvalidRequest, PaddockError, error_from_body
+from ._exceptions import (
+    ConnectionFailed,
+    InvalidRequest,
+    PaddockError,
+    ServerError,
+    error_from_body,
+)
 from ._version import __version__
 
 # Not `typing.TYPE_CHECKING`: importing typing (and dataclasses, pathlib) costs tens of
@@ -82,15 +88,22 @@ SLOW_SECONDS = 900.0
 
 
 class _Call:
-    """One operation's request and how to turn its JSON answer into the result."""
+    """One operation's request and how to turn its answer (JSON, or `text`) into the result."""
 
-    __slots__ = ("parse", "req")
+    __slots__ = ("parse", "req", "text")
 
-    def __init__(self, req: _Request, parse: Callable[[Any], Any] | None = None) -> None:
-        self.req, self.parse = req, parse
+    def __init__(
+        self, req: _Request, parse: Callable[[Any], Any] | None = None, *, text: bool = False
+    ) -> None:
+        self.req, self.parse, self.text = req, parse, text
 
     def result(self, data: Any) -> Any:
         return self.parse(data) if self.parse else None
+
+    def read(self, body: bytes) -> Any:
+        if self.text:
+            return body.decode(errors="replace")
+        return self.result(json.loads(body) if body else None)
 
 
 def _model(name: str, field: str | None = None) -> Callable[[Any], Any]:
@@ -246,13 +259,22 @@ class _Base:
     def _payload(req: _Request) -> bytes | Iterable[bytes] | None:
         return json.dumps(req.json).encode() if req.json is not None else req.body
 
-    @staticmethod
-    def _error(status: int, body: bytes) -> PaddockError:
+    def _error(self, status: int, body: bytes, path: str) -> PaddockError:
         try:
             parsed = json.loads(body)
         except ValueError:
             parsed = body.decode(errors="replace")
-        return error_from_body(status, parsed)
+        return error_from_body(status, parsed, server=self.url, path=path)
+
+    def _answer(self, call: _Call, body: bytes) -> Any:
+        """The call's result; an answer Paddock would not give means the URL is not one."""
+        try:
+            return call.read(body)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ServerError(
+                f"{self.url} does not look like a Paddock server "
+                f"(unexpected answer for {call.req.path})"
+            ) from exc
 
     # -- server -----------------------------------------------------------------------
     @operation
@@ -333,6 +355,13 @@ class _Base:
     def delete_box(self, ref: str, *, force: bool = False) -> Call[None]:
         """Delete the box with its snapshots (`force`: even while it runs)."""
         return Call(_Request("DELETE", _box(ref), {"force": "true"} if force else None, slow=True))
+
+    @operation
+    def box_logs(self, ref: str, *, tail: int = 0) -> Call[str]:
+        """What the box's init and services wrote (its container's log), as text; the last
+        `tail` lines only, unless 0."""
+        params = {"tail": str(tail)} if tail else None
+        return Call(_Request("GET", _box(ref) + "/logs", params), text=True)
 
     # -- network ----------------------------------------------------------------------
     @operation
@@ -665,12 +694,11 @@ class Client(_Base):
             read_timeout=None if req.untimed else self._read_timeout(req),
         )
         if resp.status >= 400:
-            raise self._error(resp.status, resp.read())
+            raise self._error(resp.status, resp.read(), req.path)
         return resp
 
     def _perform(self, call: _Call) -> Any:
-        data = self._open(call.req).read()
-        return call.result(json.loads(data) if data else None)
+        return self._answer(call, self._open(call.req).read())
 
     # -- streams ------------------------------------------------------------------------
     def follow_network_log(self, ref: str, *, limit: int = 0) -> Iterator[EgressEvent]:
@@ -849,7 +877,8 @@ class ExecSession:
         except Exception as exc:  # websockets' InvalidStatus carries the HTTP error body
             response = getattr(exc, "response", None)
             if response is not None:
-                raise client._error(response.status_code, bytes(response.body or b"")) from exc
+                answer = bytes(response.body or b"")
+                raise client._error(response.status_code, answer, _box(box) + "/exec/ws") from exc
             raise
         body = _exec_body(
             cmd,
@@ -930,13 +959,12 @@ class AsyncClient(_Base):
             raise ConnectionFailed(f"cannot reach the Paddock server at {self.url}: {exc}") from exc
         if resp.status_code >= 400:
             body = await resp.aread()
-            raise self._error(resp.status_code, body)
+            raise self._error(resp.status_code, body, req.path)
         return resp
 
     async def _perform(self, call: _Call) -> Any:
         resp = await self._send(call.req)
-        data = await resp.aread()
-        return call.result(json.loads(data) if data else None)
+        return self._answer(call, await resp.aread())
 
     async def _ndjson(self, req: _Request) -> AsyncIterator[dict[str, Any]]:
         resp = await self._send(req)

@@ -99,11 +99,14 @@ _BY_CODE: dict[str, type[PaddockError]] = {
 }
 
 
-def error_from_body(status: int, body: Any) -> PaddockError:
-    """Turn an API error body (`{"error": {"code", "message", "details"}}`) into an exception."""
+def error_from_body(
+    status: int, body: Any, *, server: str | None = None, path: str | None = None
+) -> PaddockError:
+    """Turn an API error body (`{"error": {"code", "message", "details"}}`) into an exception.
+    `server` and `path` (the request's) name what answered when the body is not Paddock's."""
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict):
-        return ServerError(f"server answered HTTP {status}: {str(body)[:200]}")
+        return _not_paddock(status, body, server, path)
     code = str(err.get("code", "internal"))
     cls = _BY_CODE.get(code)
     if cls is None:
@@ -112,3 +115,14 @@ def error_from_body(status: int, body: Any) -> PaddockError:
             status, InvalidRequest if 400 <= status < 500 else ServerError
         )
     return cls(str(err.get("message", "")), code=code, details=err.get("details"))
+
+
+def _not_paddock(status: int, body: Any, server: str | None, path: str | None) -> ServerError:
+    """An error without Paddock's body: another web server, or a proxy in front of one."""
+    where = f" for {path}" if path else ""
+    if status in (404, 405):  # Paddock knows every /v1 path it is asked for
+        return ServerError(
+            f"{server or 'the URL'} does not look like a Paddock server (HTTP {status}{where})"
+        )
+    text = " ".join(str(body).split())[:200]
+    return ServerError(f"server answered HTTP {status}{where}" + (f": {text}" if text else ""))

@@ -132,6 +132,62 @@ def test_allowlist_remove_normalizes_and_names_what_is_missing(
     assert missing.stderr.strip() == (
         f"paddock: not in the allowlist of box {box}: 198.18.9.9/32 (it has: example.com)"
     )
-    assert json.loads(cli("network", box, "--json", check=True).stdout)["allow"] == [
-        "example.com"
-    ]
+    assert json.loads(cli("network", box, "--json", check=True).stdout)["allow"] == ["example.com"]
+
+
+def test_ls_quiet_and_several_boxes_at_once(cli: Cli, named: Callable[[str], str]) -> None:
+    a, b = named("many"), named("many")
+    for name in (a, b):
+        cli("new", "--name", name, "--ttl", "600", check=True)
+    listed = cli("ls", "-q", check=True).stdout.split()
+    assert {a, b} <= set(listed) and all(" " not in n for n in listed)
+    stopped = cli("stop", a, "nosuchbox", b)
+    assert stopped.returncode == 1  # one failed; the others still had their turn
+    assert f"box {a} stopped" in stopped.stderr and f"box {b} stopped" in stopped.stderr
+    assert "no box named or with id 'nosuchbox'" in stopped.stderr
+    resumed = json.loads(cli("resume", a, b, "--json", check=True).stdout)
+    assert [r["name"] for r in resumed] == [a, b] and {r["state"] for r in resumed} == {"running"}
+    removed = cli("rm", "-f", a, b, check=True)
+    assert removed.stderr.split("\n")[:2] == [f"box {a} deleted", f"box {b} deleted"]
+    assert not {a, b} & set(cli("ls", "-q", check=True).stdout.split())
+
+
+def test_exec_detached_returns_at_once_with_the_pid(
+    cli: Cli, server: Server, named: Callable[[str], str]
+) -> None:
+    box = named("bg")
+    cli("new", "--name", box, "--ttl", "600", check=True)
+    started = time.monotonic()
+    done = cli("exec", "-d", box, "--", "sh", "-c", "echo started; sleep 300", check=True)
+    assert time.monotonic() - started < 30  # not the 300 s the command takes
+    pid = done.stdout.strip()
+    assert pid.isdigit(), done.stdout
+    log = re.search(r"its output goes to (/tmp/paddock-exec-\S+\.log)", done.stderr)
+    assert log, done.stderr
+    # Still running after the exec that started it ended, in a session of its own.
+    state = server.sh(box, f"ps -o sid=,args= -p {pid}; cat {log[1]}")
+    assert f"{pid} sh -c echo started; sleep 300" in " ".join(state.split())
+    assert "started" in state.splitlines()[-1]
+    server.sh(box, f"kill {pid}")
+
+
+def test_logs_show_what_the_box_itself_wrote(
+    cli: Cli, server: Server, named: Callable[[str], str]
+) -> None:
+    box = named("logs")
+    cli("new", "--name", box, "--ttl", "600", check=True)
+    # What the box's init writes reaches the container's log: write as it would.
+    server.sh(box, "echo first-line > /proc/1/fd/1; echo last-line > /proc/1/fd/2", user="root")
+    logs = cli("logs", box, check=True).stdout
+    assert "first-line" in logs and "last-line" in logs
+    assert cli("logs", "-n", "1", box, check=True).stdout == "last-line\n"
+    with server.client() as c:
+        assert "first-line" in c.box_logs(box)
+
+
+def test_version_names_both_ends(cli: Cli) -> None:
+    from paddock import __version__
+
+    out = cli("version", check=True).stdout.splitlines()
+    assert out[0] == f"paddock {__version__}"
+    assert out[1].startswith("paddockd ") and " at http://127.0.0.1:" in out[1]

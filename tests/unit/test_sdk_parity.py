@@ -23,6 +23,7 @@ OPERATIONS = {
     ("POST", "/v1/boxes"): "create_box",
     ("GET", "/v1/boxes/{ref}"): "get_box",
     ("DELETE", "/v1/boxes/{ref}"): "delete_box",
+    ("GET", "/v1/boxes/{ref}/logs"): "box_logs",
     ("POST", "/v1/boxes/{ref}/stop"): "stop_box",
     ("POST", "/v1/boxes/{ref}/resume"): "resume_box",
     ("POST", "/v1/boxes/{ref}/extend"): "extend_box",

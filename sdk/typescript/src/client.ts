@@ -231,6 +231,18 @@ export class Client {
     });
   }
 
+  /** What the box's init and services wrote (its container's log), as text; `tail`: only the
+   * last N lines. */
+  async boxLogs(ref: string, options: { tail?: number } = {}): Promise<string> {
+    const query = options.tail ? { tail: String(options.tail) } : undefined;
+    const body = await this.#http.read({
+      method: "GET",
+      path: `${this.#box(ref)}/logs`,
+      ...(query && { query }),
+    });
+    return body.toString("utf8");
+  }
+
   // -- snapshots, restore, fork ------------------------------------------------------------
   /** Snapshot the box's files now (a running box pauses only while its layer is written). */
   async snapshotBox(ref: string, label?: string): Promise<Snapshot> {

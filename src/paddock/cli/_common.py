@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 
@@ -12,7 +13,7 @@ from .._exceptions import InvalidRequest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
     from .. import Client
 
@@ -22,6 +23,12 @@ EXIT_USAGE = 2  # the command line is wrong; nothing was sent
 EXIT_EXEC_FAILED = 125  # `exec`: Paddock failed, not the command (as `docker exec`)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141  # stdout closed early (`paddock ls | head -1`): 128 + SIGPIPE
+
+
+# What the server knows (paddockd/domain/credentials.py and agents.py; a test keeps these
+# equal), named in help texts without asking it.
+PROVIDERS = ("anthropic", "openai", "openrouter", "moonshot", "prime")
+AGENTS = ("claude", "codex", "opencode", "pi", "prime", "kimi")
 
 
 class UsageError(InvalidRequest):
@@ -66,8 +73,11 @@ class HelpFormatter(argparse.HelpFormatter):
 
         def flush() -> None:
             if prose:
-                out.extend(textwrap.wrap(" ".join(prose), width, initial_indent=indent,
-                                         subsequent_indent=indent))
+                out.extend(
+                    textwrap.wrap(
+                        " ".join(prose), width, initial_indent=indent, subsequent_indent=indent
+                    )
+                )
                 prose.clear()
 
         for line in text.splitlines():
@@ -76,11 +86,21 @@ class HelpFormatter(argparse.HelpFormatter):
                 out.append("")
             elif line[0].isspace():
                 flush()
-                out.append(indent + line)
+                out.extend(_table_row(indent + line, width))
             else:
                 prose.append(line.strip())
         flush()
         return "\n".join(out)
+
+
+def _table_row(line: str, width: int) -> list[str]:
+    """An indented line as it is; a long row of a two-column list ("  NAME   what it is")
+    wrapped under its second column. An example command is never broken: it is pasted."""
+    gap = re.search(r"\S {2,}(?=\S)", line)
+    if len(line) <= width or gap is None:
+        return [line]
+    hang = " " * gap.end()
+    return textwrap.wrap(line, width, subsequent_indent=hang, drop_whitespace=True) or [line]
 
 
 class PaddockParser(argparse.ArgumentParser):
@@ -89,10 +109,15 @@ class PaddockParser(argparse.ArgumentParser):
     `paddock snapshots BOX` reads as `paddock snapshots ls BOX` while
     `paddock snapshots rm --help` is the help of `rm`."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
+    def __init__(self, *args: object, intermixed: bool = False, **kwargs: object) -> None:
+        kwargs["formatter_class"] = HelpFormatter  # one help format for every command
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.register("action", "parsers", _Commands)
         self.default_subcommand: str | None = None
+        # Positionals may come after options (`paddock prompt BOX --agent X "do this"`):
+        # plain argparse matches all positionals before the first option.
+        self._intermixed = intermixed
+        self._intermixing = False
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message}\nSee `{self.prog} --help`.\n")
@@ -102,12 +127,19 @@ class PaddockParser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         if self.default_subcommand is not None:
             args = self._with_subcommand(list(sys.argv[1:] if args is None else args))
+        if self._intermixed and not self._intermixing:
+            # parse_known_intermixed_args parses twice through this method.
+            self._intermixing = True
+            try:
+                return self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._intermixing = False
         return super().parse_known_args(args, namespace)
 
     def subcommands(self) -> dict[str, argparse.ArgumentParser]:
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction):
-                found: dict[str, argparse.ArgumentParser] = action.choices  # type: ignore[assignment]
+                found: dict[str, argparse.ArgumentParser] = action.choices
                 return found
         return {}
 
@@ -115,6 +147,8 @@ class PaddockParser(argparse.ArgumentParser):
         """The subcommand first: the one named (options before it go after it, to the
         subcommand that has them), else the default."""
         names = self.subcommands()
+        if not args:  # `paddock snapshots` alone: its help
+            return args
         first = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
         if first is None:
             # Only options: `paddock snapshots --help` is the help of `snapshots`.
@@ -122,6 +156,17 @@ class PaddockParser(argparse.ArgumentParser):
         if args[first] in names:
             return [args[first], *args[:first], *args[first + 1 :]]
         return [str(self.default_subcommand), *args]
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands whose help is at least their one-line summary (`paddock use --help`)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        summary = kwargs.get("help")
+        if summary and not kwargs.get("description"):
+            kwargs["description"] = summary[0].upper() + summary[1:] + "."
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        return parser
 
 
 def nested(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .._config import ClientConfig
-from .._exceptions import InvalidRequest
-from ._common import add_json, box_ref, client, set_current
+from .._exceptions import AuthenticationFailed, ConnectionFailed, InvalidRequest, PaddockError
+from ._common import EXIT_ERROR, add_json, box_ref, client, examples, set_current
 from ._output import duration, emit_json, note, since, table, until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._client import Client
     from .._models import Box
 
@@ -18,14 +21,19 @@ if TYPE_CHECKING:
 def _ttl(text: str) -> int:
     """Seconds, or a number with s/m/h/d."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        if text and text[-1] in units:
-            return int(text[:-1]) * units[text[-1]]
-        return int(text)
-    except ValueError:
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    # Digits only: int() would also take "-5", " 5" and "5_0".
+    if not number.isdigit():
         raise argparse.ArgumentTypeError(
-            f"invalid TTL {text!r}: use seconds, or e.g. 90m, 2h, 1d"
-        ) from None
+            f"invalid TTL {text!r}: use seconds (0: no limit), or e.g. 90m, 2h, 1d"
+        )
+    return int(number) * unit
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of lines")
+    return int(text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,9 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "new",
         help="create and start a box (it becomes `current`)",
         description="Create and start a box, print its name, and make it the current box.",
-        epilog="examples:\n  paddock new --type small --ttl 3600\n"
-        "  paddock new --name api-tests --ttl 2h --ttl-action delete",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "paddock new --type small --ttl 3600",
+            "paddock new --name api-tests --ttl 2h --ttl-action delete",
+        ),
     )
     p.add_argument("--type", dest="box_type", metavar="TYPE", help="box type (see `paddock types`)")
     p.add_argument(
@@ -84,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=cmd_new)
 
     p = sub.add_parser("ls", help="list boxes", description="List boxes; * marks the current one.")
+    p.add_argument("-q", "--quiet", action="store_true", help="only names, one per line")
     add_json(p)
     p.set_defaults(run=cmd_ls)
 
@@ -94,36 +104,53 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_json(p)
     p.set_defaults(run=cmd_show)
 
-    p = sub.add_parser("use", help="make a box the current one")
+    p = sub.add_parser(
+        "use",
+        help="make a box the current one",
+        description="Make BOX the current box: the one `current` stands for in every command.",
+    )
     p.add_argument("box", metavar="BOX")
     p.set_defaults(run=cmd_use)
 
     p = sub.add_parser(
         "stop",
-        help="stop a box and snapshot its files",
-        description="Stop a box. Its files (all of its filesystem) are kept in a snapshot; "
-        "running processes and memory are not. `paddock resume` brings it back.",
+        help="stop boxes and snapshot their files",
+        description="Stop one or more boxes. A box's files (all of its filesystem) are kept "
+        "in a snapshot; running processes and memory are not. `paddock resume` brings it "
+        "back. Each box is reported; the exit code is 1 if any could not be stopped.",
     )
-    p.add_argument("box", metavar="BOX")
+    p.add_argument("boxes", nargs="+", metavar="BOX")
     add_json(p)
     p.set_defaults(run=cmd_stop)
 
-    p = sub.add_parser("resume", help="start a stopped box again (files as they were)")
-    p.add_argument("box", metavar="BOX")
+    p = sub.add_parser(
+        "resume",
+        help="start stopped boxes again (files as they were)",
+        description="Start one or more stopped boxes again, with their files as they were "
+        "(processes start fresh; the TTL clock starts again). A running box is left as it is. "
+        "Each box is reported; the exit code is 1 if any could not be resumed.",
+    )
+    p.add_argument("boxes", nargs="+", metavar="BOX")
     add_json(p)
     p.set_defaults(run=cmd_resume)
 
     p = sub.add_parser(
         "rm",
-        help="delete a box, its files and snapshots",
-        description="Delete a box with its files and snapshots. A running box needs --force. "
-        "Pull what you need first (`paddock pull`).",
+        help="delete boxes, their files and snapshots",
+        description="Delete one or more boxes with their files and snapshots. A running box "
+        "needs --force. Pull what you need first (`paddock pull`). Each box is reported; the "
+        "exit code is 1 if any could not be deleted.",
     )
-    p.add_argument("box", metavar="BOX")
+    p.add_argument("boxes", nargs="+", metavar="BOX")
     p.add_argument("-f", "--force", action="store_true", help="delete even if it is running")
     p.set_defaults(run=cmd_rm)
 
-    p = sub.add_parser("extend", help="give a box a new TTL, counted from now")
+    p = sub.add_parser(
+        "extend",
+        help="give a box a new TTL, counted from now",
+        description="Give a box a new TTL counted from now (0: no limit); a stopped box's "
+        "clock starts when it resumes.",
+    )
     p.add_argument("box", metavar="BOX")
     p.add_argument(
         "--ttl",
@@ -135,7 +162,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_json(p)
     p.set_defaults(run=cmd_extend)
 
-    p = sub.add_parser("types", help="list box types and their limits")
+    p = sub.add_parser(
+        "logs",
+        help="what a box's init and services wrote (its container's log)",
+        description="Print the box's own output: its init and the services it keeps running "
+        "(Docker inside the box, the desktop). A command's output is not here: `paddock "
+        "exec` streams it, and `exec -d` writes it to the file it names.",
+    )
+    p.add_argument("box", metavar="BOX")
+    p.add_argument(
+        "-n", "--tail", type=_count, default=0, metavar="N", help="only the last N lines"
+    )
+    p.set_defaults(run=cmd_logs)
+
+    p = sub.add_parser(
+        "types",
+        help="list box types and their limits",
+        description="The box types this server offers: CPUs, memory, processes, and what each "
+        "is for (`paddock new --type TYPE`).",
+    )
     add_json(p)
     p.set_defaults(run=cmd_types)
 
@@ -212,6 +257,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(boxes)
         return 0
+    if args.quiet:  # for scripts: `paddock rm -f $(paddock ls -q)`
+        for b in boxes:
+            print(b.name)
+        return 0
     current = ClientConfig.load().current
     rows = [
         [
@@ -244,19 +293,42 @@ def cmd_use(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_stop(args: argparse.Namespace) -> int:
+def _each(args: argparse.Namespace, act: Callable[[Client, str], Box | None]) -> int:
+    """`act` on each BOX in turn, as `docker stop A B` does: each reports for itself, one
+    failure does not keep the others from their turn, and the exit code says if any failed.
+    With --json: the box (one BOX) or a list of those that succeeded (several)."""
+    done: list[Box] = []
+    failed = False
     with client(args) as c:
-        before = c.get_box(box_ref(args.box))
+        for ref in args.boxes:
+            try:
+                box = act(c, box_ref(ref))
+            except (ConnectionFailed, AuthenticationFailed):
+                raise  # the next box would fail the same way
+            except PaddockError as exc:
+                print(f"paddock: {exc.message}", file=sys.stderr)
+                failed = True
+                continue
+            if box is not None:
+                done.append(box)
+    if getattr(args, "json", False) and (done or len(args.boxes) > 1):
+        emit_json(done if len(args.boxes) > 1 else done[0])
+    return EXIT_ERROR if failed else 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    def stop(c: Client, ref: str) -> Box:
+        before = c.get_box(ref)
         was_stopped = before.state == "stopped"
         box = before if was_stopped else c.stop_box(before.id)
-        saved = None if args.json else _saved_in(c, box)
-    if args.json:
-        emit_json(box)
-        return 0
-    status = "was already stopped" if was_stopped else "stopped"
-    keeps = f"; {saved} keeps its files" if saved else ""
-    note(f"box {box.name} {status}{keeps} (`paddock resume {box.name}`)")
-    return 0
+        if not args.json:
+            saved = _saved_in(c, box)
+            status = "was already stopped" if was_stopped else "stopped"
+            keeps = f"; {saved} keeps its files" if saved else ""
+            note(f"box {box.name} {status}{keeps} (`paddock resume {box.name}`)")
+        return box
+
+    return _each(args, stop)
 
 
 def _saved_in(c: Client, box: Box) -> str | None:
@@ -268,29 +340,32 @@ def _saved_in(c: Client, box: Box) -> str | None:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        before = c.get_box(box_ref(args.box))
+    def resume(c: Client, ref: str) -> Box:
+        before = c.get_box(ref)
         # Resuming a running box would only restart its TTL clock: say so, change nothing.
-        was_running = before.state == "running"
-        box = before if was_running else c.resume_box(before.id)
-    if args.json:
-        emit_json(box)
-    elif was_running:
-        note(f"box {box.name} is already running")
-    else:
-        note(f"box {box.name} is running" + (f" ({box.message})" if box.message else ""))
-    return 0
+        if before.state == "running":
+            if not args.json:
+                note(f"box {before.name} is already running")
+            return before
+        box = c.resume_box(before.id)
+        if not args.json:
+            note(f"box {box.name} is running" + (f" ({box.message})" if box.message else ""))
+        return box
+
+    return _each(args, resume)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    ref = box_ref(args.box)
-    with client(args) as c:
+    current = ClientConfig.load().current
+
+    def rm(c: Client, ref: str) -> None:
         box = c.get_box(ref)
         c.delete_box(box.id, force=args.force)
-    if ClientConfig.load().current == box.name:
-        set_current(None)
-    note(f"box {box.name} deleted")
-    return 0
+        if box.name == current:
+            set_current(None)
+        note(f"box {box.name} deleted")
+
+    return _each(args, rm)
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
@@ -304,6 +379,15 @@ def cmd_extend(args: argparse.Namespace) -> int:
             if box.expires_at
             else f"box {box.name} has no TTL now"
         )
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        text = c.box_logs(box_ref(args.box), tail=args.tail)
+    sys.stdout.write(text)
+    if not text:
+        note("nothing yet: the box's init and services have written nothing")
     return 0
 
 

@@ -9,8 +9,7 @@ import webbrowser
 from datetime import datetime
 from pathlib import Path
 
-from .._exceptions import InvalidRequest
-from ._common import add_json, box_ref, client
+from ._common import UsageError, add_json, box_ref, client, examples
 from ._output import emit_json, note
 
 USAGE = """paddock desktop BOX [--print-url] [--view-only] [--size WxH] [--json]
@@ -29,10 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "short-lived token for this box only. Resizing the browser resizes the desktop. "
         "For agents: click, type and key act on the desktop without a browser; look with "
         "`paddock screenshot`.",
-        epilog="examples:\n  paddock desktop current\n  paddock desktop current --print-url "
-        "--view-only\n  paddock desktop current click 640 400\n"
-        "  paddock desktop current type 'hello world'\n  paddock desktop current key ctrl+s",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "paddock desktop current",
+            "paddock desktop current --print-url --view-only",
+            "paddock desktop current click 640 400",
+            "paddock desktop current type 'hello world'",
+            "paddock desktop current key ctrl+s",
+        ),
     )
     p.add_argument("box", metavar="BOX")
     p.add_argument("action", nargs="?", choices=["click", "type", "key"], help="an input action")
@@ -48,9 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "screenshot",
         help="save a PNG of a box's desktop",
         description="Save a PNG of the box's desktop (started first if need be).",
-        epilog="examples:\n  paddock screenshot current\n  paddock screenshot current -o app.png "
-        "--size 1280x800\n  paddock screenshot current -o - | display",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "paddock screenshot current",
+            "paddock screenshot current -o app.png --size 1280x800",
+            "paddock screenshot current -o - | display",
+        ),
     )
     p.add_argument("box", metavar="BOX")
     p.add_argument(
@@ -65,20 +69,20 @@ def cmd_desktop(args: argparse.Namespace) -> int:
     with client(args) as c:
         if args.action == "click":
             if len(args.args) != 2 or not all(a.isdigit() for a in args.args):
-                raise InvalidRequest("usage: paddock desktop BOX click X Y (pixels)")
+                raise UsageError("usage: paddock desktop BOX click X Y (pixels)")
             c.desktop_click(ref, int(args.args[0]), int(args.args[1]), button=args.button)
             return 0
         if args.action in ("type", "key"):
             if len(args.args) != 1:
                 what = "TEXT" if args.action == "type" else "COMBO"
-                raise InvalidRequest(f"usage: paddock desktop BOX {args.action} {what}")
+                raise UsageError(f"usage: paddock desktop BOX {args.action} {what}")
             if args.action == "type":
                 c.desktop_type(ref, args.args[0])
             else:
                 c.desktop_key(ref, args.args[0])
             return 0
         if args.args:
-            raise InvalidRequest(f"unexpected arguments: {' '.join(args.args)}")
+            raise UsageError(f"unexpected arguments: {' '.join(args.args)}")
         link = c.desktop_link(ref, view_only=args.view_only, size=args.size)
     if args.json:
         emit_json(link)
@@ -109,12 +113,15 @@ def _open_browser(url: str) -> bool:
 
 def cmd_screenshot(args: argparse.Namespace) -> int:
     ref = box_ref(args.box)
+    out = Path(args.output or f"{ref}-{datetime.now():%Y%m%d-%H%M%S}.png")
+    if args.output != "-" and not out.absolute().parent.is_dir():
+        # Said before the desktop is started for a picture that could not be saved.
+        raise FileNotFoundError(2, "no such folder", str(out.absolute().parent))
     with client(args) as c:
         png = c.screenshot(ref, size=args.size)
     if args.output == "-":
         sys.stdout.buffer.write(png)
         return 0
-    out = Path(args.output or f"{ref}-{datetime.now():%Y%m%d-%H%M%S}.png")
     out.write_bytes(png)
     note(f"saved {out} ({len(png) // 1024} KiB)")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_json, client
+from ._common import add_json, client, nested
 from ._output import emit_json, note, size, table
 
 
@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "can be shared by several boxes, keep their data when boxes are deleted, and are "
         "never part of a snapshot, fork or restore.",
     )
-    drive = p.add_subparsers(dest="drive_command", required=True, metavar="COMMAND")
+    drive = nested(p)
     c = drive.add_parser("create", help="create an empty drive")
     c.add_argument("name", metavar="NAME")
     c.set_defaults(run=cmd_create)

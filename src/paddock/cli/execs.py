@@ -6,8 +6,7 @@ import argparse
 import os
 import sys
 
-from .._exceptions import InvalidRequest
-from ._common import box_ref, client
+from ._common import UsageError, box_ref, client, examples
 from ._output import note
 
 TYPE_CHECKING = False
@@ -23,13 +22,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "exec",
         help="run a command in a box",
         description="Run a command in a box as the box user (abc, in /config). Output streams "
-        "as it is produced; paddock exits with the command's exit code (125 when Paddock "
-        "itself fails). The command is argv, not a shell line: use bash -lc '...' for one.",
-        epilog="examples:\n  paddock exec current -- bash -lc 'cd /config/project && npm test'\n"
-        "  paddock exec -t current -- bash\n  echo hi | paddock exec current -- cat\n"
-        "  paddock exec --desktop current -- xfce4-terminal\n"
-        "  paddock exec --desktop --wait current -- xdotool getactivewindow getwindowname",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "as it is produced; paddock exits with the command's exit code: 125 when Paddock "
+        "itself fails, 126 when the command cannot run (not executable, no such working "
+        "directory or user), 127 when there is no such command, 2 for a bad command line. "
+        "The command is argv, not a shell line: use bash -lc '...' for one.",
+        epilog=examples(
+            "paddock exec current -- bash -lc 'cd /config/project && npm test'",
+            "paddock exec -t current -- bash",
+            "echo hi | paddock exec current -- cat",
+            "paddock exec -d current -- python3 -m http.server 8000",
+            "paddock exec --desktop current -- xfce4-terminal",
+            "paddock exec --desktop --wait current -- xdotool getactivewindow getwindowname",
+        ),
     )
     p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")
     p.add_argument(
@@ -51,6 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="environment variable (repeatable)",
     )
     p.add_argument("-u", "--user", help="user to run as (default abc; e.g. root)")
+    p.add_argument(
+        "-d",
+        "--detach",
+        action="store_true",
+        help="start it in the background and return at once, printing its pid in the box "
+        "(its output goes to a file in /tmp that paddock names)",
+    )
     p.add_argument(
         "--desktop",
         action="store_true",
@@ -81,7 +92,7 @@ def _env(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InvalidRequest(f"--env takes KEY=VALUE, not {pair!r}")
+            raise UsageError(f"--env takes KEY=VALUE, not {pair!r}")
         env[key] = value
     return env
 
@@ -89,12 +100,14 @@ def _env(pairs: list[str]) -> dict[str, str]:
 def cmd_exec(args: argparse.Namespace) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
-        raise InvalidRequest("no command given: paddock exec BOX -- CMD [ARGS...]")
+        raise UsageError("no command given: paddock exec BOX -- CMD [ARGS...]")
     if args.desktop:
         return _on_desktop(args, cmd)
     if args.wait:
-        raise InvalidRequest("--wait goes with --desktop (a plain exec always waits)")
+        raise UsageError("--wait goes with --desktop (a plain exec always waits)")
     options = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
+    if args.detach:
+        return _detached(args, cmd, **options)
     with _signals_end_the_command():
         if args.tty or args.interactive or (not args.no_stdin and _stdin_is_data()):
             return _interactive(args, cmd, tty=args.tty, **options)
@@ -152,9 +165,39 @@ class _signals_end_the_command:
             raise SystemExit(128 + exc.signum)
 
 
+# A detached command gets a session of its own (no hangup when the exec ends), stdin from
+# /dev/null and a log file; `$!` is its pid: a background job of a non-interactive shell
+# leads no process group, so setsid makes the session without forking again.
+_DETACH = (
+    'command -v "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
+    "log=$(mktemp /tmp/paddock-exec-XXXXXX.log) || exit 126; "
+    'setsid "$@" >"$log" 2>&1 </dev/null & echo "$! $log"'
+)
+
+
+def _detached(args: argparse.Namespace, cmd: list[str], **options: Any) -> int:
+    if args.tty or args.interactive:
+        raise UsageError("-d runs the command without a terminal or stdin (not with -t or -i)")
+    ref = box_ref(args.box)
+    with client(args) as c:
+        result = c.exec(ref, ["/bin/sh", "-c", _DETACH, "sh", *cmd], **options)
+    if result.exit_code != 0:
+        sys.stderr.write(result.stderr)
+        return result.exit_code
+    pid, log = result.stdout.split()
+    print(pid)
+    note(
+        f"started {cmd[0]} in box {ref} as pid {pid}; its output goes to {log} there "
+        f"(stop it with `paddock exec {ref} -- kill {pid}`)"
+    )
+    return 0
+
+
 def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:
+    if args.detach:
+        raise UsageError("--desktop already returns once the program started (no -d)")
     if args.tty or args.interactive or args.user:
-        raise InvalidRequest("--desktop runs as the box user, without a terminal or stdin")
+        raise UsageError("--desktop runs as the box user, without a terminal or stdin")
     ref = box_ref(args.box)
     with client(args) as c:
         result = c.exec_desktop(ref, cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir)

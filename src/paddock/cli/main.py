@@ -1,11 +1,25 @@
-"""Entry point of `paddock`: parse, run one command, turn errors into messages."""
+"""Entry point of `paddock`: parse, run one command, turn errors into messages and exit
+codes (the table in docs/cli.md)."""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 
 from .._version import __version__
+from ._common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR,
+    EXIT_EXEC_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    PaddockParser,
+    UsageError,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 DESCRIPTION = """Paddock: isolated Linux boxes for coding agents, on your own server.
 
@@ -15,15 +29,17 @@ Start here:
   paddock exec current -- bash -lc 'cd /config/project && npm test'
   paddock stop current                         stop it; its files are kept
 
-BOX is a box name, an id prefix, or `current`."""
+BOX is a box name, an id prefix, or `current`. `paddock help COMMAND` explains one."""
 
 
 # Which module registers each command. A run builds only the parser it needs: on a small
 # VPS building every subcommand costs ~40 ms, a third of a `paddock exec`.
 COMMANDS = {
-    **dict.fromkeys(["new", "ls", "show", "use", "stop", "resume", "rm", "extend", "types"], "box"),
+    **dict.fromkeys(
+        ["new", "ls", "show", "use", "stop", "resume", "rm", "extend", "types", "logs"], "box"
+    ),
     **dict.fromkeys(["exec", "shell"], "execs"),
-    **dict.fromkeys(["push", "pull"], "files"),
+    **dict.fromkeys(["push", "pull", "cp"], "files"),
     **dict.fromkeys(["snapshot", "snapshots", "restore", "fork"], "snapshot"),
     "drive": "drive",
     "network": "network",
@@ -33,24 +49,29 @@ COMMANDS = {
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
     **dict.fromkeys(["login", "status", "image"], "server"),
+    **dict.fromkeys(["version", "help", "completion"], "meta"),
 }
+# Commands whose failures are reported like `docker exec`'s (125), apart from the
+# command's own exit code.
+EXEC_COMMANDS = frozenset({"exec", "shell"})
 
 
-def parser(command: str | None = None) -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> PaddockParser:
     from importlib import import_module
 
-    p = argparse.ArgumentParser(
-        prog="paddock",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = PaddockParser(prog="paddock", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"paddock {__version__}")
     p.add_argument("--url", help="server URL (default: from `paddock login`, or PADDOCK_URL)")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=PaddockParser)
     wanted = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
     for name in wanted:
         import_module(f"paddock.cli.{name}").register(sub)
     return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line as a namespace; argparse exits 2 on a bad one."""
+    return parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,38 +79,62 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # the fastest path: no parser, no imports
         print(f"paddock {__version__}")
         return 0
-    command = next((a for a in argv if not a.startswith("-")), None)
-    p = parser(command)
-    if command == "prompt":
-        # `paddock prompt BOX --agent X "do this"`: argparse has matched the positionals
-        # before the options, so the instruction after them comes back as extra words.
-        args, extra = p.parse_known_args(argv)
-        if any(word.startswith("-") for word in extra) or (extra and args.instruction):
-            p.error(f"unrecognized arguments: {' '.join(extra)}")
-        if extra:
-            args.instruction = " ".join(extra)
-    else:
-        args = p.parse_args(argv)
-    if not getattr(args, "run", None):
-        p.print_help()
-        return 2
-    from .._exceptions import ConnectionFailed, PaddockError
-
+    args = None
     try:
+        args = parse(argv)
+        if not getattr(args, "run", None):
+            parser().print_help(sys.stderr)
+            return EXIT_USAGE
         code: int = args.run(args)
         return code
-    except ConnectionFailed as exc:
-        print(
-            f"paddock: {exc.message}\n  Is paddockd running? On the server: `sudo ./install.sh` "
-            "(or `sudo paddockd serve`); elsewhere: `paddock login URL`.",
-            file=sys.stderr,
-        )
-    except PaddockError as exc:
-        print(f"paddock: {exc.message}", file=sys.stderr)
+    except Exception as exc:
+        return _report(exc, getattr(args, "command", None))
     except KeyboardInterrupt:
         print("paddock: interrupted", file=sys.stderr)
-        return 130
-    return 125 if getattr(args, "command", None) == "exec" else 1
+        return EXIT_INTERRUPTED
+
+
+def _report(exc: Exception, command: str | None) -> int:
+    """One short message on stderr for anything that went wrong, and its exit code. A
+    traceback is for Paddock's developers: PADDOCK_DEBUG=1 shows it."""
+    from .._exceptions import ConnectionFailed, PaddockError
+
+    failed = EXIT_EXEC_FAILED if command in EXEC_COMMANDS else EXIT_ERROR
+    if isinstance(exc, BrokenPipeError):
+        # The reader went away (`| head`): say nothing, and keep the interpreter's final
+        # flush from failing again on the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    if os.environ.get("PADDOCK_DEBUG"):
+        raise exc
+    if isinstance(exc, UsageError):
+        where = f"paddock {command}" if command else "paddock"
+        hint = "" if "--help" in exc.message else f"\nSee `{where} --help`."
+        _say(f"{where}: {exc.message}{hint}")
+        return EXIT_USAGE
+    if isinstance(exc, ConnectionFailed):
+        _say(
+            f"paddock: {exc.message}\n  Is paddockd running? On the server: `sudo ./install.sh` "
+            "(or `sudo paddockd serve`); elsewhere: `paddock login URL`."
+        )
+    elif isinstance(exc, PaddockError):
+        _say(f"paddock: {exc.message}")
+    elif isinstance(exc, OSError):  # a local file or folder: the path and the reason
+        where = f": {exc.filename}" if exc.filename else ""
+        _say(f"paddock: {exc.strerror or exc}{where}")
+    elif isinstance(exc, EOFError):
+        _say("paddock: stdin ended before the input this command needs")
+    else:
+        _say(
+            f"paddock: unexpected error: {type(exc).__name__}: {exc} "
+            "(PADDOCK_DEBUG=1 shows where; please report it)"
+        )
+    return failed
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def run() -> None:

@@ -18,8 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "prompt. "
         "Uses the server and token of `paddock login` (or PADDOCK_URL/PADDOCK_TOKEN). "
         "Needs the `mcp` package: pip install 'paddock[mcp]'.",
-        epilog="example (Claude Code):\n  claude mcp add paddock -- paddock mcp",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="to add it to Claude Code:\n  claude mcp add paddock -- paddock mcp",
     )
     p.set_defaults(run=cmd_mcp)
 

@@ -7,25 +7,18 @@ import argparse
 from typing import TYPE_CHECKING
 
 from .._exceptions import InvalidRequest
-from ._common import add_json, box_ref, client
+from ._common import UsageError, add_json, box_ref, client, examples, nested
 from ._output import emit_json, note
 
 if TYPE_CHECKING:
     from .._client import Client
     from .._models import EgressEvent
 
-USAGE = """paddock network [--json] BOX
-       paddock network BOX allow-all | deny-all
-       paddock network BOX allow TARGET... | allow --add TARGET... [--remove TARGET...]
-       paddock network log BOX [--follow] [--limit N] [--json]
-       paddock network suggest BOX [--json]"""
-
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "network",
-        help="show or change a box's egress policy; its egress log; a suggested allowlist",
-        usage=USAGE,
+        help="a box's egress policy, its egress log, a suggested allowlist",
         description="Egress policy of a box: allow-all (default), deny-all (new outbound "
         "connections refused; open ones may finish), or an allowlist of IPv4 addresses, "
         "CIDRs, domains and *.wildcard domains (a wildcard covers the names below it, not "
@@ -33,52 +26,92 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "can use: allowed names resolve and their addresses are admitted for the answer's "
         "TTL; other names do not resolve. Cloud metadata, other boxes and the host's own "
         "services are always refused. Changes apply at once to a running box.\n\n"
+        "  paddock network [policy] BOX [allow-all | deny-all | allow TARGET...]\n"
+        "  paddock network log BOX [--follow] [--limit N] [--json]\n"
+        "  paddock network suggest BOX [--json]\n\n"
         "`network log` lists what the box looked up and tried to reach, with the verdict; "
         "`network suggest` proposes an allowlist covering it (run the box under allow-all, "
         "do the work, then lock it down).",
-        epilog="examples:\n  paddock network current\n  paddock network current deny-all\n"
-        "  paddock network current allow registry.npmjs.org '*.github.com' 198.18.0.0/16\n"
-        "  paddock network current allow --add pypi.org --remove 198.18.0.0/16\n"
-        "  paddock network log current --follow\n"
-        "  paddock network current allow $(paddock network suggest current)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "paddock network current",
+            "paddock network current deny-all",
+            "paddock network current allow registry.npmjs.org '*.github.com' 198.18.0.0/16",
+            "paddock network current allow --add pypi.org --remove 198.18.0.0/16",
+            "paddock network log current --limit 20",
+            "paddock network current allow $(paddock network suggest current)",
+        ),
     )
-    p.add_argument("words", nargs="+", metavar="BOX [MODE [TARGET...]]")
-    p.add_argument(
+    network = nested(p, default="policy")
+    policy = network.add_parser(
+        "policy",
+        help="show or set a box's egress policy (the default)",
+        description="Show a box's egress policy, or set it: allow-all, deny-all, or allow "
+        "TARGET... (IPv4 addresses, CIDRs, domains, *.domains). --add and --remove edit the "
+        "allowlist it has; removing what is not there is an error.",
+    )
+    policy.add_argument("box", metavar="BOX")
+    policy.add_argument("mode", nargs="?", choices=MODES, metavar="MODE", help=", ".join(MODES))
+    policy.add_argument("targets", nargs="*", metavar="TARGET", help="with allow: the allowlist")
+    policy.add_argument(
         "--add", nargs="+", default=[], metavar="TARGET", help="with allow: add to the allowlist"
     )
-    p.add_argument(
+    policy.add_argument(
         "--remove", nargs="+", default=[], metavar="TARGET", help="with allow: remove from it"
     )
-    p.add_argument("-f", "--follow", action="store_true", help="with log: keep printing")
-    p.add_argument("--limit", type=int, default=0, help="with log: only the last N entries")
-    add_json(p)
-    p.set_defaults(run=cmd_network)
+    add_json(policy)
+    policy.set_defaults(run=cmd_policy)
+
+    log = network.add_parser(
+        "log",
+        help="what a box looked up and tried to reach, with the verdicts",
+        description="The box's egress log: every name it looked up and every destination it "
+        "tried, allowed or refused, oldest first.",
+    )
+    log.add_argument("box", metavar="BOX")
+    log.add_argument("-f", "--follow", action="store_true", help="keep printing new entries")
+    log.add_argument("--limit", type=int, default=0, metavar="N", help="only the last N entries")
+    add_json(log)
+    log.set_defaults(run=cmd_log)
+
+    suggest = network.add_parser(
+        "suggest",
+        help="an allowlist covering what a box used",
+        description="Propose an allowlist covering what the box's egress log shows it used: "
+        "the names it resolved (three or more siblings become *.parent) and /32s for "
+        "addresses it reached without a name.",
+    )
+    suggest.add_argument("box", metavar="BOX")
+    add_json(suggest)
+    suggest.set_defaults(run=cmd_suggest)
 
 
-def cmd_network(args: argparse.Namespace) -> int:
-    words: list[str] = args.words
-    if words[0] in ("log", "suggest") and len(words) == 2:
-        with client(args) as c:
-            ref = box_ref(words[1])
-            return show_log(c, ref, args) if words[0] == "log" else show_suggestion(c, ref, args)
-    if words[0] in ("log", "suggest"):
-        raise InvalidRequest(f"usage: paddock network {words[0]} BOX")
-    return set_or_show(args, words[0], words[1] if len(words) > 1 else None, words[2:])
+MODES = ("allow-all", "deny-all", "allow")
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    return set_or_show(args, args.box, args.mode, args.targets)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        return show_log(c, box_ref(args.box), args)
+
+
+def cmd_suggest(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        return show_suggestion(c, box_ref(args.box), args)
 
 
 def set_or_show(args: argparse.Namespace, box: str, mode: str | None, targets: list[str]) -> int:
-    if mode not in (None, "allow-all", "deny-all", "allow"):
-        raise InvalidRequest(f"unknown network mode {mode!r}: use allow-all, deny-all or allow")
     if mode is None and (targets or args.add or args.remove):
-        raise InvalidRequest("targets need a mode: paddock network BOX allow TARGET...")
+        raise UsageError("targets need a mode: paddock network BOX allow TARGET...")
     ref = box_ref(box)
     with client(args) as c:
         if mode is None:
             spec = c.get_network(ref)
         elif mode != "allow":
             if targets or args.add or args.remove:
-                raise InvalidRequest(f"{mode} takes no targets")
+                raise UsageError(f"{mode} takes no targets")
             spec = c.set_network(ref, mode)
         else:
             if args.add or args.remove:
@@ -86,7 +119,7 @@ def set_or_show(args: argparse.Namespace, box: str, mode: str | None, targets: l
                 have = now.allow if now.mode == "allowlist" else []
                 targets = edited(ref, [*have, *targets, *args.add], args.remove)
             if not targets:
-                raise InvalidRequest(
+                raise UsageError(
                     "an empty allowlist is deny-all: say `paddock network "
                     f"{ref} deny-all` if that is what you want"
                 )

@@ -7,36 +7,36 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .._exceptions import InvalidRequest
-from ._common import add_json, box_ref, client
+from ._common import AGENTS, UsageError, add_json, box_ref, client, examples, nested
 from ._output import duration, emit_json, note, since, table
 
 if TYPE_CHECKING:
     from .._client import Client
-
-RUNS_USAGE = """paddock runs BOX [--json]
-       paddock runs follow RUN | show RUN | stop RUN"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "prompt",
         help="run a coding agent headless in a box",
-        description="Run a coding agent (claude, codex, opencode, pi, kimi; prime is a one-shot\n"
-        "chat) in the box without a terminal, with only its provider's key (`paddock auth\n"
-        "set`), and stream its output; exit with the agent's exit code. The run goes on if\n"
-        "you disconnect: `paddock runs follow RUN` re-attaches. The instruction is an\n"
-        "argument or stdin.",
-        epilog="examples:\n  paddock prompt current 'add a test for the parser and make it pass'\n"
-        "  paddock prompt current --agent codex --workdir /config/project < task.md\n"
-        "  paddock prompt current --detach 'upgrade the dependencies'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=f"Run a coding agent ({', '.join(AGENTS)}; prime is a one-shot chat) in "
+        "the box without a terminal, with only its provider's key (`paddock auth set`), and "
+        "stream its output; exit with the agent's exit code. The run goes on if you "
+        "disconnect: `paddock runs follow RUN` re-attaches. The instruction is an argument "
+        "or stdin.",
+        epilog=examples(
+            "paddock prompt current 'add a test for the parser and make it pass'",
+            "paddock prompt current --agent codex --workdir /config/project < task.md",
+            "paddock prompt current --detach 'upgrade the dependencies'",
+        ),
+        intermixed=True,
     )
     p.add_argument("box", metavar="BOX")
-    p.add_argument("instruction", nargs="?", metavar="INSTRUCTION", help="default: stdin")
+    p.add_argument(
+        "instruction", nargs="*", metavar="INSTRUCTION", help="its words (default: stdin)"
+    )
     p.add_argument(
         "--agent",
-        help="claude, codex, opencode, pi, kimi or prime (default: the box's, else the server's)",
+        help=f"{', '.join(AGENTS)} (default: the box's, else the server's)",
     )
     p.add_argument("-w", "--workdir", metavar="DIR", help="where the agent works (default /config)")
     p.add_argument("--model", help="the model, in the agent's own naming")
@@ -49,22 +49,53 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "runs",
         help="a box's agent runs; follow, show or stop one",
-        usage=RUNS_USAGE,
-        description="List a box's agent runs, or follow (re-attach to), show (the full log) "
-        "or stop one.",
+        description="List a box's agent runs, or follow (re-attach to), show or stop one:\n"
+        "  paddock runs [ls] BOX [--json]\n"
+        "  paddock runs follow RUN | show RUN [--json] | stop RUN",
     )
-    p.add_argument("words", nargs="+", metavar="BOX | follow RUN | show RUN | stop RUN")
-    # show: the log so far (a running run is not waited for); follow: until it ends.
-    add_json(p)
-    p.set_defaults(run=cmd_runs)
+    runs = nested(p, default="ls")
+    ls = runs.add_parser(
+        "ls",
+        help="a box's runs (the default)",
+        description="A box's agent runs: agent, status, start, duration, instruction.",
+    )
+    ls.add_argument("box", metavar="BOX")
+    add_json(ls)
+    ls.set_defaults(run=cmd_runs)
+    follow = runs.add_parser(
+        "follow",
+        help="print a run's output so far, then the rest until it ends",
+        description="Re-attach to a run: its output so far, then the rest as it comes; exits "
+        "with the agent's exit code. Leaving (Ctrl-C) does not stop the run.",
+    )
+    follow.add_argument("run_id", metavar="RUN")
+    follow.set_defaults(run=cmd_follow, live=True)
+    show = runs.add_parser(
+        "show",
+        help="print a run's output so far (without waiting)",
+        description="A run's output so far (a running run is not waited for); --json: the "
+        "run's record instead.",
+    )
+    show.add_argument("run_id", metavar="RUN")
+    add_json(show)
+    show.set_defaults(run=cmd_follow, live=False)
+    stop = runs.add_parser(
+        "stop",
+        help="stop a run",
+        description="Stop a run: TERM, then KILL after 5 s, to the agent and all it started.",
+    )
+    stop.add_argument("run_id", metavar="RUN")
+    stop.set_defaults(run=cmd_stop)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
-    instruction = args.instruction
+    instruction = " ".join(args.instruction) if args.instruction else None
     if instruction is None:
         if sys.stdin.isatty():
-            raise InvalidRequest("no instruction: give it as an argument or on stdin")
+            raise UsageError("no instruction: give it as an argument or on stdin")
         instruction = sys.stdin.read()
+    if not instruction.strip():
+        raise UsageError("the instruction is empty: give it as an argument or on stdin")
     with client(args) as c:
         run = c.start_run(
             box_ref(args.box),
@@ -95,22 +126,24 @@ def _follow(c: Client, run_id: str, live: bool = True) -> int:
     return code
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
-    words: list[str] = args.words
+def cmd_stop(args: argparse.Namespace) -> int:
     with client(args) as c:
-        if words[0] in ("follow", "show", "stop") and len(words) == 2:
-            action, run_id = words
-            if action == "stop":
-                run = c.stop_run(run_id)
-                note(f"run {run.id}: {run.status}")
-                return 0
-            if action == "show" and args.json:
-                emit_json(c.get_run(run_id))
-                return 0
-            return _follow(c, run_id, live=action == "follow")
-        if len(words) != 1:
-            raise InvalidRequest("usage: " + RUNS_USAGE)
-        runs = c.list_runs(box_ref(words[0]))
+        run = c.stop_run(args.run_id)
+    note(f"run {run.id}: {run.status}")
+    return 0
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        if getattr(args, "json", False):
+            emit_json(c.get_run(args.run_id))
+            return 0
+        return _follow(c, args.run_id, live=args.live)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        runs = c.list_runs(box_ref(args.box))
     if args.json:
         emit_json(runs)
         return 0

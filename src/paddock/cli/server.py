@@ -7,7 +7,7 @@ import os
 import sys
 
 from .._config import ClientConfig
-from ._common import add_json, client
+from ._common import UsageError, add_json, client, nested
 from ._output import emit_json, note
 
 
@@ -22,12 +22,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--token-stdin", action="store_true", help="read the token from stdin")
     p.set_defaults(run=cmd_login)
 
-    p = sub.add_parser("status", help="server, engine, runtime profile and capacity")
+    p = sub.add_parser(
+        "status",
+        help="server, engine, runtime profile and capacity",
+        description="The server's version, its box engine and runtime profile, the box image, "
+        "box counts, and capacity used and left. Exits 1 when the engine is down.",
+    )
     add_json(p)
     p.set_defaults(run=cmd_status)
 
-    p = sub.add_parser("image", help="the box image")
-    image = p.add_subparsers(dest="image_command", required=True, metavar="COMMAND")
+    p = sub.add_parser(
+        "image",
+        help="the box image",
+        description="The image every box starts from, built on the server.",
+    )
+    image = nested(p)
     b = image.add_parser("build", help="build (or refresh) the box image on the server")
     b.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     b.add_argument("--rebuild-base", action="store_true", help="make a fresh base with mmdebstrap")
@@ -40,15 +49,30 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     b.set_defaults(run=cmd_image_build)
 
 
-def cmd_login(args: argparse.Namespace) -> int:
-    import getpass
+def _token(from_stdin: bool) -> str:
+    """The token from stdin, PADDOCK_TOKEN, or a hidden prompt; never the command line."""
+    if from_stdin:
+        token = sys.stdin.readline().strip()
+    elif os.environ.get("PADDOCK_TOKEN"):
+        token = os.environ["PADDOCK_TOKEN"].strip()
+    elif not sys.stdin.isatty():
+        raise UsageError(
+            "no terminal to ask for the token on: pipe it in with "
+            "`paddock login URL --token-stdin`, or set PADDOCK_TOKEN"
+        )
+    else:
+        import getpass
 
+        token = getpass.getpass("API token: ").strip()
+    if not token:
+        raise UsageError("the token is empty (on the server: `sudo paddockd token create`)")
+    return token
+
+
+def cmd_login(args: argparse.Namespace) -> int:
     from .. import Client
 
-    if args.token_stdin:
-        token = sys.stdin.readline().strip()
-    else:
-        token = os.environ.get("PADDOCK_TOKEN") or getpass.getpass("API token: ").strip()
+    token = _token(args.token_stdin)
     url = args.server_url.rstrip("/")
     with Client(url=url, token=token) as c:
         status = c.status()

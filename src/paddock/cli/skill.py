@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ._common import examples
 from ._output import note
 
 # Where each agent reads user-level skills (Agent Skills format: a folder with SKILL.md).
@@ -25,9 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="The Paddock skill teaches a coding agent to use boxes through this CLI "
         "(create, push, exec, screenshot, pull, stop). `install` puts it where each agent "
         "looks for skills (all of them unless --agent).",
-        epilog="examples:\n  paddock skill install\n  paddock skill install --agent claude\n"
-        "  paddock skill --print",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "paddock skill install", "paddock skill install --agent claude", "paddock skill --print"
+        ),
     )
     p.add_argument("action", nargs="?", choices=["install"], help="install it")
     p.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_json, box_ref, client
+from ._common import add_json, box_ref, client, nested
 from ._output import emit_json, note, since, size, table
 
 
@@ -23,14 +23,30 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser(
         "snapshots",
-        help="list a box's snapshots, or `snapshots rm BOX SNAP`",
-        description="List a box's snapshots (newest first; * marks the one its files were "
-        "last saved to), or delete one with `paddock snapshots rm BOX SNAP`.",
-        usage="paddock snapshots [--json] BOX\n       paddock snapshots rm BOX SNAP",
+        help="list a box's snapshots, or delete one",
+        description="List a box's snapshots, or delete one:\n"
+        "  paddock snapshots [ls] BOX [--json]\n"
+        "  paddock snapshots rm BOX SNAP",
     )
-    p.add_argument("words", nargs="+", metavar="BOX | rm BOX SNAP")
-    add_json(p)
-    p.set_defaults(run=cmd_snapshots)
+    snapshots = nested(p, default="ls")
+    ls = snapshots.add_parser(
+        "ls",
+        help="list a box's snapshots (the default)",
+        description="List a box's snapshots, newest first: id, label, kind, age, size; * marks "
+        "the one its files were last saved to.",
+    )
+    ls.add_argument("box", metavar="BOX")
+    add_json(ls)
+    ls.set_defaults(run=cmd_snapshots)
+    rm = snapshots.add_parser(
+        "rm",
+        help="delete a snapshot",
+        description="Delete a box's snapshot. The one a box's files stand on (or a fork's) "
+        "is refused until it is not needed.",
+    )
+    rm.add_argument("box", metavar="BOX")
+    rm.add_argument("snap", metavar="SNAP", help="snapshot id or label")
+    rm.set_defaults(run=cmd_snapshots_rm)
 
     p = sub.add_parser(
         "restore",
@@ -69,20 +85,17 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_snapshots(args: argparse.Namespace) -> int:
-    words = args.words
-    if words[0] == "rm":
-        if len(words) != 3:
-            raise SystemExit("usage: paddock snapshots rm BOX SNAP")
-        ref = box_ref(words[1])
-        with client(args) as c:
-            c.delete_snapshot(ref, words[2])
-        note(f"snapshot {words[2]} of box {ref} deleted")
-        return 0
-    if len(words) != 1:
-        raise SystemExit("usage: paddock snapshots [--json] BOX")
+def cmd_snapshots_rm(args: argparse.Namespace) -> int:
+    ref = box_ref(args.box)
     with client(args) as c:
-        snaps = c.list_snapshots(box_ref(words[0]))
+        c.delete_snapshot(ref, args.snap)
+    note(f"snapshot {args.snap} of box {ref} deleted")
+    return 0
+
+
+def cmd_snapshots(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        snaps = c.list_snapshots(box_ref(args.box))
     if args.json:
         emit_json(snaps)
         return 0

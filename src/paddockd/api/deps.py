@@ -49,7 +49,8 @@ async def authenticate(conn: HTTPConnection) -> None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized(
-            "missing API token: run `paddock login URL --token TOKEN` or set PADDOCK_TOKEN"
+            "missing API token: run `paddock login URL` (it asks for the token; "
+            "`--token-stdin` reads it from a pipe) or set PADDOCK_TOKEN"
         )
     if not await services(conn).tokens.verify(token.strip()):
         raise Unauthorized("the API token was not accepted (wrong, or revoked)")

@@ -137,6 +137,10 @@ class Runtime(Protocol):
 
     async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess: ...
 
+    async def logs(self, cid: str, tail: int = 0) -> str:
+        """The container's output (its init and services); the last `tail` lines, 0: all."""
+        ...
+
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None: ...
 
     async def get_archive(

@@ -37,6 +37,7 @@ from .base import (
     Profile,
     VolumeInfo,
 )
+from .exec_start import StartChecked
 from .idmap import IdMap, box_owned, first_member
 
 T = TypeVar("T")
@@ -379,8 +380,8 @@ class DockerRuntime:
         return await self._run(work)
 
     # -- exec -------------------------------------------------------------------------
-    async def exec(self, cid: str, spec: ExecSpec) -> _DockerExec:
-        def work() -> _DockerExec:
+    async def exec(self, cid: str, spec: ExecSpec) -> StartChecked:
+        def work() -> StartChecked:
             created = self.api.exec_create(
                 cid,
                 spec.cmd,
@@ -394,9 +395,16 @@ class DockerRuntime:
             )
             exec_id = created["Id"]
             sock = self.api.exec_start(exec_id, tty=spec.tty, socket=True)
-            return _DockerExec(self, exec_id, sock, spec.tty)
+            return StartChecked(_DockerExec(self, exec_id, sock, spec.tty))
 
         return await self._run(work)
+
+    async def logs(self, cid: str, tail: int = 0) -> str:
+        """The container's output (the box's init and services), or its last `tail` lines."""
+        data = await self._run(
+            lambda: self.api.logs(cid, stdout=True, stderr=True, tail=tail or "all")
+        )
+        return bytes(data).decode(errors="replace")
 
     # -- files ------------------------------------------------------------------------
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:

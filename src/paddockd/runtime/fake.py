@@ -161,6 +161,11 @@ class FakeRuntime:
         self.execs.append(spec)
         return FakeExec(spec)
 
+    async def logs(self, cid: str, tail: int = 0) -> str:
+        self._maybe_fail("logs")
+        lines: list[str] = self._get(cid).get("log", [])  # set by a test
+        return "".join(lines[-tail:] if tail else lines)
+
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
         self._get(cid)
         self.files[(cid, path)] = b"".join([c async for c in chunks])

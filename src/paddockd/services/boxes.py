@@ -264,6 +264,17 @@ class BoxService:
             stopped, message=f"stopped by its TTL at {when:%Y-%m-%d %H:%M:%S} UTC"
         )
 
+    async def logs(self, ref: str, tail: int = 0) -> str:
+        """What the box's init and services wrote (its container's log), or the last
+        `tail` lines; kept while the box is stopped, started afresh by a restore."""
+        box = await self.resolve(ref)
+        if box.container_id is None:
+            return ""
+        try:
+            return await self._rt.logs(box.container_id, tail)
+        except NotFound:  # the container is being rebuilt from a snapshot
+            return ""
+
     # -- inside a box -----------------------------------------------------------------
     async def running(self, ref: str) -> Box:
         """The box, if it is running; otherwise a clear error (with how to resume)."""

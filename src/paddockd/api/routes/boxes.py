@@ -1,8 +1,11 @@
-"""/v1/boxes: create, list, show, stop, resume, extend, delete (network: routes/network.py)."""
+"""/v1/boxes: create, list, show, stop, resume, extend, delete, and a box's own log
+(network: routes/network.py)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 
 from paddock._models import Box as BoxModel
 from paddock._models import BoxCreate, BoxList, ExtendRequest, NetworkSpec
@@ -74,6 +77,20 @@ async def resume_box(ref: str, svc: Svc) -> BoxModel:
 @router.post("/{ref}/extend", response_model=BoxModel, summary="Set a new TTL, counted from now")
 async def extend_box(ref: str, body: ExtendRequest, svc: Svc) -> BoxModel:
     return await present(svc, await svc.boxes.extend(ref, body.ttl))
+
+
+@router.get(
+    "/{ref}/logs",
+    response_class=Response,
+    summary="The box's own output: its init and services (its container's log)",
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def box_logs(
+    ref: str,
+    svc: Svc,
+    tail: Annotated[int, Query(ge=0, description="only the last N lines (0: all)")] = 0,
+) -> Response:
+    return Response(await svc.boxes.logs(ref, tail), media_type="text/plain; charset=utf-8")
 
 
 @router.delete("/{ref}", status_code=204, summary="Delete a box, its container and snapshots")

@@ -177,7 +177,9 @@ def test_logs_show_what_the_box_itself_wrote(
     box = named("logs")
     cli("new", "--name", box, "--ttl", "600", check=True)
     # What the box's init writes reaches the container's log: write as it would.
-    server.sh(box, "echo first-line > /proc/1/fd/1; echo last-line > /proc/1/fd/2", user="root")
+    # (stdout and stderr are two pipes: the pause keeps their lines in this order.)
+    script = "echo first-line > /proc/1/fd/2; sleep 1; echo last-line > /proc/1/fd/1"
+    server.sh(box, script, user="root")
     logs = cli("logs", box, check=True).stdout
     assert "first-line" in logs and "last-line" in logs
     assert cli("logs", "-n", "1", box, check=True).stdout == "last-line\n"

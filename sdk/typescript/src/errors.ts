@@ -95,6 +95,28 @@ const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
   ].map((cls) => [cls.code, cls]),
 );
 
+/** An error without Paddock's body: another web server, or a proxy in front of one. */
+function notPaddock(
+  status: number,
+  body: unknown,
+  { server, path }: { server?: string; path?: string },
+): ServerError {
+  const at = path ? ` for ${path}` : "";
+  if (status === 404 || status === 405) {
+    // Paddock knows every /v1 path it is asked for.
+    const what = `${server ?? "the URL"} does not look like a Paddock server`;
+    return new ServerError(`${what} (HTTP ${status}${at})`, { status });
+  }
+  const text = String(typeof body === "string" ? body : JSON.stringify(body))
+    .split(/\s+/)
+    .filter(Boolean)
+    .join(" ")
+    .slice(0, 200);
+  return new ServerError(`server answered HTTP ${status}${at}${text ? `: ${text}` : ""}`, {
+    status,
+  });
+}
+
 // Codes added by a newer server still land in the right branch of the tree.
 const BY_STATUS: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [401, AuthenticationFailed],
@@ -104,16 +126,16 @@ const BY_STATUS: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [503, EngineUnavailable],
 ]);
 
-/** Turn an API error body (`{"error": {"code", "message", "details"}}`) into an exception. */
-export function errorFromBody(status: number, body: unknown): PaddockError {
+/** Turn an API error body (`{"error": {"code", "message", "details"}}`) into an exception.
+ * `where` (the server and the request's path) names what answered when it is not Paddock. */
+export function errorFromBody(
+  status: number,
+  body: unknown,
+  where: { server?: string; path?: string } = {},
+): PaddockError {
   const err =
     typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
-  if (typeof err !== "object" || err === null) {
-    const text = typeof body === "string" ? body : JSON.stringify(body);
-    return new ServerError(`server answered HTTP ${status}: ${String(text).slice(0, 200)}`, {
-      status,
-    });
-  }
+  if (typeof err !== "object" || err === null) return notPaddock(status, body, where);
   const {
     code: rawCode,
     message,

@@ -73,7 +73,7 @@ export class Transport {
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await this.attempt(req);
-        if ((res.statusCode ?? 0) >= 400) throw await this.error(res);
+        if ((res.statusCode ?? 0) >= 400) throw await this.error(res, req.path);
         return res;
       } catch (err) {
         const retry =
@@ -175,7 +175,7 @@ export class Transport {
     });
   }
 
-  private async error(res: http.IncomingMessage): Promise<PaddockError> {
+  private async error(res: http.IncomingMessage, path: string): Promise<PaddockError> {
     const status = res.statusCode ?? 0;
     const text = (await readAll(res)).toString("utf8");
     let parsed: unknown = text;
@@ -184,7 +184,7 @@ export class Transport {
     } catch {
       // Not JSON (a proxy's error page): errorFromBody shows its start.
     }
-    return errorFromBody(status, parsed);
+    return errorFromBody(status, parsed, { server: this.url, path });
   }
 }
 

@@ -87,7 +87,10 @@ test("API errors become the error tree; other error bodies a ServerError or by s
     return true;
   });
   await assert.rejects(t.call({ method: "GET", path: "/teapot" }), ServerError); // no JSON body
-  await assert.rejects(t.call({ method: "GET", path: "/proxy" }), /HTTP 502: <html>bad gateway/);
+  await assert.rejects(
+    t.call({ method: "GET", path: "/proxy" }),
+    /HTTP 502 for \/proxy: <html>bad gateway/,
+  );
   t.close();
 });
 

@@ -91,6 +91,18 @@ test("errorFromBody maps codes, and unknown codes by status", () => {
   assert.deepEqual(e.details, { x: 1 });
 });
 
+test("an answer that is not Paddock's names the URL, as the Python SDK does", () => {
+  const where = { server: "http://example.test", path: "/v1/status" };
+  assert.equal(
+    sdk.errorFromBody(404, "", where).message,
+    "http://example.test does not look like a Paddock server (HTTP 404 for /v1/status)",
+  );
+  assert.equal(
+    sdk.errorFromBody(502, "<html>\n  Bad   Gateway</html>", { path: "/v1/boxes" }).message,
+    "server answered HTTP 502 for /v1/boxes: <html> Bad Gateway</html>",
+  );
+});
+
 test("VERSION is package.json's", () => {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
   assert.equal(sdk.VERSION, pkg.version);

@@ -125,11 +125,17 @@ class Server:
         return [PADDOCK, *args]
 
     def cli(
-        self, *args: str, stdin: bytes | None = None, check: bool = False, timeout: float = 300
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        check: bool = False,
+        timeout: float = 300,
+        cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [PADDOCK, *args],
             env=self.env,
+            cwd=cwd,
             capture_output=True,
             timeout=timeout,
             input=stdin.decode() if stdin is not None else None,
@@ -172,8 +178,8 @@ class Server:
             subprocess.run(["nft", "delete", "table", family, table], capture_output=True)
         with contextlib.suppress(docker.errors.NotFound):
             api.remove_network(f"paddock-{self.bridge}")
-        for volume in api.volumes(filters={"label": f"paddock.instance={self.instance}"})[
-            "Volumes"
-        ] or []:
+        for volume in (
+            api.volumes(filters={"label": f"paddock.instance={self.instance}"})["Volumes"] or []
+        ):
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_volume(volume["Name"], force=True)

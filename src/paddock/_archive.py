@@ -50,18 +50,19 @@ def _spec(lines: Iterable[str]):  # type: ignore[no-untyped-def]
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
-def plan_push(sources: list[Path], excludes: list[str], into_dir: bool) -> PushPlan:
-    """Walk the sources once. A lone directory is pushed as its contents (`cp -rT`); with
-    several sources, or `into_dir`, each goes in under its own base name."""
+def plan_push(items: list[tuple[str, str]], excludes: list[str]) -> PushPlan:
+    """Walk each (local path, name) once: the path goes in under that name, or, for a
+    folder with the name "", as its contents. Where things land is `_placement`'s call."""
     plan = PushPlan()
-    for src in sources:
+    for path, name in items:
+        src = Path(path)
         try:
             st = src.lstat()
         except FileNotFoundError:
             raise NotFound(f"no such file or directory: {src}") from None
-        base = "" if (stat.S_ISDIR(st.st_mode) and not into_dir) else src.resolve().name or "root"
+        base = name or ("" if stat.S_ISDIR(st.st_mode) else src.name)
         if not stat.S_ISDIR(st.st_mode):
-            _add(plan, src, base or src.name, st)
+            _add(plan, src, base, st)
             continue
         patterns = list(excludes)
         ignore_file = src / IGNORE_FILE
@@ -217,11 +218,6 @@ class _Leaves(_Refusal):
         super().__init__("it points outside the destination")
 
 
-def pull_target(dest: Path, root_name: str) -> Path:
-    """Like `cp`: into an existing directory under the source's name, else as `dest` itself."""
-    return dest / root_name if dest.is_dir() and not dest.is_symlink() else dest
-
-
 def _split_member(name: str) -> list[str]:
     if name.startswith("/") or "\\" in name or "\x00" in name:
         raise _Refusal("absolute or malformed path")
@@ -297,8 +293,14 @@ class _Destination:
     def __init__(self, parent: Path) -> None:
         try:
             fd = os.open(parent, _DIR_FLAGS & ~_NOFOLLOW) if _AT else None  # the user's own path
+            if fd is None and not stat.S_ISDIR(os.stat(parent).st_mode):
+                raise NotADirectoryError(str(parent))
         except FileNotFoundError:
             raise NotFound(f"no such folder: {parent}") from None
+        except NotADirectoryError:
+            raise InvalidRequest(f"{parent} is not a folder") from None
+        except OSError as exc:
+            raise PaddockError(f"cannot write in {parent}: {exc.strerror or exc}") from None
         self.base = _Dir(str(parent), fd)
 
     def close(self) -> None:
@@ -379,11 +381,14 @@ class _Extraction:
     """One pull: members are written one by one under `(top,)`, refusing anything that
     could put or point something outside it. The first refusal ends the pull."""
 
-    def __init__(self, dest: _Destination, top: str, root_name: str, force: bool) -> None:
+    def __init__(
+        self, dest: _Destination, top: str, root_name: str, force: bool, merge: bool
+    ) -> None:
         self.dest = dest
         self.top = top
         self.root_name = root_name
         self.force = force
+        self.merge = merge
         self.files: set[Parts] = set()  # regular files this pull wrote: hard link sources
         self.links: set[Parts] = set()  # symlinks it made: checked again at the end
         self.dirs: list[tuple[Parts, int, float]] = []
@@ -504,8 +509,11 @@ class _Extraction:
         return None
 
     def stamp_dirs(self) -> None:
-        # Last, deepest first: a read-only folder must not stop its own extraction.
+        # Last, deepest first: a read-only folder must not stop its own extraction. A
+        # folder merged into is the user's: it keeps its own mode and time.
         for parts, mode, mtime in reversed(self.dirs):
+            if self.merge and parts == (self.top,):
+                continue
             with self.dest.open_dir(parts) as d:
                 _stamp(d.handle, mode, mtime)
 
@@ -535,6 +543,7 @@ def extract_stream(
     target: Path,
     *,
     force: bool = False,
+    merge: bool = False,
     progress: Progress | None = None,
 ) -> None:
     """Extract a tar stream whose first component is `root_name` as `target`.
@@ -543,13 +552,14 @@ def extract_stream(
     `target`, or leave a link there that leads outside it, or a device or fifo, fails the
     pull with InvalidRequest naming the member. What was written before stays; no link
     that leads outside does. Raises Conflict before writing when `target` exists and
-    `force` is false.
+    `force` is false, unless `merge`: then `target` is an existing folder that the
+    contents go into, and the first file already there raises Conflict (without `force`).
     """
-    if (target.is_symlink() or target.exists()) and not force:
+    if (target.is_symlink() or target.exists()) and not (force or merge):
         raise Conflict(f"{target} already exists; use --force to overwrite")
     dest = _Destination(target.parent)
     try:
-        job = _Extraction(dest, target.name, root_name, force)
+        job = _Extraction(dest, target.name, root_name, force, merge)
         try:
             _extract_all(job, _IterReader(chunks, progress))
         finally:

@@ -32,13 +32,21 @@ from ._version import __version__
 # milliseconds on a small VPS, on every `paddock exec`. mypy understands this spelling.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+    from collections.abc import (
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Generator,
+        Iterable,
+        Iterator,
+        Sequence,
+    )
     from pathlib import Path
     from typing import Any
 
     import httpx
 
-    from ._archive import Progress
+    from ._archive import Progress, PushPlan
     from ._models import (
         AgentInfo,
         Box,
@@ -55,6 +63,7 @@ if TYPE_CHECKING:
         ServerStatus,
         Snapshot,
     )
+    from ._placement import Dest, Kind
 
 
 class _Request:
@@ -120,6 +129,13 @@ def _model(name: str, field: str | None = None) -> Callable[[Any], Any]:
 
 def _same(data: Any) -> Any:
     return data
+
+
+def _kind(st: dict[str, Any]) -> Kind | None:
+    """What a stat answer says is there, for the copy rules (a link counts as a file)."""
+    if not st.get("exists"):
+        return None
+    return "dir" if st.get("type") == "dir" else "file"
 
 
 class _operation:
@@ -570,7 +586,12 @@ class _Base:
 
     @operation
     def stat(self, box: str, path: str) -> Call[dict[str, Any]]:
-        """What is at `path` in the box: {"exists", "type", ...}."""
+        """What is at `path` in the box: {"exists", "type", "size", "mode", "uid", "gid"}
+        (the box's own ids; "target" for a link)."""
+        return self._c_stat(box, path)
+
+    @staticmethod
+    def _c_stat(box: str, path: str) -> Call[dict[str, Any]]:
         return Call(_Request("GET", _box(box) + "/files/stat", {"path": path}), _same)
 
     @staticmethod
@@ -583,53 +604,76 @@ class _Base:
     def _r_pull(ref: str, src: str) -> _Request:
         return _Request("GET", _box(ref) + "/files", {"path": src}, untimed=True)
 
-    def _push_plan(
-        self, sources: Sequence[str | Path], dest: str, exclude: Sequence[str], dest_is_dir: bool
-    ) -> tuple[str, Any]:
-        """Where a push lands and what it sends (see `Client.push`)."""
-        from pathlib import Path
+    def _box_dest(self, box: str, dest: str) -> Generator[_Call, Any, Dest]:
+        """What DEST in the box is, by the stats it takes (yielded for the client to send;
+        each answer comes back in). A link at DEST is followed, as docker cp does."""
+        from ._placement import Dest, parent_of
 
-        from ._archive import plan_push
-
-        paths = [Path(s) for s in sources]
-        single_file = len(paths) == 1 and paths[0].exists() and not paths[0].is_dir()
-        if not single_file:
-            return dest, plan_push(paths, list(exclude), into_dir=len(paths) > 1)
-        plan = plan_push(paths, list(exclude), into_dir=True)
-        if dest_is_dir or dest.endswith("/"):
-            return dest, plan
-        first = plan.entries[0]
-        plan.entries[0] = type(first)(first.local, posixpath.basename(dest.rstrip("/")), first.st)
-        return posixpath.dirname(dest.rstrip("/")) or "/", plan
+        st = yield self._c_stat(box, dest)
+        if st.get("type") == "symlink" and st.get("target"):
+            st = yield self._c_stat(box, st["target"])
+        kind = _kind(st)
+        parent = "dir" if kind else _kind((yield self._c_stat(box, parent_of(dest, local=False))))
+        name = current_box() if box == "current" else box
+        return Dest(dest, kind, parent, local=False, where=f" in box {name}")
 
     @staticmethod
-    def _single_file(sources: Sequence[str | Path]) -> bool:
-        from pathlib import Path
+    def _push_plan(
+        sources: Sequence[str | Path], dest: Dest, exclude: Sequence[str]
+    ) -> tuple[str, PushPlan, str]:
+        """The folder in the box a push extracts into, the tar it sends there, and the
+        name a lone SRC gets in that folder ("" when several, or SRC's contents, go in)."""
+        from ._archive import plan_push
+        from ._placement import land_all, local_source, parent_of
 
-        return len(sources) == 1 and Path(sources[0]).exists() and not Path(sources[0]).is_dir()
+        srcs = [local_source(str(s)) for s in sources]
+        into: set[str] = set()
+        items: list[tuple[str, str]] = []
+        for src, landing in zip(srcs, land_all(srcs, dest), strict=True):
+            if landing.merge:  # the contents of SRC, into the folder DEST
+                into.add(landing.path)
+                items.append((src.path, ""))
+            else:  # SRC itself, named as it lands
+                into.add(parent_of(landing.path, local=False))
+                items.append((src.path, posixpath.basename(landing.path)))
+        # Several SRCs all land in DEST: one folder, one request.
+        (folder,) = into
+        return folder, plan_push(items, list(exclude)), items[0][1] if len(items) == 1 else ""
+
+    @staticmethod
+    def _pushed(result: PushResult, name: str) -> PushResult:
+        """The push's answer names the folder it extracted into; say where SRC landed."""
+        if name:
+            result.path = posixpath.join(result.path, name)
+        return result
 
     @staticmethod
     def push_size(sources: Sequence[str | Path], exclude: Sequence[str] = ()) -> int:
         """How many bytes a push of these sources sends (for progress bars)."""
-        from pathlib import Path
-
         from ._archive import plan_push
 
-        return plan_push([Path(s) for s in sources], list(exclude), into_dir=True).total_bytes
+        return plan_push([(str(s), "") for s in sources], list(exclude)).total_bytes
 
     @staticmethod
-    def _pull_target(src: str, dest: str | Path, force: bool) -> tuple[str, Path]:
+    def _pull_target(src: str, dest: str | Path, headers: Any) -> tuple[str, Path, bool]:
+        """Where a pull writes: the archive's top name, the path it becomes, and whether
+        that is an existing folder SRC's contents merge into. `headers` are the pull
+        answer's: X-Paddock-Stat says what SRC is."""
+        import base64
+        import os
         from pathlib import Path
 
-        from ._archive import pull_target
+        from ._placement import Source, land, local_dest
 
-        root = posixpath.basename(posixpath.normpath(src)) or "/"
-        target = pull_target(Path(dest), root)
-        if (target.exists() or target.is_symlink()) and not force:
-            from ._exceptions import Conflict
-
-            raise Conflict(f"{target} already exists; use --force to overwrite")
-        return root, target
+        header = headers.get("x-paddock-stat")
+        described = json.loads(base64.b64decode(header)) if header else {}
+        name = posixpath.basename(described.get("path") or posixpath.normpath(src)) or "/"
+        kind: Kind = "dir" if described.get("type") == "dir" else "file"
+        landing = land(Source(src, name, kind, local=False), local_dest(str(dest)))
+        # Merging writes into the folder itself: by its real path, so that a link the
+        # user named as DEST is followed, never replaced.
+        target = os.path.realpath(landing.path) if landing.merge else landing.path
+        return name, Path(target), landing.merge
 
     @staticmethod
     def _r_build_image(no_cache: bool, rebuild_base: bool, upgrade_agents: bool) -> _Request:
@@ -699,6 +743,15 @@ class Client(_Base):
 
     def _perform(self, call: _Call) -> Any:
         return self._answer(call, self._open(call.req).read())
+
+    def _steps(self, steps: Generator[_Call, Any, _T]) -> _T:
+        """Run a `_Base` generator of calls: send each, hand it the answer."""
+        try:
+            call = next(steps)
+            while True:
+                call = steps.send(self._perform(call))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     # -- streams ------------------------------------------------------------------------
     def follow_network_log(self, ref: str, *, limit: int = 0) -> Iterator[EgressEvent]:
@@ -776,24 +829,19 @@ class Client(_Base):
         owner: tuple[int, int] = (1000, 1000),
         progress: Progress | None = None,
     ) -> PushResult:
-        """Copy local files or folders into the box.
-
-        One folder: its contents land in `dest`. One file: it becomes `dest`, or lands
-        inside `dest` when that is a directory in the box. Several sources: each lands in
-        `dest/<name>`. A `.paddockignore` (gitignore syntax) in a folder is honoured.
+        """Copy local files or folders into the box, by docker cp's rules: into `dest`
+        when it is a folder there (`SRC/.`: SRC's contents), else as `dest` (a folder
+        `SRC` is created there with its contents; `dest`'s folder must exist). Several
+        sources go into the folder `dest`. Files in the way are replaced. A
+        `.paddockignore` (gitignore syntax) in a folder is honoured.
         """
         from ._archive import tar_stream
 
-        dest_is_dir = False
-        if self._single_file(sources):
-            st = self.stat(box, dest)
-            dest_is_dir = bool(st["exists"] and st["type"] == "dir")
-        target, plan = self._push_plan(sources, dest, exclude, dest_is_dir)
+        there = self._steps(self._box_dest(box, dest))
+        folder, plan, name = self._push_plan(sources, there, exclude)
         body = tar_stream(plan, *owner, progress=progress)
-        result: PushResult = self._perform(
-            _Call(self._r_push(box, target, body), _model("PushResult"))
-        )
-        return result
+        result = self._perform(_Call(self._r_push(box, folder, body), _model("PushResult")))
+        return self._pushed(result, name)
 
     def pull(
         self,
@@ -804,14 +852,17 @@ class Client(_Base):
         force: bool = False,
         progress: Progress | None = None,
     ) -> Path:
-        """Copy `src` out of the box to `dest` (into it, when `dest` is a directory).
-        Never writes outside `dest`; refuses to overwrite unless `force`."""
+        """Copy `src` out of the box to `dest` by the rules of `push` (`src/.`: its
+        contents). Never writes outside `dest`; refuses to overwrite unless `force`.
+        Returns the path `src` became (or, for contents, the folder they went into)."""
         from ._archive import extract_stream
 
-        root, target = self._pull_target(src, dest, force)
         resp = self._open(self._r_pull(box, src))
         try:
-            extract_stream(resp.iter_bytes(), root, target, force=force, progress=progress)
+            root, target, merge = self._pull_target(src, dest, resp.headers)
+            extract_stream(
+                resp.iter_bytes(), root, target, force=force, merge=merge, progress=progress
+            )
         finally:
             resp.close()
         return target
@@ -978,6 +1029,15 @@ class AsyncClient(_Base):
         finally:
             await resp.aclose()
 
+    async def _steps(self, steps: Generator[_Call, Any, _T]) -> _T:
+        """Run a `_Base` generator of calls: send each, hand it the answer."""
+        try:
+            call = next(steps)
+            while True:
+                call = steps.send(await self._perform(call))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     # -- streams ------------------------------------------------------------------------
     async def follow_network_log(self, ref: str, *, limit: int = 0) -> AsyncIterator[EgressEvent]:
         """The log so far (the last `limit` entries), then each new entry as it happens."""
@@ -1069,16 +1129,11 @@ class AsyncClient(_Base):
         """Copy local files or folders into the box (the rules of `Client.push`)."""
         from ._archive import tar_stream
 
-        dest_is_dir = False
-        if self._single_file(sources):
-            st = await self.stat(box, dest)
-            dest_is_dir = bool(st["exists"] and st["type"] == "dir")
-        target, plan = self._push_plan(sources, dest, exclude, dest_is_dir)
+        there = await self._steps(self._box_dest(box, dest))
+        folder, plan, name = self._push_plan(sources, there, exclude)
         body = tar_stream(plan, *owner, progress=progress)
-        result: PushResult = await self._perform(
-            _Call(self._r_push(box, target, body), _model("PushResult"))
-        )
-        return result
+        result = await self._perform(_Call(self._r_push(box, folder, body), _model("PushResult")))
+        return self._pushed(result, name)
 
     async def pull(
         self,
@@ -1096,7 +1151,6 @@ class AsyncClient(_Base):
 
         from ._archive import extract_stream
 
-        root, target = self._pull_target(src, dest, force)
         chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
 
         def arriving() -> Iterator[bytes]:
@@ -1104,9 +1158,20 @@ class AsyncClient(_Base):
                 yield chunk
 
         resp = await self._send(self._r_pull(box, src))
+        try:
+            root, target, merge = self._pull_target(src, dest, resp.headers)
+        except BaseException:
+            await resp.aclose()
+            raise
         writer = asyncio.ensure_future(
             asyncio.to_thread(
-                extract_stream, arriving(), root, target, force=force, progress=progress
+                extract_stream,
+                arriving(),
+                root,
+                target,
+                force=force,
+                merge=merge,
+                progress=progress,
             )
         )
         try:

@@ -1,15 +1,28 @@
-"""push/pull against a real box: fidelity, large files, and a box that tries to escape."""
+"""push, pull and cp against a real box: fidelity, large files, a box that tries to escape,
+where copies land (docker cp's rules, both ways), and the files API's owners and errors."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
+import io
+import json
 import os
+import posixpath
+import re
+import shlex
+import shutil
 import stat
+import tarfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from .conftest import Server
+from .conftest import ROOT, Server
 
 
 def digest(path: Path) -> str:
@@ -133,7 +146,7 @@ def test_pull_into_existing_file_asks_for_force(server: Server, box: str, tmp_pa
     [
         (["push", "{box}", "/no/such/path", "--to", "/config/x"], "no such file"),
         (["pull", "{box}", "/no/such/path"], "no such file"),
-        (["push", "{box}", "{file}", "--to", "/config/f.txt/sub/"], "cannot use"),
+        (["push", "{box}", "{file}", "--to", "/config/f.txt/sub/"], "no such folder"),
     ],
 )
 def test_bad_paths(server: Server, box: str, tmp_path: Path, args: list[str], message: str) -> None:
@@ -142,3 +155,221 @@ def test_bad_paths(server: Server, box: str, tmp_path: Path, args: list[str], me
     server.cli("exec", box, "--", "touch", "/config/f.txt", check=True)
     done = server.cli(*[a.format(box=box, file=f) for a in args])
     assert done.returncode == 1 and message in done.stderr.lower(), done.stderr
+
+
+# -- where copies land: docker cp's rules, the same both ways ---------------------------
+#
+# Each side starts with the same tree under w/: a file, a folder with a subfolder, an
+# existing folder and an existing file to copy onto. A case copies SRC to DEST one way and
+# checks which paths exist afterwards on the receiving side (or the one-line error).
+
+TREE = {
+    "src.txt": "file",
+    "srcdir/a.txt": "a",
+    "srcdir/sub/b.txt": "b",
+    "destdir/keep.txt": "keep",
+    "dest.txt": "dest",
+}
+BASE = set(TREE) | {"srcdir", "srcdir/sub", "destdir"}
+INSIDE = {"srcdir", "srcdir/a.txt", "srcdir/sub", "srcdir/sub/b.txt"}  # a copy of srcdir
+
+
+def under(folder: str, paths: set[str]) -> set[str]:
+    return {f"{folder}/{p}" for p in paths}
+
+
+RULES = [
+    # (SRC, DEST, paths added under w/, or the error)
+    ("src.txt", "destdir", {"destdir/src.txt"}),
+    ("src.txt", "new.txt", {"new.txt"}),
+    ("src.txt", "newdir/", "(DEST ends in /)"),
+    ("src.txt", "no/such/f", "no such folder"),
+    ("srcdir", "copy", {"copy"} | under("copy", {"a.txt", "sub", "sub/b.txt"})),
+    ("srcdir", "destdir", under("destdir", INSIDE)),
+    ("srcdir/", "destdir", under("destdir", INSIDE)),  # a trailing / changes nothing
+    ("srcdir/.", "destdir", under("destdir", {"a.txt", "sub", "sub/b.txt"})),
+    ("srcdir/.", "fresh", {"fresh"} | under("fresh", {"a.txt", "sub", "sub/b.txt"})),
+    ("srcdir", "dest.txt", "onto the file"),
+    ("src.txt/.", "destdir", "is not a folder"),
+]
+
+
+@pytest.fixture(scope="module")
+def rules_box(server: Server) -> Iterator[str]:
+    """One box for every rule case (each starts by laying its tree anew)."""
+    name = f"t-rules-{uuid.uuid4().hex[:6]}"
+    with server.client() as c:
+        c.create_box(name, ttl=900)
+    yield name
+    with server.client() as c, contextlib.suppress(Exception):
+        c.delete_box(name, force=True)
+
+
+def lay_local(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    for rel, text in TREE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def lay_in_box(server: Server, box: str) -> None:
+    script = "rm -rf /config/w && mkdir -p /config/w && cd /config/w && " + " && ".join(
+        f"mkdir -p {shlex.quote(posixpath.dirname(rel) or '.')} && "
+        f"printf %s {shlex.quote(text)} > {shlex.quote(rel)}"
+        for rel, text in TREE.items()
+    )
+    server.sh(box, script)
+
+
+def local_paths(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
+def box_paths(server: Server, box: str) -> set[str]:
+    out = server.sh(box, "cd /config/w && find . -mindepth 1 | cut -c3-")
+    return set(out.split())
+
+
+@pytest.mark.parametrize("direction", ["push", "pull"])
+@pytest.mark.parametrize(("src", "dest", "outcome"), RULES)
+def test_where_a_copy_lands(
+    server: Server,
+    rules_box: str,
+    tmp_path: Path,
+    direction: str,
+    src: str,
+    dest: str,
+    outcome: set[str] | str,
+) -> None:
+    local = tmp_path / "w"
+    lay_local(local)
+    lay_in_box(server, rules_box)
+    if direction == "push":
+        done = server.cli("push", rules_box, f"{local}/{src}", "--to", f"/config/w/{dest}")
+        after = box_paths(server, rules_box)
+    else:
+        done = server.cli("pull", rules_box, f"/config/w/{src}", "--to", f"{local}/{dest}")
+        after = local_paths(local)
+    assert "Traceback" not in done.stderr
+    if isinstance(outcome, str):
+        assert done.returncode == 1 and outcome in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1  # one line, nothing copied
+        assert after == BASE
+    else:
+        assert done.returncode == 0, done.stderr
+        assert after == BASE | outcome
+
+
+def test_a_file_onto_a_file(server: Server, rules_box: str, tmp_path: Path) -> None:
+    # push replaces it (as docker cp does); pull keeps the local one unless --force.
+    local = tmp_path / "w"
+    lay_local(local)
+    lay_in_box(server, rules_box)
+    server.cli("push", rules_box, str(local / "src.txt"), "--to", "/config/w/dest.txt", check=True)
+    assert server.sh(rules_box, "cat /config/w/dest.txt") == "file"
+    lay_in_box(server, rules_box)
+    refused = server.cli("pull", rules_box, "/config/w/src.txt", "--to", str(local / "dest.txt"))
+    assert refused.returncode == 1 and "--force" in refused.stderr
+    assert (local / "dest.txt").read_text() == "dest"
+
+
+def test_a_file_never_replaces_a_folder_in_the_box(
+    server: Server, rules_box: str, tmp_path: Path
+) -> None:
+    lay_in_box(server, rules_box)
+    (tmp_path / "destdir").write_text("a file named as the box's folder")
+    done = server.cli("push", rules_box, str(tmp_path / "destdir"), "--to", "/config/w")
+    assert done.returncode == 1
+    assert "/config/w/destdir in the box is a folder: a file cannot replace it" in done.stderr
+    assert server.sh(rules_box, "cat /config/w/destdir/keep.txt") == "keep"
+
+
+def test_the_readme_examples_run_twice_do_not_nest(
+    server: Server, rules_box: str, tmp_path: Path
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    push = re.search(r"^(paddock push current \S+ --to \S+)", readme, re.M)
+    pull = re.search(r"`(paddock pull current \S+\s+--to \S+)`", readme)
+    assert push and pull, "the README's push and pull examples moved"
+    (push_argv, pull_argv) = (
+        [rules_box if w == "current" else w for w in shlex.split(m[1])[1:]] for m in (push, pull)
+    )
+    project = tmp_path / "project"
+    (project / "dist").mkdir(parents=True)
+    (project / "dist" / "app.js").write_text("v1")
+    for _ in range(2):
+        server.cli(*push_argv, cwd=project, check=True)
+    listing = server.sh(rules_box, "cd /config/project && find . | sort").split()
+    assert listing == [".", "./dist", "./dist/app.js"]
+    out = tmp_path / "out"
+    out.mkdir()
+    server.cli(*pull_argv, cwd=out, check=True)
+    again = server.cli(*pull_argv, cwd=out)
+    assert again.returncode == 1 and "already exists; use --force" in again.stderr
+    server.sh(rules_box, "echo v2 > /config/project/dist/app.js")
+    server.cli(*pull_argv, "--force", cwd=out, check=True)
+    assert local_paths(out) == {"dist", "dist/app.js"}  # never dist/dist
+    assert (out / "dist" / "app.js").read_text() == "v2\n"
+
+
+def test_cp_both_ways(server: Server, rules_box: str, tmp_path: Path) -> None:
+    lay_in_box(server, rules_box)
+    (tmp_path / "notes.txt").write_text("notes")
+    server.cli("cp", str(tmp_path / "notes.txt"), f"{rules_box}:w/", check=True)
+    assert server.sh(rules_box, "cat /config/w/notes.txt") == "notes"
+    server.cli("cp", f"{rules_box}:/config/w/srcdir", str(tmp_path / "back"), check=True)
+    assert local_paths(tmp_path / "back") == {"a.txt", "sub", "sub/b.txt"}
+    server.cli("use", rules_box, check=True)
+    server.cli("cp", "current:w/srcdir/.", str(tmp_path / "back"), "--force", check=True)
+    both = server.cli("cp", f"{rules_box}:w/src.txt", f"{rules_box}:w/x")
+    assert both.returncode == 2 and "one side of cp is local" in both.stderr
+
+
+def test_a_missing_local_folder_is_one_line(server: Server, box: str, tmp_path: Path) -> None:
+    server.sh(box, "echo x > /config/f.txt && mkdir -p /config/d")
+    for src in ("f.txt", "d"):
+        done = server.cli("pull", box, src, "--to", str(tmp_path / "missing" / "dir" / "f"))
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == f"paddock: no such folder: {tmp_path / 'missing' / 'dir'}\n"
+    (tmp_path / "file").write_text("x")
+    done = server.cli("pull", box, "f.txt", "--to", str(tmp_path / "file" / "f"))
+    assert done.stderr == f"paddock: {tmp_path / 'file'} is not a folder\n"
+    new = server.cli("pull", box, "f.txt", "--to", f"{tmp_path / 'newdir'}/")
+    assert new.returncode == 1 and "(DEST ends in /)" in new.stderr
+    assert not (tmp_path / "newdir").exists()  # never a file named newdir
+    server.cli("pull", box, "d", "--to", f"{tmp_path / 'newdir'}/", check=True)
+    assert (tmp_path / "newdir").is_dir()  # a folder may become newdir/
+
+
+# -- the files API: the box's owners, and a body that is not a tar ----------------------
+
+
+def test_owners_are_the_boxs_in_pulls_and_stats(server: Server, box: str) -> None:
+    server.sh(box, "mkdir -p /config/own && echo a > /config/own/abc.txt")
+    server.sh(box, "echo r > /config/own/root.txt", user="root")
+    headers = {"Authorization": f"Bearer {server.token}"}
+    url = f"{server.url}/v1/boxes/{box}/files"
+    with httpx.Client(headers=headers) as http:
+        pulled = http.get(url, params={"path": "/config/own"})
+        with tarfile.open(fileobj=io.BytesIO(pulled.content)) as tar:
+            owners = {m.name: (m.uid, m.gid) for m in tar.getmembers()}
+        stats = [
+            http.get(f"{url}/stat", params={"path": f"/config/own/{f}"}).json()
+            for f in ("abc.txt", "root.txt")
+        ]
+        header = json.loads(base64.b64decode(pulled.headers["x-paddock-stat"]))
+    assert owners == {"own": (1000, 1000), "own/abc.txt": (1000, 1000), "own/root.txt": (0, 0)}
+    assert [(s["uid"], s["gid"]) for s in stats] == [(1000, 1000), (0, 0)]
+    assert (header["type"], header["uid"]) == ("dir", 1000)
+
+
+def test_a_push_body_that_is_not_a_tar_is_a_bad_request(server: Server, box: str) -> None:
+    with httpx.Client(headers={"Authorization": f"Bearer {server.token}"}) as http:
+        resp = http.put(
+            f"{server.url}/v1/boxes/{box}/files",
+            params={"path": "/config/x"},
+            content=b"this is not a tar archive",
+        )
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert error["code"] == "invalid_request" and "not a valid tar archive" in error["message"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from paddock import _archive
-from paddock._archive import extract_stream, plan_push, pull_target, tar_stream
-from paddock._exceptions import Conflict, InvalidRequest, NotFound
+from paddock._archive import extract_stream, plan_push, tar_stream
+from paddock._exceptions import Conflict, InvalidRequest, NotFound, PaddockError
 
 from ..contained import assert_contained, snapshot
 
@@ -70,7 +70,7 @@ def tree(tmp_path: Path) -> Path:
 def test_push_then_extract_round_trip_keeps_modes_links_and_empty_dirs(
     tree: Path, tmp_path: Path
 ) -> None:
-    plan = plan_push([tree], [], into_dir=False)
+    plan = plan_push([(str(tree), "")], [])
     names = {e.arcname for e in plan.entries}
     assert "node_modules" not in names and "secret.env" not in names  # .paddockignore
     data = b"".join(tar_stream(plan))
@@ -99,7 +99,7 @@ def _rooted(data: bytes, root: str) -> Iterator[bytes]:
 
 
 def test_exclude_patterns(tree: Path) -> None:
-    plan = plan_push([tree], ["*.dat", "sub/"], into_dir=False)
+    plan = plan_push([(str(tree), "")], ["*.dat", "sub/"])
     names = {e.arcname for e in plan.entries}
     assert "bin.dat" not in names and not any(n.startswith("sub") for n in names)
     assert "run.sh" in names
@@ -107,13 +107,13 @@ def test_exclude_patterns(tree: Path) -> None:
 
 def test_push_missing_path(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
-        plan_push([tmp_path / "nope"], [], into_dir=False)
+        plan_push([(str(tmp_path / "nope"), "")], [])
 
 
 def test_tar_stream_is_lazy_for_large_files(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(5 * 1024 * 1024))
-    sizes = [len(p) for p in tar_stream(plan_push([big], [], into_dir=True))]
+    sizes = [len(p) for p in tar_stream(plan_push([(str(big), "")], []))]
     assert len(sizes) >= 4 and max(sizes) < 2 * 1024 * 1024
 
 
@@ -168,9 +168,60 @@ def test_pull_into_existing_file_needs_force(tmp_path: Path) -> None:
     assert target.read_text() == "theirs"
 
 
-def test_pull_target_like_cp(tmp_path: Path) -> None:
-    assert pull_target(tmp_path, "x") == tmp_path / "x"
-    assert pull_target(tmp_path / "new", "x") == tmp_path / "new"
+def test_push_names_each_source_as_told(tree: Path) -> None:
+    plan = plan_push([(str(tree), "site"), (str(tree / "run.sh"), "go.sh")], [])
+    names = [e.arcname for e in plan.entries]
+    assert names[0] == "site" and "site/sub/x.txt" in names and names[-1] == "go.sh"
+    # A file given no name keeps its own.
+    assert [e.arcname for e in plan_push([(str(tree / "run.sh"), "")], []).entries] == ["run.sh"]
+
+
+def test_merge_puts_the_contents_into_an_existing_folder(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir(mode=0o750)
+    (dest / "mine.txt").write_text("mine")
+    tar = evil_tar(("dist", "dir", ""), ("dist/a.txt", "file", "a"), ("dist/sub", "dir", ""))
+    with pytest.raises(Conflict):  # without merge, an existing target is refused whole
+        extract_stream(chunks(tar), "dist", dest)
+    extract_stream(chunks(tar), "dist", dest, merge=True)
+    assert (dest / "a.txt").read_text() == "a" and (dest / "sub").is_dir()
+    assert (dest / "mine.txt").read_text() == "mine"
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o750  # the user's folder keeps its mode
+
+
+def test_merge_stops_at_a_file_already_there_unless_force(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "a.txt").write_text("mine")
+    tar = evil_tar(("dist", "dir", ""), ("dist/a.txt", "file", "theirs"))
+    with pytest.raises(Conflict, match="--force"):
+        extract_stream(chunks(tar), "dist", dest, merge=True)
+    assert (dest / "a.txt").read_text() == "mine"
+    extract_stream(chunks(tar), "dist", dest, merge=True, force=True)
+    assert (dest / "a.txt").read_text() == "theirs"
+
+
+@pytest.mark.parametrize(
+    ("parent", "error", "message"),
+    [("missing/dir", NotFound, "no such folder"), ("file.txt", InvalidRequest, "is not a folder")],
+)
+def test_a_destination_that_cannot_be_written_is_one_clear_error(
+    tmp_path: Path, parent: str, error: type[PaddockError], message: str
+) -> None:
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(error, match=message):
+        extract_stream(chunks(evil_tar(("f", "file", "x"))), "f", tmp_path / parent / "f")
+
+
+def test_an_unwritable_destination_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def denied(*args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(_archive.os, "open", denied)  # as for a user without write access
+    with pytest.raises(PaddockError, match=r"cannot write in .*: Permission denied"):
+        extract_stream(chunks(evil_tar(("f", "file", "x"))), "f", tmp_path / "f")
 
 
 def test_setuid_bits_are_dropped(tmp_path: Path) -> None:

@@ -143,9 +143,7 @@ class Runtime(Protocol):
 
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None: ...
 
-    async def get_archive(
-        self, cid: str, path: str
-    ) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
         """A tar of `path` (its base name on top) and its stat (`stat_path`). Owners, in
         the stat and in every tar header, are the box's own ids, not the host's."""
         ...

@@ -1,0 +1,110 @@
+"""docker cp's rules for where a push or pull lands, one case at a time, both sides."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from paddock._exceptions import InvalidRequest, NotFound, PaddockError
+from paddock._placement import (
+    Dest,
+    Kind,
+    Landing,
+    Source,
+    land,
+    land_all,
+    local_dest,
+    local_source,
+    parent_of,
+)
+
+
+def src(path: str, kind: Kind, name: str = "dist") -> Source:
+    return Source(path, name, kind, local=False)
+
+
+def box(path: str, kind: Kind | None, parent: Kind | None = "dir") -> Dest:
+    return Dest(path, kind, parent, local=False, where=" in box b")
+
+
+@pytest.mark.parametrize(
+    ("source", "dest", "landing"),
+    [
+        # SRC a file
+        (src("dist", "file"), box("/out", "dir"), Landing("/out/dist")),
+        (src("dist", "file"), box("/out/", "dir"), Landing("/out/dist")),
+        (src("dist", "file"), box("/out/f", None), Landing("/out/f")),
+        (src("dist", "file"), box("/out/f", "file"), Landing("/out/f")),
+        # SRC a folder
+        (src("dist", "dir"), box("/out/new", None), Landing("/out/new")),
+        (src("dist", "dir"), box("/out/new/", None), Landing("/out/new")),
+        (src("dist", "dir"), box("/out", "dir"), Landing("/out/dist")),
+        (src("dist/", "dir"), box("/out", "dir"), Landing("/out/dist")),  # not rsync's /
+        # SRC/. : its contents
+        (src("dist/.", "dir"), box("/out", "dir"), Landing("/out", merge=True)),
+        (src(".", "dir", "config"), box("/out", "dir"), Landing("/out", merge=True)),
+        (src("dist/.", "dir"), box("/out/new", None), Landing("/out/new")),
+        # relative and root paths
+        (src("dist", "dir"), box("site", None), Landing("site")),
+        (src("dist", "file"), box("/", "dir"), Landing("/dist")),
+    ],
+)
+def test_where_it_lands(source: Source, dest: Dest, landing: Landing) -> None:
+    assert land(source, dest) == landing
+
+
+@pytest.mark.parametrize(
+    ("source", "dest", "error", "message"),
+    [
+        (src("dist", "dir"), box("/out/f", "file"), InvalidRequest, "onto the file /out/f"),
+        (src("dist", "file"), box("/out/f/", "file"), InvalidRequest, "/out/f/ in box b is not"),
+        (src("dist", "file"), box("/out/new/", None), NotFound, "in box b: /out/new/ .DEST ends"),
+        (src("dist", "file"), box("/a/b/f", None, None), NotFound, "no such folder in box b: /a/b"),
+        (src("dist", "dir"), box("/a/f/new", None, "file"), InvalidRequest, "/a/f in box b is"),
+        (src("dist/.", "file"), box("/out", "dir"), InvalidRequest, "only a folder has contents"),
+    ],
+)
+def test_what_is_refused(
+    source: Source, dest: Dest, error: type[PaddockError], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        land(source, dest)
+
+
+def test_several_sources_go_into_a_folder() -> None:
+    sources = [src("a", "dir", "a"), src("b.txt", "file", "b.txt"), src("c/.", "dir", "c")]
+    expected = [Landing("/out/a"), Landing("/out/b.txt"), Landing("/out", merge=True)]
+    assert land_all(sources, box("/out", None)) == expected  # created when missing
+    assert land_all(sources, box("/out", "dir")) == expected
+    with pytest.raises(InvalidRequest, match="several sources need a folder"):
+        land_all(sources, box("/out", "file"))
+    with pytest.raises(NotFound, match="no such folder in box b: /"):
+        land_all(sources, box("/missing/out", None, None))
+
+
+@pytest.mark.parametrize(
+    ("path", "parent"),
+    [("a", "."), ("a/b", "a"), ("a/b/", "a"), ("/x", "/"), ("/", "/"), ("./f", ".")],
+)
+def test_parent_of(path: str, parent: str) -> None:
+    assert parent_of(path, local=False) == parent
+
+
+def test_the_local_side_is_looked_up(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    os.symlink(tmp_path / "dir", tmp_path / "link")
+    assert local_dest(str(tmp_path / "dir")) == Dest(str(tmp_path / "dir"), "dir")
+    assert local_dest(str(tmp_path / "file")).kind == "file"
+    assert local_dest(str(tmp_path / "link")).kind == "dir"  # a link at DEST is followed
+    assert local_dest(str(tmp_path / "new")) == Dest(str(tmp_path / "new"), None, "dir")
+    assert local_dest(str(tmp_path / "no" / "new")).parent is None
+    assert local_dest(str(tmp_path / "file" / "new")).parent == "file"
+    # A link as SRC is copied as a link; `dir/.` is the folder's contents, named as it.
+    assert local_source(str(tmp_path / "link")).kind == "file"
+    dot = local_source(str(tmp_path / "dir") + "/.")
+    assert (dot.kind, dot.name, dot.contents) == ("dir", "dir", True)
+    with pytest.raises(NotFound, match="no such file or directory"):
+        local_source(str(tmp_path / "nope"))

@@ -3,7 +3,6 @@ flags it shows, as the CLI really has them."""
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from paddock.cli.main import parser
 
-SKILL = Path(__file__).parents[2] / "skill" / "paddock" / "SKILL.md"
+from ..skilltext import SKILL, commands
 
 
 def test_install_puts_it_where_each_agent_looks(
@@ -25,13 +24,6 @@ def test_install_puts_it_where_each_agent_looks(
     assert installed.read_text() == SKILL.read_text()
     assert (tmp_path / ".pi" / "agent" / "skills" / "paddock" / "SKILL.md").exists()
     assert not (tmp_path / ".codex").exists()
-
-
-def commands() -> list[str]:
-    text = SKILL.read_text()
-    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
-    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
-    return [line for line in lines if line.startswith("paddock ")]
 
 
 def test_front_matter() -> None:

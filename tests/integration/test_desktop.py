@@ -139,6 +139,9 @@ def test_desktop_after_stop_and_resume_and_on_a_stopped_box(server: Server, desk
     server.cli("resume", desk, check=True)
     image = shot_bytes(server, desk)
     assert image.size == (1280, 800)
+    # The first picture after a resume shows the desktop, not a black screen.
+    colours = image.convert("RGB").getcolors(maxcolors=4096)
+    assert colours is None or len(colours) > 8, "the first screenshot was (nearly) flat"
 
 
 def http_status(url: str) -> int:

@@ -13,6 +13,7 @@ import re
 import socket
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -91,6 +92,8 @@ class DesktopService:
         self.link_ttl = link_ttl
         self._userns_base = userns_base
         self._starting: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Box id -> the start (started_at) since which its desktop is known to have drawn.
+        self._drawn: dict[str, datetime | None] = {}
 
     def connect(self, box_id: str, timeout: float = 10.0) -> socket.socket:
         """The box's VNC socket, connected without following anything the box planted
@@ -142,8 +145,14 @@ class DesktopService:
             )
 
     async def screenshot(self, ref: str, size: tuple[int, int] | None = None) -> bytes:
-        """A PNG of the desktop (started first if need be)."""
+        """A PNG of the desktop (started first if need be). The first one since the box
+        (re)started waits until the desktop has drawn, not just until its X server
+        answers: right after a resume that picture would be black."""
         box = await self._boxes.running(ref)
+        if self._drawn.get(box.id) != box.started_at:
+            async with self._starting[box.id]:
+                await self._start(box)  # idempotent; waits until drawn (bounded)
+            self._drawn[box.id] = box.started_at
         try:
             return await self._with_vnc(box.id, lambda vnc: grab(vnc, size))
         except UnsafeSocket:

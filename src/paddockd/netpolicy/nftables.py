@@ -104,10 +104,12 @@ def ruleset(
     macs = [b.mac for b in bound]
     tcp_udp = "meta l4proto { tcp, udp }"
     dns = f"{tcp_udp} th dport 53"
-    build_nat = ""
+    build_nat = build_forward = ""
     if builds:
         subnet = ipaddress.ip_interface(builds).network
         build_nat = f"\n        ip saddr {subnet} ip daddr != {subnet} masquerade"
+        # Builds run npm's and pip's install scripts: no cloud metadata for them either.
+        build_forward = f"\n        ip saddr {subnet} ip daddr @metadata goto refused"
     admitted = [f"{box} . {addr} timeout {s}s" for (box, addr), s in (learned or {}).items()]
     return f"""
 add table bridge {table}
@@ -189,7 +191,7 @@ table inet {table} {{
         goto allowed
     }}
     chain forward {{
-        type filter hook forward priority filter - 5; policy accept;
+        type filter hook forward priority filter - 5; policy accept;{build_forward}
         # Box to box through the gateway.
         iifname "{br}" oifname "{br}" counter name between_boxes drop
         iifname "{br}" jump egress

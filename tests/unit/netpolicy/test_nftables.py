@@ -60,3 +60,9 @@ def test_masquerade_and_forwarding_only_for_known_boxes() -> None:
 def test_nft_accepts_the_script() -> None:
     done = subprocess.run(["nft", "-c", "-f", "-"], input=rules(), text=True, capture_output=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_image_builds_get_nat_but_no_metadata() -> None:
+    text = rules(builds="10.212.0.1/24")
+    assert "ip saddr 10.212.0.0/24 ip daddr != 10.212.0.0/24 masquerade" in text
+    assert "ip saddr 10.212.0.0/24 ip daddr @metadata goto refused" in text

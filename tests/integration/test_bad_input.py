@@ -16,7 +16,7 @@ from .conftest import PADDOCK, Server, free_port
         (["new", "--type", "gigantic"], "unknown box type 'gigantic'"),
         (["new", "--name", "Bad_Name"], "invalid box name"),
         (["new", "--name", "current"], "reserved"),
-        (["new", "--ttl", "-5"], "ttl must be 0"),
+        (["new", "--ttl", "-5"], "invalid ttl '-5'"),
         (["new", "--ttl", "99999999"], "maximum"),
         (["new", "--ttl", "soon"], "invalid ttl"),
         (["show", "no-such-box"], "no box named"),

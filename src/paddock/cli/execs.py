@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "echo hi | paddock exec current -- cat",
             "paddock exec -d current -- python3 -m http.server 8000",
             "paddock exec --desktop current -- xfce4-terminal",
-            "paddock exec --desktop --wait current -- xdotool getactivewindow getwindowname",
+            "paddock exec --desktop --wait current -- xdotool getdisplaygeometry",
         ),
     )
     p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")

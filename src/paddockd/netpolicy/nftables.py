@@ -84,11 +84,13 @@ def ruleset(
     ports: dict[str, str] | None = None,
     refused: Iterable[str] = NON_PUBLIC,
     builds: str | None = None,
+    spoofed: dict[str, tuple[int, int]] | None = None,
 ) -> str:
     """All three tables. `learned` maps (box address, admitted address) to seconds left;
     `ports` maps a box's address to the bridge port bound to it; `refused` are the ranges
     allow-all does not reach; `builds` is the image builds' subnet (NAT only: what runs
-    there is Paddock's own Dockerfiles)."""
+    there is Paddock's own Dockerfiles); `spoofed` the (packets, bytes) the `spoofed`
+    counters held per family, carried over so a rewrite never hides an attack."""
     gateway = ipaddress.ip_interface(bridge.cidr)
     br = bridge.name
     ips = [b.ip for b in boxes]
@@ -111,6 +113,10 @@ def ruleset(
         # Builds run npm's and pip's install scripts: no cloud metadata for them either.
         build_forward = f"\n        ip saddr {subnet} ip daddr @metadata goto refused"
     admitted = [f"{box} . {addr} timeout {s}s" for (box, addr), s in (learned or {}).items()]
+    held = {
+        family: "packets {} bytes {}".format(*(spoofed or {}).get(family, (0, 0)))
+        for family in ("bridge", "arp")
+    }
     return f"""
 add table bridge {table}
 delete table bridge {table}
@@ -118,7 +124,7 @@ table bridge {table} {{
     set ports {{ type ifname; {_elements(port_names)} }}
     set bound {{ type ifname . ether_addr . ipv4_addr; {_elements(bindings)} }}
     set macs {{ type ether_addr; {_elements(macs)} }}
-    counter spoofed {{ }}
+    counter spoofed {{ {held["bridge"]} }}
     chain from_box {{
         ether type ip iifname . ether saddr . ip saddr @bound accept
         ether type arp iifname . ether saddr . arp saddr ip @bound \\
@@ -143,7 +149,7 @@ add table arp {table}
 delete table arp {table}
 table arp {table} {{
     set pairs {{ type ether_addr . ipv4_addr; {_elements(pairs)} }}
-    counter spoofed {{ }}
+    counter spoofed {{ {held["arp"]} }}
     chain input {{
         type filter hook input priority filter; policy accept;
         iifname "{br}" arp saddr ether . arp saddr ip != @pairs counter name spoofed drop
@@ -281,9 +287,12 @@ class NftablesPolicy:
         refused += host_networks(self._bridge)
         bridge = Bridge(self._bridge, self._cidr, mac)
         builds = self._builds[1] if self._builds else None
-        rules = ruleset(self.table, bridge, self._dns_port, boxes, left, bound, refused, builds)
         # The rewrite resets the counters: take what they hold first, as late as possible
         # (what is counted between the two is lost to the egress log).
+        spoofed = self.spoofed()
+        rules = ruleset(
+            self.table, bridge, self._dns_port, boxes, left, bound, refused, builds, spoofed
+        )
         self._pending.extend(self._read_flows())
         self._nft.run(rules)
         self._counted = {}
@@ -380,6 +389,15 @@ class NftablesPolicy:
         )
 
     # -- reading the kernel's sets ----------------------------------------------------
+    def spoofed(self) -> dict[str, tuple[int, int]]:
+        """(packets, bytes) dropped as forged so far, per family (bridge, arp)."""
+        held = {}
+        for family in ("bridge", "arp"):
+            for row in self._nft.list_json(f"list counter {family} {self.table} spoofed"):
+                if "counter" in row:
+                    held[family] = (int(row["counter"]["packets"]), int(row["counter"]["bytes"]))
+        return held
+
     def _set_elements(self, name: str) -> list[dict[str, Any]]:
         for row in self._nft.list_json(f"list set inet {self.table} {name}"):
             if "set" in row:

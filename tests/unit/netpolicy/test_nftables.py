@@ -47,6 +47,14 @@ def test_allow_all_refuses_non_public_ranges_after_explicit_allowlists() -> None
     assert egress.index("@metadata goto refused") < egress.index("ct state established")
 
 
+def test_a_rewrite_keeps_what_the_spoofed_counters_held() -> None:
+    text = rules(spoofed={"bridge": (3, 180), "arp": (1, 28)})
+    bridge, arp = text.index("table bridge"), text.index("table arp")
+    assert text.index("counter spoofed { packets 3 bytes 180 }") in range(bridge, arp)
+    assert text.index("counter spoofed { packets 1 bytes 28 }") > arp
+    assert "counter spoofed { packets 0 bytes 0 }" in rules()
+
+
 def test_masquerade_and_forwarding_only_for_known_boxes() -> None:
     text = rules()
     assert 'ip saddr @boxes oifname != "pdunit0" masquerade' in text
@@ -58,7 +66,8 @@ def test_masquerade_and_forwarding_only_for_known_boxes() -> None:
     os.geteuid() != 0 or shutil.which("nft") is None, reason="nft -c needs root and nft"
 )
 def test_nft_accepts_the_script() -> None:
-    done = subprocess.run(["nft", "-c", "-f", "-"], input=rules(), text=True, capture_output=True)
+    script = rules(spoofed={"bridge": (3, 180)})
+    done = subprocess.run(["nft", "-c", "-f", "-"], input=script, text=True, capture_output=True)
     assert done.returncode == 0, done.stderr
 
 

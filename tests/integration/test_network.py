@@ -21,7 +21,11 @@ def connect(server: Server, box: str, host: str, port: int = 80) -> tuple[bool, 
     script = f"exec 3<>/dev/tcp/{host}/{port} && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
     started = time.monotonic()
     done = server.cli("exec", box, "--", "timeout", "8", "bash", "-c", script)
-    return done.returncode == 0, time.monotonic() - started, done.stdout + f"[rc={done.returncode} {done.stderr}]"
+    return (
+        done.returncode == 0,
+        time.monotonic() - started,
+        done.stdout + f"[rc={done.returncode} {done.stderr}]",
+    )
 
 
 def assert_reaches(server: Server, box: str, host: str, internet: TestInternet) -> None:

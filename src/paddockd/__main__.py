@@ -58,6 +58,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .store.boxes import BoxRepository
     from .store.credentials import CredentialRepository
     from .store.db import Database
+    from .store.runs import RunRepository
     from .store.tokens import TokenRepository
 
     cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -123,7 +124,9 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         ),
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
-        runs=RunService(boxes, credentials, cfg.data_dir / "runs", cfg.default_agent),
+        runs=RunService(
+            boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
+        ),
     )
     reaper = Reaper(boxes, utcnow)
 
@@ -164,7 +167,10 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await services.runs.recover()
+        try:
+            await services.runs.recover()
+        except Exception:  # nothing about old runs may stop a start
+            log.exception("agent runs could not be recovered")
         try:
             await system.refresh_profile()
             await runtime.ensure_network()

@@ -30,6 +30,7 @@ from paddockd.services.system import SystemService
 from paddockd.store.boxes import BoxRepository
 from paddockd.store.credentials import CredentialRepository
 from paddockd.store.db import Database
+from paddockd.store.runs import RunRepository
 from paddockd.store.tokens import TokenRepository
 
 
@@ -56,6 +57,7 @@ class World:
     services: Services
     clock: Clock
     token: str
+    db: Database
 
 
 @pytest.fixture
@@ -92,7 +94,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         desktop=DesktopService(boxes, reconciler.run_dir, DesktopLinks(tmp_path / "desktop.key")),
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
-        runs=RunService(boxes, credentials, tmp_path / "runs"),
+        runs=RunService(boxes, credentials, RunRepository(db), tmp_path / "runs"),
     )
     yield World(
         cfg,
@@ -105,6 +107,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         services,
         clock,
         tokens.create_sync("test"),
+        db,
     )
     db.close()
 

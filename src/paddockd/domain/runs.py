@@ -33,7 +33,20 @@ class Run:
 
     @classmethod
     def from_json(cls, text: str) -> Run:
-        return cls(**json.loads(text))
+        """ValueError for anything that is not a whole, well-formed record."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not a run record")
+        try:
+            run = cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"not a run record: {exc}") from exc
+        text_fields = (run.id, run.box_id, run.box_name, run.agent, run.instruction, run.workdir)
+        if not all(isinstance(v, str) for v in text_fields) or not run.id.isalnum():
+            raise ValueError("not a run record: a field has the wrong type")
+        if run.status not in RUN_STATES or not isinstance(run.started_at, (int, float)):
+            raise ValueError(f"not a run record: status {run.status!r}")
+        return run
 
 
 def headless(

@@ -31,6 +31,21 @@ def line(event: EgressEvent) -> str:
     return json.dumps(asdict(event))
 
 
+def _ends_a_line(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
+def parse(text: str) -> EgressEvent | None:
+    """One logged event; None for a line that is not one (cut short by a crash)."""
+    try:
+        data = json.loads(text)
+        return EgressEvent(**data) if isinstance(data, dict) else None
+    except (ValueError, TypeError):
+        return None
+
+
 class EgressLog:
     def __init__(self, boxes_dir: Path, now: Callable[[], datetime]) -> None:
         self._dir = boxes_dir
@@ -91,11 +106,16 @@ class EgressLog:
             if not path.parent.exists():
                 continue  # the box is gone
             if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
-                # Keep the newer half: the log is for recent behaviour.
-                lines = path.read_text().splitlines(keepends=True)
-                path.write_text("".join(lines[len(lines) // 2 :]))
+                # Keep the newer half: the log is for recent behaviour. Replaced whole, so
+                # a crash mid-way leaves the old log or the new one.
+                lines = path.read_text(errors="replace").splitlines(keepends=True)
+                half = path.with_name(path.name + ".new")
+                half.write_text("".join(lines[len(lines) // 2 :]))
+                half.replace(path)
+            # A crash mid-line left a torn last line: new events start on a line of their own.
+            torn = path.exists() and path.stat().st_size > 0 and not _ends_a_line(path)
             with path.open("a") as f:
-                f.writelines(line(e) + "\n" for e in events)
+                f.writelines(["\n"] * torn + [line(e) + "\n" for e in events])
 
     # -- reading ------------------------------------------------------------------------
     async def read(self, box_id: str, limit: int = 0) -> list[EgressEvent]:
@@ -116,8 +136,8 @@ class EgressLog:
     ) -> tuple[list[EgressEvent], asyncio.Queue[EgressEvent] | None]:
         def load() -> list[EgressEvent]:
             path = self.path(box_id)
-            lines = path.read_text().splitlines() if path.exists() else []
-            return [EgressEvent(**json.loads(line)) for line in lines if line.strip()]
+            text = path.read_text(errors="replace") if path.exists() else ""
+            return [event for line in text.splitlines() if (event := parse(line)) is not None]
 
         async with self._lock:
             events = [*await anyio.to_thread.run_sync(load), *self._unwritten.get(box_id, [])]

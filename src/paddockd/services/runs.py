@@ -1,19 +1,22 @@
 """Agent runs: `paddock prompt` runs a coding agent headless in a box, with only the key
-its provider needs, and keeps going when the client goes away. Each run is a JSON record
-and a log of output events (`runs/<id>.json`, `runs/<id>.log`) in the data folder;
-followers get the log so far, then the rest live."""
+its provider needs, and keeps going when the client goes away. Each run is a row in the
+store and an append-only log of output events (`runs/<id>.log` in the data folder);
+followers get the log so far, then the rest live. A log cut short by a crash is read up
+to its last whole line."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
@@ -21,8 +24,11 @@ from ..domain.agents import AGENTS
 from ..domain.errors import InvalidRequest, NotFound
 from ..domain.runs import Run, headless
 from ..runtime.base import ExecProcess
+from ..store.runs import RunRepository
 from .boxes import BoxService, box_path
 from .credentials import CredentialService
+
+log = logging.getLogger("paddockd.runs")
 
 # The agent runs in its own session, its process group id kept in the box, so `stop`
 # ends the agent and everything it started; $2 is the agent's preparation, if any.
@@ -34,11 +40,13 @@ class RunService:
         self,
         boxes: BoxService,
         credentials: CredentialService,
+        repo: RunRepository,
         runs_dir: Path,
         default_agent: str = "claude",
     ) -> None:
         self._boxes = boxes
         self._credentials = credentials
+        self._repo = repo
         self._dir = runs_dir
         self.default_agent = default_agent
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -47,36 +55,34 @@ class RunService:
         )
 
     # -- records ------------------------------------------------------------------------
-    def _record(self, run_id: str) -> Path:
-        return self._dir / f"{run_id}.json"
-
     def _log(self, run_id: str) -> Path:
         return self._dir / f"{run_id}.log"
 
-    async def _save(self, run: Run) -> None:
-        await anyio.to_thread.run_sync(self._record(run.id).write_text, run.to_json())
-
     async def get(self, run_id: str) -> Run:
-        if not run_id.isalnum() or not self._record(run_id).exists():
+        run = await self._repo.get(run_id) if run_id.isalnum() else None
+        if run is None:
             raise NotFound(f"no run {run_id!r}")
-        return Run.from_json(await anyio.to_thread.run_sync(self._record(run_id).read_text))
+        return run
 
     async def list(self, ref: str) -> list[Run]:
         box = await self._boxes.resolve(ref)
+        return await self._repo.for_box(box.id)
 
-        def load() -> list[Run]:
-            runs = [Run.from_json(p.read_text()) for p in self._dir.glob("*.json")]
-            return sorted((r for r in runs if r.box_id == box.id), key=lambda r: r.started_at)
-
-        return await anyio.to_thread.run_sync(load)
-
-    async def recover(self) -> None:
-        """At start-up: runs that were going when paddockd stopped have no one reading them."""
+    async def recover(self) -> tuple[str, ...]:
+        """At start-up: import the records older versions kept as files, and mark runs that
+        were going when paddockd stopped as lost (no one is reading them now). Returns the
+        files that were skipped, each with why; they are renamed `*.broken`."""
         self._dir.mkdir(parents=True, exist_ok=True)
-        for path in self._dir.glob("*.json"):
-            run = Run.from_json(path.read_text())
-            if run.status == "running" and run.id not in self._tasks:
-                await self._save(replace(run, status="lost", ended_at=time.time()))
+        found, skipped = await anyio.to_thread.run_sync(read_legacy_records, self._dir)
+        await self._repo.add_missing(list(found.values()))
+        # Only once the rows are committed: a crash before this imports them again.
+        await anyio.to_thread.run_sync(_remove, list(found))
+        for why in skipped:
+            log.warning("skipped a run record: %s", why)
+        for run in await self._repo.running():
+            if run.id not in self._tasks:
+                await self._repo.save(replace(run, status="lost", ended_at=time.time()))
+        return tuple(skipped)
 
     # -- running ------------------------------------------------------------------------
     async def start(
@@ -112,7 +118,7 @@ class RunService:
             started_at=time.time(),
         )
         self._dir.mkdir(parents=True, exist_ok=True)
-        await self._save(run)
+        await self._repo.save(run)
         # -w: setsid forks when the caller leads its group (an exec does); wait for it.
         launch = ["setsid", "-w", "sh", "-c", _LAUNCH, "sh", run.id, AGENTS[name].prepare, *cmd]
         proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
@@ -145,7 +151,7 @@ class RunService:
             end = {"seq": seq + 1, "status": done.status, "exit_code": code}
             log.write(json.dumps(end).encode() + b"\n")
             log.close()
-            await self._save(done)
+            await self._repo.save(done)
             self._publish(run.id, end)
             self._publish(run.id, None)
             self._tasks.pop(run.id, None)
@@ -156,17 +162,22 @@ class RunService:
 
     async def follow(self, run_id: str, live: bool = True) -> AsyncIterator[dict[str, object]]:
         """The run's log so far, then (if `live`) what comes, until the run ends."""
-        await self.get(run_id)
+        run = await self.get(run_id)
         queue: asyncio.Queue[dict[str, object] | None] = asyncio.Queue()
         self._followers[run_id].add(queue)
         try:
             path = self._log(run_id)
-            text = await anyio.to_thread.run_sync(lambda: path.read_text() if path.exists() else "")
+            text = await anyio.to_thread.run_sync(
+                lambda: path.read_text(errors="replace") if path.exists() else ""
+            )
             ended, last = False, 0
-            for line in text.splitlines():
-                event = json.loads(line)
-                ended, last = ended or "status" in event, int(event.get("seq", last))
+            for event in read_events(text):
+                ended, last = ended or "status" in event, event["seq"]
                 yield event
+            if not ended and run.status != "running" and run_id not in self._tasks:
+                # Its log lost the end (paddockd stopped mid-run): the record still knows.
+                yield {"seq": last + 1, "status": run.status, "exit_code": run.exit_code}
+                ended = True
             while live and not ended:
                 if run_id not in self._tasks and queue.empty():
                     break  # it ended before we looked, and its last events are in the file
@@ -186,7 +197,7 @@ class RunService:
         run = await self.get(run_id)
         if run.status != "running":
             return run
-        await self._save(replace(run, status="stopped"))
+        await self._repo.save(replace(run, status="stopped"))
         task = self._tasks.get(run_id)
         for signal, grace in (("TERM", 5), ("KILL", 10)):
             group = f'"$(cat /tmp/paddock-run-{run_id}.pid)"'
@@ -198,3 +209,38 @@ class RunService:
                 await asyncio.wait_for(asyncio.shield(task), grace)
                 break
         return await self.get(run_id)
+
+
+def read_legacy_records(runs_dir: Path) -> tuple[dict[Path, Run], list[str]]:
+    """The `<id>.json` records of older versions. One that cannot be read whole (a crash
+    mid-write) is renamed aside, so it is reported once and never blocks a start."""
+    found: dict[Path, Run] = {}
+    skipped: list[str] = []
+    for path in sorted(runs_dir.glob("*.json")):
+        try:
+            found[path] = Run.from_json(path.read_text())
+        except (OSError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
+            skipped.append(f"{path.name}: {exc}")
+            with contextlib.suppress(OSError):
+                path.rename(path.with_name(path.name + ".broken"))
+    return found, skipped
+
+
+def read_events(text: str) -> list[dict[str, Any]]:
+    """A run's log events; a line that is not a whole event (cut short by a crash) is
+    left out."""
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("seq"), int):
+            events.append(event)
+    return events
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()

@@ -78,6 +78,22 @@ box_credentials = sa.Table(
     sa.Column("provider", sa.String(64), nullable=False),
 )
 
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("box_id", sa.String(32), nullable=False, index=True),
+    sa.Column("box_name", sa.String(64), nullable=False),
+    sa.Column("agent", sa.String(32), nullable=False),
+    sa.Column("instruction", sa.Text, nullable=False),
+    sa.Column("workdir", sa.Text, nullable=False),
+    sa.Column("model", sa.String(128)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("ended_at", sa.Float),
+    sa.Column("exit_code", sa.Integer),
+)
+
 # Ordered, append-only. Each entry is plain DDL so an old database can always be brought
 # forward, whatever the tables above look like today.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -126,6 +142,20 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (5, ["ALTER TABLE boxes ADD COLUMN agent VARCHAR(32)"]),
+    (
+        6,
+        [
+            # Agent runs were JSON files written in place: a crash mid-write left one that
+            # stopped the next start. Existing files are imported by the run service.
+            """CREATE TABLE runs (
+                id VARCHAR(32) PRIMARY KEY, box_id VARCHAR(32) NOT NULL,
+                box_name VARCHAR(64) NOT NULL, agent VARCHAR(32) NOT NULL,
+                instruction TEXT NOT NULL, workdir TEXT NOT NULL, model VARCHAR(128),
+                status VARCHAR(16) NOT NULL, started_at FLOAT NOT NULL, ended_at FLOAT,
+                exit_code INTEGER)""",
+            "CREATE INDEX ix_runs_box_id ON runs (box_id)",
+        ],
+    ),
 ]
 
 

@@ -55,3 +55,18 @@ async def test_log_names_connections_and_survives_a_flush(tmp_path: Path) -> Non
     ]
     assert (await anext(live)).kind == "dns" and (await anext(live)).kind == "connect"
     assert len(await log.read("b1", limit=1)) == 1
+
+
+@pytest.mark.anyio
+async def test_a_log_line_cut_short_or_garbled_is_left_out(tmp_path: Path) -> None:
+    log = EgressLog(tmp_path, lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
+    (tmp_path / "b1").mkdir()
+    log.path("b1").write_bytes(
+        b'{"time": "t", "kind": "dns", "verdict": "allowed", "name": "a.test"}\n'
+        b'{"time": "t", "kind": "dns", "colour": "red"}\n'
+        b"[1, 2]\n"
+        b'{"time": "t", "kind": "conn\xff'
+    )
+    log.dns("b1", "b.test", "allowed", [])
+    await log.flush()
+    assert [e.name for e in await log.read("b1")] == ["a.test", "b.test"]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import replace
 
 import pytest
 
 from paddockd.domain.errors import InvalidRequest, InvalidState
-from paddockd.domain.runs import headless
+from paddockd.domain.runs import Run, headless
+from paddockd.store.runs import RunRepository
 
 from ..conftest import World
 
@@ -51,12 +54,54 @@ async def test_runs_refuse_clearly(world: World) -> None:
 async def test_recover_marks_orphaned_runs_lost(world: World) -> None:
     await world.services.credentials.set("anthropic", KEY)
     await world.boxes.create("r", None, None, None)
-    run = await world.services.runs.start("r", "claude", "hi", None, None)
+    runs = world.services.runs
+    run = await runs.start("r", "claude", "hi", None, None)
     await asyncio.sleep(0.05)
-    record = world.services.runs._record(run.id)
-    record.write_text(record.read_text().replace('"succeeded"', '"running"'))
+    await RunRepository(world.db).save(replace(await runs.get(run.id), status="running"))
+    await runs.recover()
+    assert (await runs.get(run.id)).status == "lost"
+
+
+def _legacy(box_id: str, run_id: str, status: str = "succeeded") -> Run:
+    return Run(run_id, box_id, "r", "claude", "hi", "/config", None, status, time.time(), None, 0)
+
+
+async def test_old_run_files_are_imported_and_broken_ones_set_aside(world: World) -> None:
+    box = await world.boxes.create("r", None, None, None)
+    folder = world.cfg.data_dir / "runs"
+    folder.mkdir()
+    (folder / "aaa111.json").write_text(_legacy(box.id, "aaa111").to_json())
+    (folder / "bbb222.json").write_text(_legacy(box.id, "bbb222", "running").to_json())
+    (folder / "ccc333.json").write_text(_legacy(box.id, "ccc333").to_json()[:40])  # torn
+    (folder / "ddd444.json").write_bytes(b"\xff\xfe garbage")
+    (folder / "eee555.json").write_text('{"id": "eee555"}')  # whole JSON, not a record
+    runs = world.services.runs
+    skipped = await runs.recover()
+    assert sorted(s.split(":")[0] for s in skipped) == ["ccc333.json", "ddd444.json", "eee555.json"]
+    assert [r.id for r in await runs.list("r")] == ["aaa111", "bbb222"]
+    assert (await runs.get("bbb222")).status == "lost"  # nobody reads it any more
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "ccc333.json.broken",
+        "ddd444.json.broken",
+        "eee555.json.broken",
+    ]
+    assert await runs.recover() == ()  # reported once
+
+
+async def test_a_log_cut_short_is_read_to_its_last_whole_line(world: World) -> None:
+    box = await world.boxes.create("r", None, None, None)
+    folder = world.cfg.data_dir / "runs"
+    folder.mkdir()
+    (folder / "aaa111.json").write_text(_legacy(box.id, "aaa111", "running").to_json())
+    (folder / "aaa111.log").write_bytes(
+        b'{"seq": 1, "stream": "stdout", "data": "hello"}\n{"seq": 2, "str\xff'
+    )
     await world.services.runs.recover()
-    assert (await world.services.runs.get(run.id)).status == "lost"
+    events = [e async for e in world.services.runs.follow("aaa111")]
+    assert events == [
+        {"seq": 1, "stream": "stdout", "data": "hello"},
+        {"seq": 2, "status": "lost", "exit_code": 0},
+    ]
 
 
 def test_command_lines() -> None:

@@ -50,6 +50,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .services.desktop import DesktopService
     from .services.drives import DriveService
     from .services.egress import EgressLog, EgressService
+    from .services.image_sweep import ImageSweeper
     from .services.reaper import Reaper
     from .services.reconciler import Reconciler
     from .services.runs import RunService
@@ -161,9 +162,20 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
                 log.warning("DNS filter on %s:%d: %s", gateway, cfg.network.dns_port, exc)
                 await asyncio.sleep(2)
 
+    sweeper = ImageSweeper(
+        repo,
+        runtime,
+        reconciler,
+        instance=cfg.instance,
+        keep=frozenset({cfg.image.name}),
+        grace=cfg.image_sweep_grace,
+        now=utcnow,
+    )
+
     async def reconcile_pass() -> None:
         await keep_engine_up()
         await reconciler.reconcile_all()
+        await sweeper.sweep()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -98,6 +98,9 @@ class Config:
     default_agent: str = "claude"  # for `paddock prompt` without --agent
     reap_interval: float = 5.0
     reconcile_interval: float = 30.0
+    # Snapshot images younger than this are never swept as unreferenced: their row may
+    # be on its way.
+    image_sweep_grace: float = 600.0
     capacity_cpus: float = 0.0  # 0: host cores x cpu_overcommit
     cpu_overcommit: float = 4.0
     capacity_memory_mb: int = 0  # 0: host memory - memory_reserve_mb

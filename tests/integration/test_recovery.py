@@ -3,11 +3,17 @@ paddockd from starting, and is tidied up by it, on the real engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import uuid
+
+import docker
 
 from paddockd.domain.runs import Run
+from paddockd.runtime.base import LABEL_INSTANCE
 
+from ..harness import ENGINE_SOCKET, IMAGE
 from .conftest import Server
 
 
@@ -47,3 +53,45 @@ def test_torn_run_records_and_logs_never_stop_a_start(make_server) -> None:  # t
     srv.start()
     assert len(json.loads(srv.cli("runs", "keeper", "--json", check=True).stdout)) == 2
     assert (srv.dir / "paddockd.log").read_text().count("ccc333.json") == 1
+
+
+def _image(api: docker.APIClient, ref: str, instance: str) -> str:
+    """A snapshot-like image of `instance` with no row: what a killed fork leaves."""
+    repository, tag = ref.split(":")
+    # The container itself is unlabelled: the reconciler would take it for an orphan.
+    helper = api.create_container(IMAGE, command=["true"])["Id"]
+    try:
+        api.commit(helper, repository, tag, changes=[f"LABEL {LABEL_INSTANCE}={instance}"])
+    finally:
+        api.remove_container(helper, force=True)
+    return ref
+
+
+def _exists(api: docker.APIClient, ref: str) -> bool:
+    try:
+        api.inspect_image(ref)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def test_images_no_row_needs_are_swept_and_nothing_else(make_server) -> None:  # type: ignore[no-untyped-def]
+    srv: Server = make_server(image_sweep_grace=8)
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+    tag = uuid.uuid4().hex[:8]
+    made = []
+    try:
+        made.append(orphan := _image(api, f"paddock-snapshots/itest{tag}:1", srv.instance))
+        made.append(theirs := _image(api, f"paddock-snapshots/itest{tag}:2", f"x-{tag}"))
+        time.sleep(9)  # both are past the grace period now
+        made.append(fresh := _image(api, f"paddock-snapshots/itest{tag}:3", srv.instance))
+        deadline = time.monotonic() + 6  # a few reconcile passes, within the fresh one's grace
+        while _exists(api, orphan) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _exists(api, orphan)
+        assert _exists(api, fresh) and _exists(api, theirs) and _exists(api, IMAGE)
+        assert "no box or snapshot needs it" in (srv.dir / "paddockd.log").read_text()
+    finally:
+        for ref in made:
+            with contextlib.suppress(docker.errors.APIError):
+                api.remove_image(ref)

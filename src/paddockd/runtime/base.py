@@ -62,6 +62,14 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    tags: tuple[str, ...]  # empty when untagged (its tag moved to a newer image)
+    created: float  # Unix time
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ContainerInfo:
     id: str
     box_id: str
@@ -110,6 +118,10 @@ class Runtime(Protocol):
     async def image_labels(self, ref: str) -> dict[str, str] | None: ...
 
     async def remove_image(self, ref: str) -> None: ...
+
+    async def list_images(self, labels: dict[str, str]) -> list[ImageInfo]:
+        """Images carrying all these labels (a commit keeps its container's labels)."""
+        ...
 
     async def create(self, spec: ContainerSpec) -> str: ...
 

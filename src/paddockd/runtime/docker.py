@@ -34,6 +34,7 @@ from .base import (
     ContainerSpec,
     EngineInfo,
     ExecSpec,
+    ImageInfo,
     Profile,
     VolumeInfo,
 )
@@ -230,6 +231,19 @@ class DockerRuntime:
     async def remove_image(self, ref: str) -> None:
         with contextlib.suppress(NotFound):
             await self._run(lambda: self.api.remove_image(ref, noprune=False))
+
+    async def list_images(self, labels: dict[str, str]) -> list[ImageInfo]:
+        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        rows = await self._run(lambda: self.api.images(filters=filters))
+        return [
+            ImageInfo(
+                str(row["Id"]),
+                tuple(t for t in row.get("RepoTags") or () if t != "<none>:<none>"),
+                float(row.get("Created") or 0),
+                dict(row.get("Labels") or {}),
+            )
+            for row in rows
+        ]
 
     # -- containers -------------------------------------------------------------------
     async def create(self, spec: ContainerSpec) -> str:

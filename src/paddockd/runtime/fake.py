@@ -17,6 +17,7 @@ from .base import (
     ContainerSpec,
     EngineInfo,
     ExecSpec,
+    ImageInfo,
     VolumeInfo,
 )
 
@@ -60,6 +61,7 @@ class FakeRuntime:
         self.files: dict[tuple[str, str], bytes] = {}
         self.execs: list[ExecSpec] = []
         self.labels: dict[str, dict[str, str]] = {}
+        self.created: dict[str, float] = {}  # image -> Unix time; absent: long ago
         self.calls: list[str] = []
         self.volume_by_name: dict[str, VolumeInfo] = {}
         self.fail_next: dict[str, Exception] = {}
@@ -81,7 +83,14 @@ class FakeRuntime:
         return dict(self.labels.get(ref, {})) if ref in self.images else None
 
     async def remove_image(self, ref: str) -> None:
-        self.images.discard(ref)
+        self.images.discard(ref.removeprefix("sha256:"))  # an image's fake id is its name
+
+    async def list_images(self, labels: dict[str, str]) -> list[ImageInfo]:
+        return [
+            ImageInfo(f"sha256:{ref}", (ref,), self.created.get(ref, 0.0), self.labels[ref])
+            for ref in sorted(self.images)
+            if ref in self.labels and all(self.labels[ref].get(k) == v for k, v in labels.items())
+        ]
 
     async def create(self, spec: ContainerSpec) -> str:
         self._maybe_fail("create")
@@ -131,8 +140,9 @@ class FakeRuntime:
 
     async def commit(self, cid: str, repository: str, tag: str) -> str:
         self._maybe_fail("commit")
-        self._get(cid)
-        self.images.add(f"{repository}:{tag}")
+        ref = f"{repository}:{tag}"
+        self.images.add(ref)
+        self.labels[ref] = dict(self._get(cid)["labels"])
         return f"sha256:{repository}:{tag}"
 
     async def layer_size(self, ref: str) -> int:

@@ -73,6 +73,8 @@ class Reconciler:
         self._tasks: set[asyncio.Task[None]] = set()
         # Boxes whose isolation the last network sync could not apply (id -> why).
         self.isolation_failures: dict[str, str] = {}
+        # Snapshot images being committed now, whose rows are not written yet.
+        self.committing: set[str] = set()
 
     def run_dir(self, box_id: str) -> Path:
         return self._boxes_dir / box_id / "run"
@@ -215,16 +217,20 @@ class Reconciler:
         seq = await self._repo.next_snapshot_seq(box.id)
         repository = SNAPSHOT_REPO.format(box_id=box.id)
         image = f"{repository}:{seq}"
+        self.committing.add(image)  # the image sweep leaves it be until its row is written
         try:
-            await self._rt.commit(cid, repository, str(seq))
-            size = await self._rt.layer_size(image)
-        except PaddockError as exc:
-            with contextlib.suppress(PaddockError):
-                await self._rt.remove_image(image)
-            raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
-        snap = Snapshot(box.id, seq, image, kind, self._now(), size, label)
-        await self._repo.add_snapshot(snap)
-        return snap
+            try:
+                await self._rt.commit(cid, repository, str(seq))
+                size = await self._rt.layer_size(image)
+            except PaddockError as exc:
+                with contextlib.suppress(PaddockError):
+                    await self._rt.remove_image(image)
+                raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
+            snap = Snapshot(box.id, seq, image, kind, self._now(), size, label)
+            await self._repo.add_snapshot(snap)
+            return snap
+        finally:
+            self.committing.discard(image)
 
     async def images_needed(self, except_box: str | None = None) -> set[str]:
         """Images a box is (or would be) created from, and those containers run on now:

@@ -165,6 +165,10 @@ class BoxRepository:
         )
         return int(seq) + 1
 
+    async def all_snapshot_images(self) -> set[str]:
+        rows = await self._db.run(lambda conn: conn.execute(sa.select(snapshots.c.image)).all())
+        return {row[0] for row in rows}
+
     async def images_in_use(self, except_box: str | None = None) -> set[str]:
         """Images some box is, or would be, created from (so they must stay)."""
         rows = await self._db.run(

@@ -22,7 +22,7 @@ systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
-packages=(docker.io nftables mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl)
+packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,14 +1,18 @@
-"""State a crash can leave behind — torn records, images without a row — never stops
-paddockd from starting, and is tidied up by it, on the real engine."""
+"""State a crash or an earlier box leaves behind — torn records, images without a row,
+connections tracked for a reused address — never stops paddockd from starting or a box
+from connecting, on the real engine."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import subprocess
 import time
 import uuid
 
 import docker
+import pytest
 
 from paddockd.domain.runs import Run
 from paddockd.runtime.base import LABEL_INSTANCE
@@ -95,3 +99,38 @@ def test_images_no_row_needs_are_swept_and_nothing_else(make_server) -> None:  #
         for ref in made:
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_image(ref)
+
+
+def _conntrack(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["conntrack", *args], capture_output=True, text=True, check=False)
+
+
+def _tracked(address: str) -> bool:
+    return f"src={address} " in _conntrack("-L", "--orig-src", address).stdout
+
+
+@pytest.mark.skipif(shutil.which("conntrack") is None, reason="the conntrack tool is missing")
+def test_a_box_taking_an_address_forgets_its_old_connections(make_server) -> None:  # type: ignore[no-untyped-def]
+    srv: Server = make_server()
+    prefix = srv.gateway.rsplit(".", 1)[0]
+    # Entries as a previous box at each address would have left them, half-open. Only
+    # table entries in the test's own subnet: no packet is sent.
+    addresses = [f"{prefix}.{n}" for n in range(2, 30)]
+    for address in addresses:
+        _conntrack(
+            "-I", "-p", "tcp", "-s", address, "-d", "198.18.0.1", "--sport", "40000",
+            "--dport", "80", "--state", "SYN_SENT", "-t", "120", "-u", "SEEN_REPLY",
+        )  # fmt: skip
+    try:
+        assert all(_tracked(a) for a in addresses)
+        with srv.client() as c:
+            c.create_box("fresh", ttl=900)
+        (container,) = srv.containers()
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        networks = api.inspect_container(container["Id"])["NetworkSettings"]["Networks"]
+        ip = next(n["IPAddress"] for n in networks.values() if n.get("IPAddress"))
+        assert ip in addresses and not _tracked(ip)
+        assert [a for a in addresses if not _tracked(a)] == [ip]  # nobody else's
+    finally:
+        for address in addresses:
+            _conntrack("-D", "--orig-src", address)

@@ -51,3 +51,8 @@ class NetworkRules(Protocol):
     async def flows(self) -> list[Flow]:
         """Connection attempts seen since the last call."""
         ...
+
+    async def forget_flows(self, ip: str) -> None:
+        """Drop the tracked connections of an address a box has just been given: they
+        were its previous box's."""
+        ...

@@ -11,6 +11,7 @@ class FakeNetwork:
         self.admitted: dict[tuple[str, str], int] = {}
         self.pending: list[Flow] = []
         self.syncs = 0
+        self.forgotten: list[str] = []
         # Box ids whose isolation the next syncs report as failed, with the reason.
         self.failing: dict[str, str] = {}
 
@@ -29,3 +30,6 @@ class FakeNetwork:
     async def flows(self) -> list[Flow]:
         taken, self.pending = self.pending, []
         return taken
+
+    async def forget_flows(self, ip: str) -> None:
+        self.forgotten.append(ip)

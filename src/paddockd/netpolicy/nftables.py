@@ -36,6 +36,7 @@ import anyio.to_thread
 
 from ..domain.network import METADATA, NON_PUBLIC
 from .base import BoxAddress, Flow
+from .conntrack import Conntrack
 from .libnft import Nft
 from .ports import Port, bridge_ports, host_networks, isolate, netns_id, pin_bridge
 
@@ -249,6 +250,7 @@ class NftablesPolicy:
         self._builds = builds  # (bridge, gateway/subnet) of image builds
         self.table = table_name(instance)
         self._nft = Nft()
+        self._conntrack = Conntrack()
         self._lock = threading.Lock()
         self._boxes: dict[str, BoxAddress] = {}
         self._learned: dict[tuple[str, str], float] = {}  # -> monotonic expiry
@@ -379,6 +381,9 @@ class NftablesPolicy:
                 return found
 
         return await anyio.to_thread.run_sync(work)
+
+    async def forget_flows(self, ip: str) -> None:
+        await anyio.to_thread.run_sync(self._conntrack.forget, ip)
 
     def remove_sync(self) -> None:
         self._nft.run(

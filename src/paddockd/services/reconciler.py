@@ -195,6 +195,10 @@ class Reconciler:
             if box.state != BoxState.CREATING:
                 box = await self._save(box, state=BoxState.STARTING)
             await self._rt.start(cid)
+            # The engine gives the address at start; it may have been another box's.
+            started = await self._rt.inspect(cid)
+            if started is not None and started.ip:
+                await self._net.forget_flows(started.ip)
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box

@@ -35,6 +35,17 @@ async def test_create_starts_a_container_with_the_type_limits(world: World) -> N
     assert box.expires_at is not None and (box.expires_at - box.created_at).total_seconds() == 600
 
 
+async def test_a_box_starting_forgets_its_addresss_old_connections(world: World) -> None:
+    box = await world.boxes.create("a", None, None, None)
+    info = await world.runtime.inspect(box.container_id or "")
+    assert info is not None and world.network.forgotten == [info.ip]
+    await world.boxes.stop("a")
+    await world.reconciler.reconcile_all()
+    assert len(world.network.forgotten) == 1  # only when it starts, not on every pass
+    await world.boxes.resume("a")
+    assert len(world.network.forgotten) == 2
+
+
 async def test_generated_names_are_valid_and_unique(world: World) -> None:
     a = await world.boxes.create(None, None, None, None)
     b = await world.boxes.create(None, None, None, None)

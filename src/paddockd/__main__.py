@@ -1,4 +1,4 @@
-"""paddockd's composition root: config -> adapters -> services -> app -> uvicorn.
+"""paddockd's entry point: `serve` runs the composition root (wiring.py) under uvicorn.
 
 Also the server's admin commands (engine, tokens, OpenAPI export), run as root on the
 server itself.
@@ -7,214 +7,21 @@ server itself.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import ipaddress
 import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, config
 from .domain.errors import PaddockError
 from .store import perms
 
-log = logging.getLogger("paddockd")
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def build(cfg: config.Config):  # type: ignore[no-untyped-def]
-    """Wire everything; returns (app, services). No module-level globals anywhere."""
-    from fastapi import FastAPI
-
-    from .api.app import create_app
-    from .api.deps import Services
-    from .desktop.links import DesktopLinks
-    from .images.builder import ImageBuilder
-    from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
-    from .netpolicy.nftables import NftablesPolicy
-    from .runtime import engine
-    from .runtime.base import BoxNetwork
-    from .runtime.docker import DockerRuntime
-    from .services.agents import AgentService
-    from .services.boxes import BoxService
-    from .services.capacity import Capacity
-    from .services.credentials import CredentialService
-    from .services.desktop import DesktopService
-    from .services.drives import DriveService
-    from .services.egress import EgressLog, EgressService
-    from .services.image_sweep import ImageSweeper
-    from .services.reaper import Reaper
-    from .services.reconciler import Reconciler
-    from .services.runs import RunService
-    from .services.snapshots import SnapshotService
-    from .services.system import SystemService
-    from .store.boxes import BoxRepository
-    from .store.credentials import CredentialRepository
-    from .store.db import Database
-    from .store.runs import RunRepository
-    from .store.tokens import TokenRepository
-
-    cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    db = Database(cfg.db_url)
-    db.migrate()
-    bridge, bridge_cidr = cfg.box_bridge
-    own_network = BoxNetwork(f"paddock-{bridge}", bridge, bridge_cidr)
-    gateway = str(ipaddress.ip_interface(bridge_cidr).ip)
-    runtime = DockerRuntime(
-        cfg.engine.socket,
-        engine.userns_base(cfg.engine.userns_user),
-        dns=(gateway,),
-        network=own_network if cfg.network.bridge else None,
-        build_network=BoxNetwork(
-            f"paddock-{cfg.engine.build_bridge}", cfg.engine.build_bridge, cfg.engine.build_cidr
-        ),
-    )
-    network = NftablesPolicy(
-        bridge,
-        bridge_cidr,
-        cfg.instance,
-        cfg.network.dns_port,
-        pid_of=runtime.container_pid,
-        refuse_non_public=cfg.network.refuse_non_public,
-        builds=(cfg.engine.build_bridge, cfg.engine.build_cidr),
-    )
-    egress_log = EgressLog(cfg.boxes_dir, utcnow)
-    upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
-    resolver = DnsFilter(network, upstreams, egress_log.dns)
-    repo = BoxRepository(db)
-    reconciler = Reconciler(
-        repo,
-        runtime,
-        network,
-        instance=cfg.instance,
-        boxes_dir=cfg.boxes_dir,
-        stop_timeout=cfg.stop_timeout,
-        now=utcnow,
-        retention=cfg.snapshot_retention,
-    )
-    drives = DriveService(repo, runtime, cfg.instance)
-    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow, drives)
-    system = SystemService(boxes, runtime, cfg.image.name, lambda: reconciler.isolation_failures)
-    credentials = CredentialService(
-        CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
-    )
-    boxes.environment = credentials
-    services = Services(
-        config=cfg,
-        boxes=boxes,
-        system=system,
-        tokens=TokenRepository(db),
-        images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
-        snapshots=SnapshotService(repo, runtime, reconciler, boxes),
-        drives=drives,
-        egress=EgressService(boxes, egress_log, frozenset({gateway})),
-        desktop=DesktopService(
-            boxes,
-            reconciler.run_dir,
-            DesktopLinks(cfg.data_dir / "desktop.key"),
-            cfg.desktop.link_ttl,
-            engine.userns_base(cfg.engine.userns_user),
-        ),
-        credentials=credentials,
-        agents=AgentService(runtime, cfg.image.name, credentials),
-        runs=RunService(
-            boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
-        ),
-    )
-    reaper = Reaper(boxes, utcnow)
-
-    async def keep_engine_up() -> None:
-        if cfg.engine.manage and not engine.is_running(cfg.engine):
-            log.warning("the box engine is down; starting it")
-            await asyncio.to_thread(engine.start_detached, cfg.engine)
-            await system.refresh_profile()
-
-    async def every(seconds: float, job: Callable[[], Awaitable[object]], name: str) -> None:
-        while True:
-            try:
-                await job()
-            except PaddockError as exc:
-                log.error("%s: %s", name, exc.message)
-            except Exception:
-                log.exception("%s failed", name)
-            await asyncio.sleep(seconds)
-
-    async def record_egress() -> None:
-        flows = await network.flows()
-        egress_log.connections(flows, lambda ip: b.box_id if (b := network.box_at(ip)) else None)
-        await egress_log.flush()
-
-    async def start_resolver() -> None:
-        # Retried: the bridge (and so its address) may appear only once the engine is up.
-        for _ in range(60):
-            try:
-                await resolver.start(gateway, cfg.network.dns_port)
-                return
-            except OSError as exc:
-                log.warning("DNS filter on %s:%d: %s", gateway, cfg.network.dns_port, exc)
-                await asyncio.sleep(2)
-
-    sweeper = ImageSweeper(
-        repo,
-        runtime,
-        reconciler,
-        instance=cfg.instance,
-        keep=frozenset({cfg.image.name}),
-        grace=cfg.image_sweep_grace,
-        now=utcnow,
-    )
-
-    async def reconcile_pass() -> None:
-        await keep_engine_up()
-        await reconciler.reconcile_all()
-        await sweeper.sweep()
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        try:
-            await services.runs.recover()
-        except Exception:  # nothing about old runs may stop a start
-            log.exception("agent runs could not be recovered")
-        try:
-            await system.refresh_profile()
-            await runtime.ensure_network()
-        except PaddockError as exc:
-            log.error("engine: %s", exc.message)
-        tasks = [
-            asyncio.create_task(every(cfg.reconcile_interval, reconcile_pass, "reconcile")),
-            asyncio.create_task(every(cfg.reap_interval, reaper.reap, "ttl reaper")),
-            asyncio.create_task(every(1.0, record_egress, "egress log")),
-            asyncio.create_task(start_resolver()),
-        ]
-        log.info(
-            "paddockd %s listening on %s (instance %s)", __version__, cfg.base_url, cfg.instance
-        )
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await resolver.close()
-            await egress_log.flush()
-            # Cleanups under way finish (a restart would finish them too, just later).
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(reconciler.drain(), 20)
-            db.close()
-
-    return create_app(services, lifespan, cfg.desktop.novnc_dir), services
-
 
 def serve(cfg: config.Config) -> None:
     import uvicorn
 
+    from . import wiring
     from .logs import keep_secrets_out
     from .runtime import engine
 
@@ -223,7 +30,7 @@ def serve(cfg: config.Config) -> None:
         perms.make_stream_private(stream.fileno())
     if cfg.engine.manage:
         engine.start_detached(cfg.engine)
-    app, _ = build(cfg)
+    app = wiring.app(wiring.wire(cfg))
     # No access log: it would print the desktop page's `?token=`.
     server = uvicorn.Server(
         uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="info", access_log=False)

@@ -1,4 +1,5 @@
-"""Services wired on fakes (in-memory engine, recorded network) and a real SQLite file."""
+"""Services wired as production wires them, on fakes (in-memory engine, recorded network)
+and a real SQLite file."""
 
 from __future__ import annotations
 
@@ -11,27 +12,14 @@ import pytest
 
 from paddockd.api.deps import Services
 from paddockd.config import Config
-from paddockd.desktop.links import DesktopLinks
-from paddockd.images.builder import ImageBuilder
 from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.fake import FakeRuntime
-from paddockd.services.agents import AgentService
 from paddockd.services.boxes import BoxService
-from paddockd.services.capacity import Capacity
-from paddockd.services.credentials import CredentialService
-from paddockd.services.desktop import DesktopService
-from paddockd.services.drives import DriveService
-from paddockd.services.egress import EgressLog, EgressService
 from paddockd.services.reaper import Reaper
 from paddockd.services.reconciler import Reconciler
-from paddockd.services.runs import RunService
-from paddockd.services.snapshots import SnapshotService
-from paddockd.services.system import SystemService
 from paddockd.store.boxes import BoxRepository
-from paddockd.store.credentials import CredentialRepository
 from paddockd.store.db import Database
-from paddockd.store.runs import RunRepository
-from paddockd.store.tokens import TokenRepository
+from paddockd.wiring import Wired, wire
 
 
 class Clock:
@@ -58,58 +46,38 @@ class World:
     clock: Clock
     token: str
     db: Database
+    wired: Wired
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    cfg = replace(Config(), data_dir=tmp_path, capacity_cpus=4, capacity_memory_mb=3072)
-    db = Database(cfg.db_url)
-    db.migrate()
-    runtime, network, clock = FakeRuntime(), FakeNetwork(), Clock()
-    repo = BoxRepository(db)
-    reconciler = Reconciler(
-        repo,
-        runtime,
-        network,
+    """Production's wiring (wiring.wire) with the engine and the network swapped for fakes."""
+    cfg = replace(
+        Config(),
+        data_dir=tmp_path,
         instance="test",
-        boxes_dir=cfg.boxes_dir,
         stop_timeout=1,
-        now=clock,
-        retention=2,
+        snapshot_retention=2,
+        capacity_cpus=4,
+        capacity_memory_mb=3072,
     )
-    drives = DriveService(repo, runtime, "test")
-    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), clock, drives)
-    tokens = TokenRepository(db)
-    credentials = CredentialService(CredentialRepository(db, tmp_path / "credentials.key"), boxes)
-    boxes.environment = credentials
-    services = Services(
-        config=cfg,
-        boxes=boxes,
-        system=SystemService(boxes, runtime, cfg.image.name),
-        tokens=tokens,
-        images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
-        snapshots=SnapshotService(repo, runtime, reconciler, boxes),
-        drives=drives,
-        egress=EgressService(boxes, EgressLog(cfg.boxes_dir, clock), frozenset({"10.213.0.1"})),
-        desktop=DesktopService(boxes, reconciler.run_dir, DesktopLinks(tmp_path / "desktop.key")),
-        credentials=credentials,
-        agents=AgentService(runtime, cfg.image.name, credentials),
-        runs=RunService(boxes, credentials, RunRepository(db), tmp_path / "runs"),
-    )
+    runtime, network, clock = FakeRuntime(), FakeNetwork(), Clock()
+    wired = wire(cfg, runtime=runtime, network=network, now=clock)
     yield World(
         cfg,
         runtime,
         network,
-        repo,
-        reconciler,
-        boxes,
-        Reaper(boxes, clock),
-        services,
+        wired.repo,
+        wired.reconciler,
+        wired.services.boxes,
+        wired.reaper,
+        wired.services,
         clock,
-        tokens.create_sync("test"),
-        db,
+        wired.services.tokens.create_sync("test"),
+        wired.db,
+        wired,
     )
-    db.close()
+    wired.db.close()
 
 
 @pytest.fixture

@@ -113,6 +113,10 @@ class ExecProcess(Protocol):
 class Runtime(Protocol):
     async def info(self) -> EngineInfo: ...
 
+    async def ensure_network(self) -> None:
+        """Create the instance's own box network if it has one and it is missing."""
+        ...
+
     async def image_exists(self, ref: str) -> bool: ...
 
     async def image_labels(self, ref: str) -> dict[str, str] | None: ...
@@ -176,3 +180,7 @@ class ImageEngine(Protocol):
     def build(
         self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
     ) -> AsyncIterator[str]: ...
+
+
+class BoxEngine(Runtime, ImageEngine, Protocol):
+    """One engine for both jobs, as the composition root hands it out."""

@@ -76,6 +76,9 @@ class FakeRuntime:
         self._maybe_fail("info")
         return EngineInfo("fake", "userns", 200000)
 
+    async def ensure_network(self) -> None:
+        pass
+
     async def image_exists(self, ref: str) -> bool:
         return ref in self.images
 

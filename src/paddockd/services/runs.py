@@ -148,10 +148,11 @@ class RunService:
                 else ("succeeded" if code == 0 else "failed")
             )
             done = replace(current, status=status, exit_code=code, ended_at=time.time())
+            # The record first: whoever sees the end in the log then finds the run ended.
+            await self._repo.save(done)
             end = {"seq": seq + 1, "status": done.status, "exit_code": code}
             log.write(json.dumps(end).encode() + b"\n")
             log.close()
-            await self._repo.save(done)
             self._publish(run.id, end)
             self._publish(run.id, None)
             self._tasks.pop(run.id, None)

@@ -1,0 +1,135 @@
+"""paddockd's background work, started and stopped with the app: the start-up recovery,
+the reconcile passes (with the engine kept up and unreferenced images swept), the TTL
+reaper, the egress log's flushes and the DNS filter. A failure in one round is logged and
+the next round tries again; nothing here can stop paddockd from starting."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from ..domain.errors import PaddockError
+from ..netpolicy.base import NetworkRules
+from ..netpolicy.dns import DnsFilter
+from ..runtime.base import Runtime
+from .egress import EgressLog
+from .image_sweep import ImageSweeper
+from .reaper import Reaper
+from .reconciler import Reconciler
+from .runs import RunService
+from .system import SystemService
+
+log = logging.getLogger("paddockd")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    reconcile: float  # seconds between passes
+    reap: float
+    egress: float = 1.0
+    dns_address: str = ""  # where the DNS filter listens (the bridge's gateway)
+    dns_port: int = 10053
+
+
+class Background:
+    def __init__(
+        self,
+        schedule: Schedule,
+        *,
+        runtime: Runtime,
+        network: NetworkRules,
+        system: SystemService,
+        reconciler: Reconciler,
+        sweeper: ImageSweeper,
+        reaper: Reaper,
+        egress_log: EgressLog,
+        resolver: DnsFilter,
+        runs: RunService,
+        # Blocking: starts the box engine if it is down, and says whether it had to.
+        restart_engine: Callable[[], bool] | None = None,
+    ) -> None:
+        self._schedule = schedule
+        self._rt = runtime
+        self._net = network
+        self._system = system
+        self._reconciler = reconciler
+        self._sweeper = sweeper
+        self._reaper = reaper
+        self._egress = egress_log
+        self._resolver = resolver
+        self._runs = runs
+        self._restart_engine = restart_engine
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        try:
+            await self._runs.recover()
+        except Exception:  # nothing about old runs may stop a start
+            log.exception("agent runs could not be recovered")
+        try:
+            await self._system.refresh_profile()
+            await self._rt.ensure_network()
+        except PaddockError as exc:
+            log.error("engine: %s", exc.message)
+        every = self._schedule
+        self._tasks = [
+            asyncio.create_task(_every(every.reconcile, self.reconcile_pass, "reconcile")),
+            asyncio.create_task(_every(every.reap, self._reaper.reap, "ttl reaper")),
+            asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
+            asyncio.create_task(self._start_resolver()),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._resolver.close()
+        await self._egress.flush()
+        # Cleanups under way finish (a restart would finish them too, just later).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._reconciler.drain(), 20)
+
+    async def reconcile_pass(self) -> None:
+        await self._keep_engine_up()
+        await self._reconciler.reconcile_all()
+        await self._sweeper.sweep()
+
+    async def record_egress(self) -> None:
+        flows = await self._net.flows()
+        self._egress.connections(
+            flows, lambda ip: b.box_id if (b := self._net.box_at(ip)) else None
+        )
+        await self._egress.flush()
+
+    async def _keep_engine_up(self) -> None:
+        restart = self._restart_engine
+        if restart is not None and await anyio.to_thread.run_sync(restart):
+            log.warning("the box engine was down; started it")
+            await self._system.refresh_profile()
+
+    async def _start_resolver(self) -> None:
+        address, port = self._schedule.dns_address, self._schedule.dns_port
+        # Retried: the bridge (and so its address) may appear only once the engine is up.
+        for _ in range(60):
+            try:
+                await self._resolver.start(address, port)
+                return
+            except OSError as exc:
+                log.warning("DNS filter on %s:%d: %s", address, port, exc)
+                await asyncio.sleep(2)
+
+
+async def _every(seconds: float, job: Callable[[], Awaitable[object]], name: str) -> None:
+    while True:
+        try:
+            await job()
+        except PaddockError as exc:
+            log.error("%s: %s", name, exc.message)
+        except Exception:
+            log.exception("%s failed", name)
+        await asyncio.sleep(seconds)

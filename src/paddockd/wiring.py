@@ -1,0 +1,213 @@
+"""The one composition root: config -> adapters -> services -> app. `paddockd serve`
+runs it on the real engine and network; the tests run the same wiring on fakes by
+handing in their own adapters."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from fastapi import FastAPI
+
+from . import __version__, config
+from .api.app import create_app
+from .api.deps import Services
+from .desktop.links import DesktopLinks
+from .images.builder import ImageBuilder
+from .netpolicy.base import NetworkRules
+from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
+from .runtime import engine
+from .runtime.base import BoxEngine, BoxNetwork
+from .services.agents import AgentService
+from .services.background import Background, Schedule
+from .services.boxes import BoxService
+from .services.capacity import Capacity
+from .services.credentials import CredentialService
+from .services.desktop import DesktopService
+from .services.drives import DriveService
+from .services.egress import EgressLog, EgressService
+from .services.image_sweep import ImageSweeper
+from .services.reaper import Reaper
+from .services.reconciler import Reconciler
+from .services.runs import RunService
+from .services.snapshots import SnapshotService
+from .services.system import SystemService
+from .store.boxes import BoxRepository
+from .store.credentials import CredentialRepository
+from .store.db import Database
+from .store.runs import RunRepository
+from .store.tokens import TokenRepository
+
+log = logging.getLogger("paddockd")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Wired:
+    """The object graph; what the app serves is `services`, the rest is for lifecycle
+    and for tests that look inside."""
+
+    services: Services
+    background: Background
+    db: Database
+    runtime: BoxEngine
+    network: NetworkRules
+    repo: BoxRepository
+    reconciler: Reconciler
+    reaper: Reaper
+    sweeper: ImageSweeper
+
+
+def wire(
+    cfg: config.Config,
+    *,
+    runtime: BoxEngine | None = None,
+    network: NetworkRules | None = None,
+    now: Callable[[], datetime] = utcnow,
+) -> Wired:
+    """Build everything, in order. `runtime` and `network` replace the Docker engine and
+    the nftables rules (tests pass fakes); no module-level globals anywhere."""
+    cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = Database(cfg.db_url)
+    db.migrate()
+    gateway = str(ipaddress.ip_interface(cfg.box_bridge[1]).ip)
+    userns_base = engine.userns_base(cfg.engine.userns_user)
+    if runtime is None and network is None:
+        runtime, network = _real_adapters(cfg, gateway, userns_base)
+    if runtime is None or network is None:
+        raise ValueError("pass both a runtime and a network (fakes come in pairs)")
+    egress_log = EgressLog(cfg.boxes_dir, now)
+    upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
+    resolver = DnsFilter(network, upstreams, egress_log.dns)
+    repo = BoxRepository(db)
+    reconciler = Reconciler(
+        repo,
+        runtime,
+        network,
+        instance=cfg.instance,
+        boxes_dir=cfg.boxes_dir,
+        stop_timeout=cfg.stop_timeout,
+        now=now,
+        retention=cfg.snapshot_retention,
+    )
+    drives = DriveService(repo, runtime, cfg.instance)
+    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives)
+    system = SystemService(boxes, runtime, cfg.image.name, lambda: reconciler.isolation_failures)
+    credentials = CredentialService(
+        CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
+    )
+    boxes.environment = credentials
+    runs = RunService(
+        boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
+    )
+    services = Services(
+        config=cfg,
+        boxes=boxes,
+        system=system,
+        tokens=TokenRepository(db),
+        images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
+        snapshots=SnapshotService(repo, runtime, reconciler, boxes),
+        drives=drives,
+        egress=EgressService(boxes, egress_log, frozenset({gateway})),
+        desktop=DesktopService(
+            boxes,
+            reconciler.run_dir,
+            DesktopLinks(cfg.data_dir / "desktop.key"),
+            cfg.desktop.link_ttl,
+            userns_base,
+        ),
+        credentials=credentials,
+        agents=AgentService(runtime, cfg.image.name, credentials),
+        runs=runs,
+    )
+    reaper = Reaper(boxes, now)
+    sweeper = ImageSweeper(
+        repo,
+        runtime,
+        reconciler,
+        instance=cfg.instance,
+        keep=frozenset({cfg.image.name}),
+        grace=cfg.image_sweep_grace,
+        now=now,
+    )
+    background = Background(
+        Schedule(cfg.reconcile_interval, cfg.reap_interval, 1.0, gateway, cfg.network.dns_port),
+        runtime=runtime,
+        network=network,
+        system=system,
+        reconciler=reconciler,
+        sweeper=sweeper,
+        reaper=reaper,
+        egress_log=egress_log,
+        resolver=resolver,
+        runs=runs,
+        restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
+    )
+    return Wired(services, background, db, runtime, network, repo, reconciler, reaper, sweeper)
+
+
+def app(wired: Wired) -> FastAPI:
+    """The API, with the background work running for as long as it serves."""
+
+    cfg = wired.services.config
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await wired.background.start()
+        log.info(
+            "paddockd %s listening on %s (instance %s)", __version__, cfg.base_url, cfg.instance
+        )
+        try:
+            yield
+        finally:
+            await wired.background.stop()
+            wired.db.close()
+
+    return create_app(wired.services, lifespan, cfg.desktop.novnc_dir)
+
+
+def _real_adapters(
+    cfg: config.Config, gateway: str, userns_base: int | None
+) -> tuple[BoxEngine, NetworkRules]:
+    from .netpolicy.nftables import NftablesPolicy
+    from .runtime.docker import DockerRuntime
+
+    bridge, bridge_cidr = cfg.box_bridge
+    runtime = DockerRuntime(
+        cfg.engine.socket,
+        userns_base,
+        dns=(gateway,),
+        network=BoxNetwork(f"paddock-{bridge}", bridge, bridge_cidr)
+        if cfg.network.bridge
+        else None,
+        build_network=BoxNetwork(
+            f"paddock-{cfg.engine.build_bridge}", cfg.engine.build_bridge, cfg.engine.build_cidr
+        ),
+    )
+    network = NftablesPolicy(
+        bridge,
+        bridge_cidr,
+        cfg.instance,
+        cfg.network.dns_port,
+        pid_of=runtime.container_pid,
+        refuse_non_public=cfg.network.refuse_non_public,
+        builds=(cfg.engine.build_bridge, cfg.engine.build_cidr),
+    )
+    return runtime, network
+
+
+def _engine_restarter(cfg: config.EngineConfig) -> Callable[[], bool]:
+    def restart() -> bool:
+        if engine.is_running(cfg):
+            return False
+        engine.start_detached(cfg)
+        return True
+
+    return restart

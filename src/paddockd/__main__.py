@@ -18,10 +18,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__, config
 from .domain.errors import PaddockError
 from .store import perms
+
+if TYPE_CHECKING:
+    from .runtime.lxcfs import Lxcfs
 
 log = logging.getLogger("paddockd")
 
@@ -66,6 +70,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     bridge, bridge_cidr = cfg.box_bridge
     own_network = BoxNetwork(f"paddock-{bridge}", bridge, bridge_cidr)
     gateway = str(ipaddress.ip_interface(bridge_cidr).ip)
+    lxcfs = lxcfs_of(cfg.engine)
     runtime = DockerRuntime(
         cfg.engine.socket,
         engine.userns_base(cfg.engine.userns_user),
@@ -74,6 +79,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         build_network=BoxNetwork(
             f"paddock-{cfg.engine.build_bridge}", cfg.engine.build_bridge, cfg.engine.build_cidr
         ),
+        lxcfs=lxcfs,
     )
     network = NftablesPolicy(
         bridge,
@@ -100,7 +106,14 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     )
     drives = DriveService(repo, runtime, cfg.instance)
     boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), utcnow, drives)
-    system = SystemService(boxes, runtime, cfg.image.name, lambda: reconciler.isolation_failures)
+    system = SystemService(
+        boxes,
+        runtime,
+        cfg.image.name,
+        lambda: reconciler.isolation_failures,
+        lambda: reconciler.view_problems,
+        lxcfs_dir=cfg.engine.lxcfs_dir,
+    )
     credentials = CredentialService(
         CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
     )
@@ -132,6 +145,8 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
             log.warning("the box engine is down; starting it")
             await asyncio.to_thread(engine.start_detached, cfg.engine)
             await system.refresh_profile()
+        if cfg.engine.manage and lxcfs is not None and not await asyncio.to_thread(lxcfs.ensure):
+            log.warning("LXCFS is down and could not be started")
 
     async def every(seconds: float, job: Callable[[], Awaitable[object]], name: str) -> None:
         while True:
@@ -194,6 +209,12 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     return create_app(services, lifespan, cfg.desktop.novnc_dir), services
 
 
+def lxcfs_of(cfg: config.EngineConfig) -> Lxcfs | None:
+    from .runtime.lxcfs import Lxcfs
+
+    return Lxcfs(cfg.lxcfs_dir, cfg.lxcfs, cfg.lxcfs_log) if cfg.lxcfs_dir else None
+
+
 def serve(cfg: config.Config) -> None:
     import uvicorn
 
@@ -205,6 +226,10 @@ def serve(cfg: config.Config) -> None:
         perms.make_stream_private(stream.fileno())
     if cfg.engine.manage:
         engine.start_detached(cfg.engine)
+        # Before any box starts: a box made without LXCFS keeps the host's view until it
+        # is made again.
+        if (lxcfs := lxcfs_of(cfg.engine)) is not None:
+            lxcfs.ensure()
     app, _ = build(cfg)
     # No access log: it would print the desktop page's `?token=`.
     server = uvicorn.Server(

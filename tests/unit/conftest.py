@@ -83,7 +83,14 @@ def world(tmp_path: Path) -> Iterator[World]:
     services = Services(
         config=cfg,
         boxes=boxes,
-        system=SystemService(boxes, runtime, cfg.image.name),
+        system=SystemService(
+            boxes,
+            runtime,
+            cfg.image.name,
+            lambda: reconciler.isolation_failures,
+            lambda: reconciler.view_problems,
+            lxcfs_dir=cfg.engine.lxcfs_dir,
+        ),
         tokens=tokens,
         images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
         snapshots=SnapshotService(repo, runtime, reconciler, boxes),

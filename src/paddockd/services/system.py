@@ -21,11 +21,16 @@ class SystemService:
         runtime: Runtime,
         image: str,
         isolation_failures: Callable[[], dict[str, str]] = dict,
+        view_problems: Callable[[], dict[str, str]] = dict,
+        *,
+        lxcfs_dir: str = "",
     ) -> None:
         self._boxes = boxes
         self._rt = runtime
         self._image = image
         self._isolation_failures = isolation_failures
+        self._view_problems = view_problems
+        self._lxcfs_dir = lxcfs_dir
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -69,8 +74,25 @@ class SystemService:
             boxes_running=sum(b.desired == Desired.RUNNING for b in boxes),
             boxes_stopped=sum(b.state == BoxState.STOPPED for b in boxes),
             problems=[
-                f"box {names.get(box_id, box_id)}: network isolation failed ({why}); "
-                "it is stopped and retried"
-                for box_id, why in self._isolation_failures().items()
+                *(
+                    f"box {names.get(box_id, box_id)}: network isolation failed ({why}); "
+                    "it is stopped and retried"
+                    for box_id, why in self._isolation_failures().items()
+                ),
+                *await self._lxcfs_problems(engine),
+                *(
+                    f"box {names.get(box_id, box_id)}: {why}"
+                    for box_id, why in self._view_problems().items()
+                ),
             ],
         )
+
+    async def _lxcfs_problems(self, engine: EngineStatus) -> list[str]:
+        if not self._lxcfs_dir or not engine.reachable or engine.profile == "sysbox":
+            return []
+        if await self._rt.views_available():
+            return []
+        return [
+            f"LXCFS is not answering at {self._lxcfs_dir}: new boxes see the host's CPUs, "
+            "memory and uptime (install Debian's lxcfs; paddockd or lxcfs.service starts it)"
+        ]

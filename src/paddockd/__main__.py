@@ -58,6 +58,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
     from .services.reconciler import Reconciler
     from .services.runs import RunService
     from .services.snapshots import SnapshotService
+    from .services.stats import StatsService
     from .services.system import SystemService
     from .store.boxes import BoxRepository
     from .store.credentials import CredentialRepository
@@ -113,6 +114,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         lambda: reconciler.isolation_failures,
         lambda: reconciler.view_problems,
         lxcfs_dir=cfg.engine.lxcfs_dir,
+        data_root=cfg.engine.data_root,
     )
     credentials = CredentialService(
         CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
@@ -137,6 +139,7 @@ def build(cfg: config.Config):  # type: ignore[no-untyped-def]
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=RunService(boxes, credentials, cfg.data_dir / "runs", cfg.default_agent),
+        stats=StatsService(boxes, runtime),
     )
     reaper = Reaper(boxes, utcnow)
 

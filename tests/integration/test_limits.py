@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import docker
@@ -43,3 +44,25 @@ def test_a_small_box_sees_its_own_cpu_memory_and_uptime(server: Server, box: str
 def test_status_has_no_lxcfs_problem(server: Server) -> None:
     with server.client() as c:
         assert not [p for p in c.status().problems if "LXCFS" in p]
+
+
+def test_stats_of_a_running_and_a_stopped_box(server: Server, box: str) -> None:
+    with server.client() as c:
+        c.exec(box, "head -c 30000000 /dev/zero > /config/fill && (sleep 30 &)")
+        got = c.box_stats(box)
+        assert got.state == "running" and got.cpu_percent is not None
+        assert got.memory_limit_bytes == 1024 << 20
+        assert 0 < (got.memory_bytes or 0) < got.memory_limit_bytes
+        assert (got.disk_bytes or 0) >= 30_000_000 and got.disk_quota_bytes is None
+        assert got.pids_limit == 1024 and 1 <= (got.pids or 0) <= 1024
+        listed = json.loads(server.cli("stats", "--json", check=True).stdout)
+        assert box in {s["name"] for s in listed}
+        c.stop_box(box)
+        stopped = c.box_stats(box)
+        assert stopped.state == "stopped" and stopped.cpu_percent is None
+        table = server.cli("stats", box, check=True).stdout
+        assert table.split("\n")[0].split() == ["BOX", "STATE", "CPU", "MEMORY", "DISK", "PIDS"]
+        assert table.split("\n")[1].split()[:3] == [box, "stopped", "-"]
+        status = c.status()
+        assert status.data_root_free_bytes and status.data_root_total_bytes
+        assert "disk:" in server.cli("status", check=True).stdout

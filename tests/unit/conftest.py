@@ -26,6 +26,7 @@ from paddockd.services.reaper import Reaper
 from paddockd.services.reconciler import Reconciler
 from paddockd.services.runs import RunService
 from paddockd.services.snapshots import SnapshotService
+from paddockd.services.stats import StatsService
 from paddockd.services.system import SystemService
 from paddockd.store.boxes import BoxRepository
 from paddockd.store.credentials import CredentialRepository
@@ -90,6 +91,7 @@ def world(tmp_path: Path) -> Iterator[World]:
             lambda: reconciler.isolation_failures,
             lambda: reconciler.view_problems,
             lxcfs_dir=cfg.engine.lxcfs_dir,
+            data_root=str(tmp_path),
         ),
         tokens=tokens,
         images=ImageBuilder(cfg.image, runtime, tmp_path / "build"),
@@ -100,6 +102,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=RunService(boxes, credentials, tmp_path / "runs"),
+        stats=StatsService(boxes, runtime),
     )
     yield World(
         cfg,

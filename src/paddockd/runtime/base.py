@@ -76,6 +76,18 @@ class ContainerInfo:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What a running container uses now."""
+
+    cpu_percent: float  # 100 = one whole CPU
+    memory_bytes: int
+    memory_limit_bytes: int | None
+    pids: int
+    pids_limit: int | None
+    layer_bytes: int  # its writable layer
+
+
+@dataclass(frozen=True)
 class ExecSpec:
     cmd: list[str]
     env: dict[str, str]
@@ -125,6 +137,10 @@ class Runtime(Protocol):
     async def remove(self, cid: str) -> None: ...
 
     async def inspect(self, cid: str) -> ContainerInfo | None: ...
+
+    async def usage(self, cids: list[str]) -> dict[str, Usage]:
+        """Figures of each running container (those not running are left out)."""
+        ...
 
     async def views_available(self) -> bool:
         """Whether a box created now gets its own /proc views (LXCFS answers)."""

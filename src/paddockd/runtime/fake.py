@@ -17,6 +17,7 @@ from .base import (
     ContainerSpec,
     EngineInfo,
     ExecSpec,
+    Usage,
     VolumeInfo,
 )
 
@@ -123,6 +124,13 @@ class FakeRuntime:
         ip = f"10.213.0.{int(cid[1:]) + 1}"
         box = c["labels"][LABEL_BOX]
         return ContainerInfo(cid, box, c["running"], status, c["spec"].image, ip, views=c["views"])
+
+    async def usage(self, cids: list[str]) -> dict[str, Usage]:
+        return {
+            cid: Usage(12.5, 100 << 20, self._get(cid)["spec"].memory_mb << 20, 9, 1024, 4096)
+            for cid in cids
+            if cid in self.by_id and self.by_id[cid]["running"]
+        }
 
     async def views_available(self) -> bool:
         return self.views

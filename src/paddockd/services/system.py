@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+
+import anyio.to_thread
 
 from paddock._models import Capacity as CapacityModel
 from paddock._models import EngineStatus, ServerStatus
@@ -24,6 +27,7 @@ class SystemService:
         view_problems: Callable[[], dict[str, str]] = dict,
         *,
         lxcfs_dir: str = "",
+        data_root: str = "",
     ) -> None:
         self._boxes = boxes
         self._rt = runtime
@@ -31,6 +35,7 @@ class SystemService:
         self._isolation_failures = isolation_failures
         self._view_problems = view_problems
         self._lxcfs_dir = lxcfs_dir
+        self._data_root = data_root
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -62,6 +67,7 @@ class SystemService:
         boxes = await self._boxes.all()
         names = {b.id: b.name for b in boxes}
         cpus, memory = self._boxes.capacity.used(boxes)
+        free, total = await self._space()
         return ServerStatus(
             version=__version__,
             engine=engine,
@@ -85,7 +91,21 @@ class SystemService:
                     for box_id, why in self._view_problems().items()
                 ),
             ],
+            data_root=self._data_root or None,
+            data_root_free_bytes=free,
+            data_root_total_bytes=total,
         )
+
+    async def _space(self) -> tuple[int | None, int | None]:
+        """Free and total bytes of the data root's filesystem (free as a non-root process
+        would see it is beside the point: the engine writes as root)."""
+        if not self._data_root:
+            return None, None
+        try:
+            st = await anyio.to_thread.run_sync(os.statvfs, self._data_root)
+        except OSError:
+            return None, None
+        return st.f_bfree * st.f_frsize, st.f_blocks * st.f_frsize
 
     async def _lxcfs_problems(self, engine: EngineStatus) -> list[str]:
         if not self._lxcfs_dir or not engine.reachable or engine.profile == "sysbox":

@@ -320,3 +320,18 @@ async def test_boxes_with_dead_views_and_a_down_lxcfs_are_reported(world: World)
     world.runtime.views = False
     problems = (await world.services.system.status()).problems
     assert any(p.startswith("LXCFS is not answering at /var/lib/lxcfs") for p in problems)
+
+
+async def test_stats_give_figures_for_running_boxes_and_state_for_the_rest(world: World) -> None:
+    await world.boxes.create("busy", "small", None, None)
+    await world.boxes.create("idle", "small", None, None)
+    await world.boxes.stop("idle")
+    stats = {s.name: s for s in await world.services.stats.all()}
+    busy, idle = stats["busy"], stats["idle"]
+    assert (busy.state, busy.cpu_percent, busy.pids, busy.pids_limit) == ("running", 12.5, 9, 1024)
+    assert busy.memory_limit_bytes == 1024 << 20 and busy.disk_bytes == 4096
+    assert busy.disk_quota_bytes is None
+    assert idle.state == "stopped" and idle.cpu_percent is None and idle.memory_bytes is None
+    assert (await world.services.stats.one("busy")) == busy
+    status = await world.services.system.status()
+    assert status.data_root_free_bytes and status.data_root_total_bytes

@@ -22,7 +22,7 @@ systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
-packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl)
+packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -114,12 +114,15 @@ fi
 step "Box engine and paddockd"
 if $systemd; then
     install -m 0644 "$HERE"/deploy/systemd/*.service /etc/systemd/system/
+    # LXCFS (boxes' own /proc views) runs before paddockd starts any box.
+    install -D -m 0644 "$HERE"/deploy/systemd/lxcfs.service.d/paddock.conf \
+        /etc/systemd/system/lxcfs.service.d/paddock.conf
     systemctl daemon-reload
-    systemctl enable --now paddock-engine.service paddockd.service
+    systemctl enable --now lxcfs.service paddock-engine.service paddockd.service
     $updated && systemctl restart paddockd.service
 else
-    # No service manager (containers, CI): paddockd starts the engine itself, and a small
-    # supervisor restarts paddockd if it dies.
+    # No service manager (containers, CI): paddockd starts the engine and LXCFS itself
+    # (and again whenever either died), and a small supervisor restarts paddockd if it dies.
     paddockd engine start
     supervisor=$(cat /run/paddock/supervise.pid 2>/dev/null || true)
     if $updated && [ -n "$supervisor" ] && kill -0 "$supervisor" 2>/dev/null; then

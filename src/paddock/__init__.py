@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._models import (
         AgentInfo,
         Box,
+        BoxStats,
         BoxType,
         BoxTypeList,
         Credential,
@@ -71,6 +72,7 @@ _WHERE = {
     **dict.fromkeys(
         [
             "Box",
+            "BoxStats",
             "BoxType",
             "RunInfo",
             "NetworkSuggestion",
@@ -95,6 +97,7 @@ __all__ = [
     "AsyncClient",
     "AuthenticationFailed",
     "Box",
+    "BoxStats",
     "BoxType",
     "BoxTypeList",
     "CapacityExceeded",

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ._models import (
         AgentInfo,
         Box,
+        BoxStats,
         BoxTypeList,
         Credential,
         DesktopLink,
@@ -378,6 +379,17 @@ class _Base:
         `tail` lines only, unless 0."""
         params = {"tail": str(tail)} if tail else None
         return Call(_Request("GET", _box(ref) + "/logs", params), text=True)
+
+    @operation
+    def box_stats(self, ref: str) -> Call[BoxStats]:
+        """What the box uses now: CPU (%, 100 = one CPU), memory, disk and processes
+        against its limits; a box that is not running has its state and no figures."""
+        return Call(_Request("GET", _box(ref) + "/stats"), _model("BoxStats"))
+
+    @operation
+    def stats(self) -> Call[list[BoxStats]]:
+        """`box_stats` of every box, measured together (about a quarter second)."""
+        return Call(_Request("GET", "/v1/stats"), _model("BoxStatsList", "boxes"))
 
     # -- network ----------------------------------------------------------------------
     @operation

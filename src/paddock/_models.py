@@ -301,6 +301,28 @@ class Capacity:
 
 
 @dataclass
+class BoxStats:
+    """What a box uses now; figures only while it runs (None otherwise)."""
+
+    id: str
+    name: str
+    state: BoxStateName
+    cpus: float  # its type's share of CPU
+    cpu_percent: float | None = None  # 100 = one whole CPU, as `docker stats` counts
+    memory_bytes: int | None = None  # without page cache the kernel can drop
+    memory_limit_bytes: int | None = None
+    disk_bytes: int | None = None  # its writable layer and its /var/lib/docker volume
+    disk_quota_bytes: int | None = None  # None: no disk quota
+    pids: int | None = None  # processes (and threads)
+    pids_limit: int | None = None
+
+
+@dataclass
+class BoxStatsList:
+    boxes: list[BoxStats]
+
+
+@dataclass
 class ServerStatus:
     version: str
     engine: EngineStatus
@@ -309,6 +331,10 @@ class ServerStatus:
     boxes_stopped: int
     # What needs the admin's eye, one sentence each (e.g. a box whose isolation failed).
     problems: list[str] = field(default_factory=list)
+    # The filesystem of the engine's data root (box layers, volumes, snapshots).
+    data_root: str | None = None
+    data_root_free_bytes: int | None = None
+    data_root_total_bytes: int | None = None
 
 
 @dataclass

@@ -30,6 +30,10 @@ def serve(cfg: config.Config) -> None:
         perms.make_stream_private(stream.fileno())
     if cfg.engine.manage:
         engine.start_detached(cfg.engine)
+        # Before any box starts: a box made without LXCFS keeps the host's view until it
+        # is made again.
+        if (lxcfs := wiring.lxcfs_of(cfg.engine)) is not None:
+            lxcfs.ensure()
     app = wiring.app(wiring.wire(cfg))
     # No access log: it would print the desktop page's `?token=`.
     server = uvicorn.Server(

@@ -40,6 +40,11 @@ class EngineConfig:
     build_cidr: str = "10.212.0.1/24"
     userns_user: str = "paddock"
     cgroup_parent: str = "paddock"
+    # Where LXCFS is mounted (boxes see their own CPUs, memory and uptime in /proc through
+    # it); "" turns that off. Started by paddockd when `manage` is on, else by lxcfs.service.
+    lxcfs_dir: str = "/var/lib/lxcfs"
+    lxcfs: str = "lxcfs"
+    lxcfs_log: str = "/var/log/paddock/lxcfs.log"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from .netpolicy.base import NetworkRules
 from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
 from .runtime import engine
 from .runtime.base import BoxEngine, BoxNetwork
+from .runtime.lxcfs import Lxcfs
 from .services.agents import AgentService
 from .services.background import Background, Schedule
 from .services.boxes import BoxService
@@ -35,6 +36,7 @@ from .services.reaper import Reaper
 from .services.reconciler import Reconciler
 from .services.runs import RunService
 from .services.snapshots import SnapshotService
+from .services.stats import StatsService
 from .services.system import SystemService
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository
@@ -99,7 +101,15 @@ def wire(
     )
     drives = DriveService(repo, runtime, cfg.instance)
     boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives)
-    system = SystemService(boxes, runtime, cfg.image.name, lambda: reconciler.isolation_failures)
+    system = SystemService(
+        boxes,
+        runtime,
+        cfg.image.name,
+        lambda: reconciler.isolation_failures,
+        lambda: reconciler.view_problems,
+        lxcfs_dir=cfg.engine.lxcfs_dir,
+        data_root=cfg.engine.data_root,
+    )
     credentials = CredentialService(
         CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
     )
@@ -126,6 +136,7 @@ def wire(
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
+        stats=StatsService(boxes, runtime),
     )
     reaper = Reaper(boxes, now)
     sweeper = ImageSweeper(
@@ -190,6 +201,7 @@ def _real_adapters(
         build_network=BoxNetwork(
             f"paddock-{cfg.engine.build_bridge}", cfg.engine.build_bridge, cfg.engine.build_cidr
         ),
+        lxcfs=lxcfs_of(cfg.engine),
     )
     network = NftablesPolicy(
         bridge,
@@ -203,8 +215,16 @@ def _real_adapters(
     return runtime, network
 
 
+def lxcfs_of(cfg: config.EngineConfig) -> Lxcfs | None:
+    return Lxcfs(cfg.lxcfs_dir, cfg.lxcfs, cfg.lxcfs_log) if cfg.lxcfs_dir else None
+
+
 def _engine_restarter(cfg: config.EngineConfig) -> Callable[[], bool]:
+    lxcfs = lxcfs_of(cfg)
+
     def restart() -> bool:
+        if lxcfs is not None and not lxcfs.ensure():
+            log.warning("LXCFS is down and could not be started")
         if engine.is_running(cfg):
             return False
         engine.start_detached(cfg)

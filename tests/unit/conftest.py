@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from paddockd.api.deps import Services
-from paddockd.config import Config
+from paddockd.config import Config, EngineConfig
 from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.boxes import BoxService
@@ -60,6 +60,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         snapshot_retention=2,
         capacity_cpus=4,
         capacity_memory_mb=3072,
+        engine=replace(EngineConfig(), data_root=str(tmp_path)),
     )
     runtime, network, clock = FakeRuntime(), FakeNetwork(), Clock()
     wired = wire(cfg, runtime=runtime, network=network, now=clock)

@@ -27,6 +27,8 @@ OPERATIONS = {
     ("POST", "/v1/boxes/{ref}/stop"): "stop_box",
     ("POST", "/v1/boxes/{ref}/resume"): "resume_box",
     ("POST", "/v1/boxes/{ref}/extend"): "extend_box",
+    ("GET", "/v1/boxes/{ref}/stats"): "box_stats",
+    ("GET", "/v1/stats"): "stats",
     ("POST", "/v1/boxes/{ref}/exec"): "exec_stream",
     ("GET", "/v1/boxes/{ref}/files"): "pull",
     ("PUT", "/v1/boxes/{ref}/files"): "push",

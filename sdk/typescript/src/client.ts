@@ -17,6 +17,7 @@ import type {
   AgentInfo,
   Box,
   BoxCreate,
+  BoxStats,
   BoxTypeList,
   BuildEvent,
   Credential,
@@ -241,6 +242,17 @@ export class Client {
       ...(query && { query }),
     });
     return body.toString("utf8");
+  }
+
+  /** What the box uses now: CPU (%, 100 = one CPU), memory, disk and processes against its
+   * limits; a box that is not running has its state and no figures (nulls). */
+  async boxStats(ref: string): Promise<BoxStats> {
+    return this.#call({ method: "GET", path: `${this.#box(ref)}/stats` });
+  }
+
+  /** `boxStats` of every box, measured together (about a quarter second). */
+  async stats(): Promise<BoxStats[]> {
+    return (await this.#call<{ boxes: BoxStats[] }>({ method: "GET", path: "/v1/stats" })).boxes;
   }
 
   // -- snapshots, restore, fork ------------------------------------------------------------

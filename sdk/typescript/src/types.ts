@@ -7,6 +7,7 @@ type Schemas = components["schemas"];
 
 export type Box = Schemas["Box"];
 export type BoxCreate = Schemas["BoxCreate"];
+export type BoxStats = Schemas["BoxStats"];
 export type BoxType = Schemas["BoxType"];
 export type BoxTypeList = Schemas["BoxTypeList"];
 export type Snapshot = Schemas["Snapshot"];

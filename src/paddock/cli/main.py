@@ -48,6 +48,7 @@ COMMANDS = {
     **dict.fromkeys(["auth", "agents"], "auth"),
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
+    "stats": "stats",
     **dict.fromkeys(["login", "status", "image"], "server"),
     **dict.fromkeys(["version", "help", "completion"], "meta"),
 }

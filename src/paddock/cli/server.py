@@ -8,7 +8,7 @@ import sys
 
 from .._config import ClientConfig
 from ._common import UsageError, add_json, client, nested
-from ._output import emit_json, note
+from ._output import binary_size, emit_json, note
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -103,6 +103,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"capacity:  CPU {cap.cpus_used:g}/{cap.cpus_total:g} used, "
         f"memory {cap.memory_used_mb}/{cap.memory_total_mb} MiB used"
     )
+    if st.data_root_free_bytes is not None and st.data_root_total_bytes:
+        free, total = st.data_root_free_bytes, st.data_root_total_bytes
+        print(
+            f"disk:      {binary_size(free)} free of {binary_size(total)} "
+            f"({100 * free / total:.0f}%) at {st.data_root}"
+        )
     for problem in st.problems:
         print(f"problem:   {problem}")
     return 0 if e.reachable else 1

@@ -25,6 +25,7 @@ from .routes import (
     network,
     runs,
     snapshots,
+    stats,
     system,
 )
 
@@ -59,7 +60,20 @@ def create_app(
     # Every other API route needs the API token, checked by TokenGate (below) before any
     # body is read: a route dependency would run only after FastAPI read the body.
     app.include_router(system.public, prefix=API, responses=errors.ERROR_RESPONSES)
-    modules = (system, boxes, network, execs, files, snapshots, drives, images, desktop, auth, runs)
+    modules = (
+        system,
+        boxes,
+        network,
+        execs,
+        files,
+        snapshots,
+        drives,
+        images,
+        desktop,
+        auth,
+        runs,
+        stats,
+    )
     for module in modules:
         app.include_router(module.router, prefix=API, responses=errors.ERROR_RESPONSES)
     # WebSockets authenticate inside the handler, where an error can still be framed; the

@@ -19,6 +19,7 @@ from ..services.drives import DriveService
 from ..services.egress import EgressService
 from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
+from ..services.stats import StatsService
 from ..services.system import SystemService
 from ..store.tokens import TokenRepository
 
@@ -37,6 +38,7 @@ class Services:
     credentials: CredentialService
     agents: AgentService
     runs: RunService
+    stats: StatsService
 
 
 def services(conn: HTTPConnection) -> Services:

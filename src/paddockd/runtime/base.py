@@ -16,6 +16,8 @@ LABEL_BOX = "paddock.box"
 LABEL_INSTANCE = "paddock.instance"
 LABEL_NAME = "paddock.name"
 LABEL_DRIVE = "paddock.drive"
+# On boxes created with LXCFS's /proc views bound in.
+LABEL_VIEWS = "paddock.views"
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,19 @@ class ContainerInfo:
     image: str = ""
     ip: str = ""
     mac: str = ""
+    views: bool = False  # LXCFS's /proc files are bound in (see runtime/lxcfs.py)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a running container uses now."""
+
+    cpu_percent: float  # 100 = one whole CPU
+    memory_bytes: int
+    memory_limit_bytes: int | None
+    pids: int
+    pids_limit: int | None
+    layer_bytes: int  # its writable layer
 
 
 @dataclass(frozen=True)
@@ -129,13 +144,27 @@ class Runtime(Protocol):
 
     async def create(self, spec: ContainerSpec) -> str: ...
 
-    async def start(self, cid: str) -> None: ...
+    async def start(self, cid: str) -> None:
+        """Start the container, on the least busy host CPUs its share allows."""
+        ...
 
     async def stop(self, cid: str, timeout: int) -> None: ...
 
     async def remove(self, cid: str) -> None: ...
 
     async def inspect(self, cid: str) -> ContainerInfo | None: ...
+
+    async def usage(self, cids: list[str]) -> dict[str, Usage]:
+        """Figures of each running container (those not running are left out)."""
+        ...
+
+    async def views_available(self) -> bool:
+        """Whether a box created now gets its own /proc views (LXCFS answers)."""
+        ...
+
+    async def stale_views(self, cid: str) -> bool:
+        """Whether the running container's /proc views died with an earlier LXCFS."""
+        ...
 
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]: ...
 

@@ -6,11 +6,13 @@ import base64
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import re
 import signal
 import socket
 import tarfile
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -26,9 +28,10 @@ import requests.exceptions
 from docker.utils import socket as docker_socket
 
 from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
-from . import seccomp
+from . import cgroups, cpuset, seccomp
 from .base import (
     LABEL_BOX,
+    LABEL_VIEWS,
     BoxNetwork,
     ContainerInfo,
     ContainerSpec,
@@ -36,12 +39,18 @@ from .base import (
     ExecSpec,
     ImageInfo,
     Profile,
+    Usage,
     VolumeInfo,
 )
 from .exec_start import StartChecked
 from .idmap import IdMap, box_owned, first_member
+from .lxcfs import Lxcfs
 
 T = TypeVar("T")
+# CPU % is CPU time over wall time between two readings this far apart, taken for all the
+# boxes asked about at once (`docker stats` waits 1 s per box).
+CPU_WINDOW = 0.25
+log = logging.getLogger("paddockd.runtime")
 USERNS_RUNTIME = "paddock-runc"  # the name engine.py registers the OCI wrapper under
 
 
@@ -100,6 +109,7 @@ class DockerRuntime:
         dns: tuple[str, ...] = (),
         network: BoxNetwork | None = None,
         build_network: BoxNetwork | None = None,
+        lxcfs: Lxcfs | None = None,
     ) -> None:
         self._api = (
             docker.APIClient(
@@ -119,6 +129,11 @@ class DockerRuntime:
         # Stream readers block a thread for as long as a command runs; they must not starve
         # the default pool that every other call uses.
         self._streams = anyio.CapacityLimiter(1024)
+        self._lxcfs = lxcfs
+        # Running boxes' cpusets by container id, so placing one box does not inspect all
+        # the others every time; the lock keeps two starts from choosing the same CPUs.
+        self._cpusets: dict[str, set[int]] = {}
+        self._placing = threading.Lock()
 
     @property
     def api(self) -> Any:
@@ -267,6 +282,10 @@ class DockerRuntime:
                 resolv.write_text("".join(f"nameserver {ip}\n" for ip in self._dns))
                 resolv.chmod(0o644)
                 binds[str(resolv)] = {"bind": "/etc/resolv.conf", "mode": "ro"}
+            views = self._views(profile)
+            if self._lxcfs is not None and profile != "sysbox" and not views:
+                log.warning("LXCFS is not answering: box %s sees the host's CPUs", spec.box_id)
+            binds.update({host: {"bind": box, "mode": "ro"} for host, box in views.items()})
             host_config = self.api.create_host_config(
                 nano_cpus=int(spec.cpus * 1e9),
                 mem_limit=f"{spec.memory_mb}m",
@@ -291,7 +310,11 @@ class DockerRuntime:
                 spec.image,
                 name=f"paddock-{spec.box_id}",
                 hostname=spec.hostname,
-                labels={LABEL_BOX: spec.box_id, **spec.labels},
+                labels={
+                    LABEL_BOX: spec.box_id,
+                    **spec.labels,
+                    **({LABEL_VIEWS: "lxcfs"} if views else {}),
+                },
                 environment={"PADDOCK_BOX": spec.hostname, "PADDOCK_PROFILE": profile},
                 host_config=host_config,
                 detach=True,
@@ -300,8 +323,87 @@ class DockerRuntime:
 
         return await self._run(work)
 
+    def _views(self, profile: Profile) -> dict[str, str]:
+        """LXCFS's /proc files for a new box, when LXCFS answers; none under Sysbox,
+        whose own filesystem already virtualizes the box's /proc."""
+        if self._lxcfs is None or profile == "sysbox":
+            return {}
+        return self._lxcfs.binds() if self._lxcfs.available() else {}
+
+    async def usage(self, cids: list[str]) -> dict[str, Usage]:
+        def work() -> dict[str, Usage]:
+            found: dict[str, tuple[int, int]] = {}  # cid -> (pid, writable layer bytes)
+            for cid in cids:
+                with contextlib.suppress(docker.errors.NotFound):
+                    # docker-py's inspect_container has no `size`: the one engine call per box.
+                    res = self.api._get(
+                        self.api._url("/containers/{0}/json", cid), params={"size": 1}
+                    )
+                    data = self.api._result(res, True)
+                    if data["State"].get("Running") and data["State"].get("Pid"):
+                        found[cid] = (int(data["State"]["Pid"]), int(data.get("SizeRw") or 0))
+            before = self._samples(found)
+            time.sleep(CPU_WINDOW)
+            after = self._samples(found)
+            return {
+                cid: Usage(
+                    cgroups.cpu_percent(before[cid], now),
+                    now.memory_bytes,
+                    now.memory_limit_bytes,
+                    now.pids,
+                    now.pids_limit,
+                    found[cid][1],
+                )
+                for cid, now in after.items()
+                if cid in before
+            }
+
+        return await self._run(work)
+
+    @staticmethod
+    def _samples(found: dict[str, tuple[int, int]]) -> dict[str, cgroups.Sample]:
+        samples = {}
+        for cid, (pid, _) in found.items():
+            with contextlib.suppress(OSError, ValueError):  # it stopped meanwhile
+                samples[cid] = cgroups.sample(pid)
+        return samples
+
+    async def views_available(self) -> bool:
+        profile = self._profile or (await self.info()).profile
+        return bool(self._views(profile)) if self._lxcfs else False
+
+    async def stale_views(self, cid: str) -> bool:
+        def work() -> bool:
+            pid = self.container_pid(cid)
+            return pid > 0 and Lxcfs.stale(pid)
+
+        return await self._run(work)
+
+    def _place(self, cid: str) -> None:
+        """Give the box its cpuset (see cpuset.py), again at every start: the CPUs that were
+        quiet when it last ran may not be now."""
+        with self._placing:
+            mine = self.api.inspect_container(cid)["HostConfig"]
+            running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
+            ids = {str(c["Id"]) for c in running} - {cid}
+            for gone in set(self._cpusets) - ids:
+                del self._cpusets[gone]
+            for other in ids - set(self._cpusets):
+                with contextlib.suppress(docker.errors.NotFound):
+                    text = self.api.inspect_container(other)["HostConfig"].get("CpusetCpus")
+                    self._cpusets[other] = cpuset.parse(text or "")
+            cpus = (mine.get("NanoCpus") or 0) / 1e9 or len(os.sched_getaffinity(0))
+            chosen = cpuset.pick(cpus, os.sched_getaffinity(0), self._cpusets.values())
+            if cpuset.parse(mine.get("CpusetCpus") or "") != chosen:
+                self.api.update_container(cid, cpuset_cpus=cpuset.render(chosen))
+            self._cpusets[cid] = chosen
+
     async def start(self, cid: str) -> None:
-        await self._run(lambda: self.api.start(cid))
+        def work() -> None:
+            self._place(cid)
+            self.api.start(cid)
+
+        await self._run(work)
 
     async def stop(self, cid: str, timeout: int) -> None:
         await self._run(lambda: self.api.stop(cid, timeout=timeout))
@@ -329,6 +431,7 @@ class DockerRuntime:
             image,
             str(attached.get("IPAddress") or ""),
             str(attached.get("MacAddress") or ""),
+            views=bool(labels.get(LABEL_VIEWS)),
         )
 
     async def inspect(self, cid: str) -> ContainerInfo | None:

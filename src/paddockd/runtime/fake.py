@@ -18,6 +18,7 @@ from .base import (
     EngineInfo,
     ExecSpec,
     ImageInfo,
+    Usage,
     VolumeInfo,
 )
 
@@ -65,6 +66,8 @@ class FakeRuntime:
         self.calls: list[str] = []
         self.volume_by_name: dict[str, VolumeInfo] = {}
         self.fail_next: dict[str, Exception] = {}
+        self.views = True  # whether LXCFS "answers"
+        self.stale: set[str] = set()  # containers whose views died with an old LXCFS
         self._n = 0
 
     def _maybe_fail(self, op: str) -> None:
@@ -105,6 +108,7 @@ class FakeRuntime:
             "spec": spec,
             "running": False,
             "labels": {LABEL_BOX: spec.box_id, **spec.labels},
+            "views": self.views,
         }
         return cid
 
@@ -130,7 +134,21 @@ class FakeRuntime:
             return None
         status = "running" if c["running"] else "exited"
         ip = f"10.213.0.{int(cid[1:]) + 1}"
-        return ContainerInfo(cid, c["labels"][LABEL_BOX], c["running"], status, c["spec"].image, ip)
+        box = c["labels"][LABEL_BOX]
+        return ContainerInfo(cid, box, c["running"], status, c["spec"].image, ip, views=c["views"])
+
+    async def usage(self, cids: list[str]) -> dict[str, Usage]:
+        return {
+            cid: Usage(12.5, 100 << 20, self._get(cid)["spec"].memory_mb << 20, 9, 1024, 4096)
+            for cid in cids
+            if cid in self.by_id and self.by_id[cid]["running"]
+        }
+
+    async def views_available(self) -> bool:
+        return self.views
+
+    async def stale_views(self, cid: str) -> bool:
+        return cid in self.stale
 
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         out = []

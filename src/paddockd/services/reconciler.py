@@ -75,6 +75,8 @@ class Reconciler:
         self.isolation_failures: dict[str, str] = {}
         # Snapshot images being committed now, whose rows are not written yet.
         self.committing: set[str] = set()
+        # Running boxes that see the host's /proc rather than their own (id -> why).
+        self.view_problems: dict[str, str] = {}
 
     def run_dir(self, box_id: str) -> Path:
         return self._boxes_dir / box_id / "run"
@@ -176,6 +178,13 @@ class Reconciler:
 
     async def _run(self, box: Box, info: ContainerInfo | None) -> Box:
         note = box.message if box.state == BoxState.RUNNING else None
+        if info is not None and await self._outdated_views(box, info):
+            # Binds are fixed when a container is made: a box made while LXCFS was down
+            # gets its views (or one made with them, while LXCFS is down, starts at all)
+            # only in a new container. Its files are all in its stop snapshot.
+            await self._rt.remove(info.id)
+            box = await self._save(box, container_id=None)
+            info = None
         if info is None:
             image = box.source_image
             if box.container_id is not None:
@@ -202,6 +211,33 @@ class Reconciler:
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box
+
+    async def _outdated_views(self, box: Box, info: ContainerInfo) -> bool:
+        if info.running or box.state != BoxState.STOPPED or box.current_snapshot is None:
+            return False
+        return info.views != await self._rt.views_available()
+
+    async def check_views(self) -> None:
+        """Find running boxes that see the host's /proc: made while LXCFS was down, or
+        holding views of an LXCFS that has since restarted (their reads fail with ENOTCONN
+        until the box restarts; see runtime/lxcfs.py). Nothing here can rebind a running
+        box's files, so the admin is told which boxes a stop and resume fixes."""
+        problems: dict[str, str] = {}
+        if await self._rt.views_available():
+            for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
+                if not info.running:
+                    continue
+                if not info.views:
+                    problems[info.box_id] = (
+                        "started while LXCFS was down, it sees the host's CPUs and memory; "
+                        "stop and resume it"
+                    )
+                elif await self._rt.stale_views(info.id):
+                    problems[info.box_id] = (
+                        "LXCFS restarted under it, so reading its /proc/meminfo, cpuinfo "
+                        "and uptime fails; stop and resume it"
+                    )
+        self.view_problems = problems
 
     async def _stop(self, box: Box, info: ContainerInfo | None) -> Box:
         if box.state == BoxState.STOPPED and (info is None or not info.running):
@@ -357,6 +393,10 @@ class Reconciler:
                 await self.reconcile(box.id)
             except PaddockError as exc:
                 log.error("box %s could not be reconciled: %s", box.name, exc.message)
+        try:
+            await self.check_views()
+        except PaddockError as exc:
+            log.error("checking boxes' /proc views: %s", exc.message)
         for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
             # Reread: a box created after the listing above is not an orphan.
             if info.box_id not in known and await self._repo.get(info.box_id) is None:

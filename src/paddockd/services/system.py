@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+
+import anyio.to_thread
 
 from paddock._models import Capacity as CapacityModel
 from paddock._models import EngineStatus, ServerStatus
@@ -21,11 +24,18 @@ class SystemService:
         runtime: Runtime,
         image: str,
         isolation_failures: Callable[[], dict[str, str]] = dict,
+        view_problems: Callable[[], dict[str, str]] = dict,
+        *,
+        lxcfs_dir: str = "",
+        data_root: str = "",
     ) -> None:
         self._boxes = boxes
         self._rt = runtime
         self._image = image
         self._isolation_failures = isolation_failures
+        self._view_problems = view_problems
+        self._lxcfs_dir = lxcfs_dir
+        self._data_root = data_root
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -57,6 +67,7 @@ class SystemService:
         boxes = await self._boxes.all()
         names = {b.id: b.name for b in boxes}
         cpus, memory = self._boxes.capacity.used(boxes)
+        free, total = await self._space()
         return ServerStatus(
             version=__version__,
             engine=engine,
@@ -69,8 +80,39 @@ class SystemService:
             boxes_running=sum(b.desired == Desired.RUNNING for b in boxes),
             boxes_stopped=sum(b.state == BoxState.STOPPED for b in boxes),
             problems=[
-                f"box {names.get(box_id, box_id)}: network isolation failed ({why}); "
-                "it is stopped and retried"
-                for box_id, why in self._isolation_failures().items()
+                *(
+                    f"box {names.get(box_id, box_id)}: network isolation failed ({why}); "
+                    "it is stopped and retried"
+                    for box_id, why in self._isolation_failures().items()
+                ),
+                *await self._lxcfs_problems(engine),
+                *(
+                    f"box {names.get(box_id, box_id)}: {why}"
+                    for box_id, why in self._view_problems().items()
+                ),
             ],
+            data_root=self._data_root or None,
+            data_root_free_bytes=free,
+            data_root_total_bytes=total,
         )
+
+    async def _space(self) -> tuple[int | None, int | None]:
+        """Free and total bytes of the data root's filesystem (free as a non-root process
+        would see it is beside the point: the engine writes as root)."""
+        if not self._data_root:
+            return None, None
+        try:
+            st = await anyio.to_thread.run_sync(os.statvfs, self._data_root)
+        except OSError:
+            return None, None
+        return st.f_bfree * st.f_frsize, st.f_blocks * st.f_frsize
+
+    async def _lxcfs_problems(self, engine: EngineStatus) -> list[str]:
+        if not self._lxcfs_dir or not engine.reachable or engine.profile == "sysbox":
+            return []
+        if await self._rt.views_available():
+            return []
+        return [
+            f"LXCFS is not answering at {self._lxcfs_dir}: new boxes see the host's CPUs, "
+            "memory and uptime (install Debian's lxcfs; paddockd or lxcfs.service starts it)"
+        ]

@@ -158,6 +158,14 @@ def test_stat(api: TestClient) -> None:
     assert api.get("/v1/boxes/b/files/stat", params={"path": "/nope"}).json()["exists"] is False
 
 
+def test_stats_routes(api: TestClient) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    one = api.get("/v1/boxes/b/stats").json()
+    assert one["name"] == "b" and one["cpu_percent"] == 12.5 and one["disk_quota_bytes"] is None
+    assert [s["name"] for s in api.get("/v1/stats").json()["boxes"]] == ["b"]
+    assert api.get("/v1/boxes/nope/stats").status_code == 404
+
+
 def test_status_and_types(api: TestClient) -> None:
     status = api.get("/v1/status").json()
     assert status["engine"]["reachable"] and status["capacity"]["cpus_total"] == 4

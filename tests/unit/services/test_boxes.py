@@ -295,3 +295,54 @@ async def test_a_box_whose_isolation_fails_is_stopped_and_marked(world: World) -
     await world.reconciler.reconcile(box.id)
     again = await world.boxes.resolve("leaky")
     assert again.state == BoxState.RUNNING and world.reconciler.isolation_failures == {}
+
+
+async def test_a_box_made_without_lxcfs_gets_its_views_when_resumed(world: World) -> None:
+    """Binds are fixed at create: a stopped box whose container lacks the /proc views (or
+    has them while LXCFS is down) is made again from its stop snapshot; a running one is
+    only named in the problems, never restarted behind its user's back."""
+    world.runtime.views = False
+    box = await world.boxes.create("blind", None, None, None)
+    world.runtime.views = True
+    await world.reconciler.check_views()
+    assert "started while LXCFS was down" in world.reconciler.view_problems[box.id]
+    assert any(
+        "blind: started while LXCFS" in p for p in (await world.services.system.status()).problems
+    )
+    await world.boxes.stop("blind")
+    resumed = await world.boxes.resume("blind")
+    assert resumed.container_id != box.container_id
+    info = await world.runtime.inspect(resumed.container_id or "")
+    assert info is not None and info.running and info.views
+    assert world.runtime.by_id[resumed.container_id or ""]["spec"].image == resumed.current_snapshot
+    await world.reconciler.check_views()
+    assert world.reconciler.view_problems == {}
+    # With nothing to change, resume restarts the same container.
+    await world.boxes.stop("blind")
+    again = await world.boxes.resume("blind")
+    assert again.container_id == resumed.container_id
+
+
+async def test_boxes_with_dead_views_and_a_down_lxcfs_are_reported(world: World) -> None:
+    box = await world.boxes.create("stale", None, None, None)
+    world.runtime.stale = {box.container_id or ""}
+    await world.reconciler.check_views()
+    assert "LXCFS restarted under it" in world.reconciler.view_problems[box.id]
+    world.runtime.views = False
+    problems = (await world.services.system.status()).problems
+    assert any(p.startswith("LXCFS is not answering at /var/lib/lxcfs") for p in problems)
+
+
+async def test_stats_give_figures_for_running_boxes_and_state_for_the_rest(world: World) -> None:
+    await world.boxes.create("busy", "small", None, None)
+    await world.boxes.create("idle", "small", None, None)
+    await world.boxes.stop("idle")
+    stats = {s.name: s for s in await world.services.stats.all()}
+    busy, idle = stats["busy"], stats["idle"]
+    assert (busy.state, busy.cpu_percent, busy.pids, busy.pids_limit) == ("running", 12.5, 9, 1024)
+    assert busy.memory_limit_bytes == 1024 << 20 and busy.disk_bytes == 4096
+    assert busy.disk_quota_bytes is None
+    assert idle.state == "stopped" and idle.cpu_percent is None and idle.memory_bytes is None
+    assert (await world.services.stats.one("busy")) == busy
+    status = await world.services.system.status()
+    assert status.data_root_free_bytes and status.data_root_total_bytes

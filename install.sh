@@ -22,7 +22,7 @@ systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
-packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs)
+packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -119,10 +119,20 @@ if $systemd; then
         /etc/systemd/system/lxcfs.service.d/paddock.conf
     systemctl daemon-reload
     systemctl enable --now lxcfs.service paddock-engine.service paddockd.service
+    if paddockd engine disk >/dev/null 2>&1; [ $? -eq 3 ]; then
+        echo "moving the box engine's data onto a filesystem of its own"
+        systemctl restart paddock-engine.service
+    fi
     $updated && systemctl restart paddockd.service
 else
     # No service manager (containers, CI): paddockd starts the engine and LXCFS itself
     # (and again whenever either died), and a small supervisor restarts paddockd if it dies.
+    if paddockd engine disk >/dev/null 2>&1; [ $? -eq 3 ] && paddockd engine status >/dev/null; then
+        # The engine's data moves onto a filesystem of its own at its next start (a copy:
+        # minutes for a large engine). Running boxes stop meanwhile and come back.
+        echo "moving the box engine's data onto a filesystem of its own"
+        paddockd engine stop
+    fi
     paddockd engine start
     supervisor=$(cat /run/paddock/supervise.pid 2>/dev/null || true)
     if $updated && [ -n "$supervisor" ] && kill -0 "$supervisor" 2>/dev/null; then
@@ -134,6 +144,7 @@ else
         setsid "$HERE/deploy/paddockd-supervise" >/dev/null 2>&1 < /dev/null &
     fi
 fi
+echo "box disks: $(paddockd engine disk | cut -d' ' -f2-)"
 for _ in $(seq 1 100); do
     curl -fsS "$URL/v1/health" >/dev/null 2>&1 && break
     sleep 0.2

@@ -63,12 +63,13 @@ class Server:
         network.update(bridge=self.bridge, bridge_cidr=cidr)
         if "upstream_dns" in settings:
             network["upstream_dns"] = [settings.pop("upstream_dns")]
+        engine: dict[str, object] = {}
         for key, value in settings.items():
-            section = capacity if key.startswith("capacity_") else boxes
-            section[key.removeprefix("capacity_")] = value
+            section = {"capacity": capacity, "engine": engine}.get(key.split("_")[0], boxes)
+            section[key.removeprefix("capacity_").removeprefix("engine_")] = value
         lines = []
         sections = (("server", server), ("boxes", boxes), ("capacity", capacity))
-        for name, section in (*sections, ("network", network)):
+        for name, section in (*sections, ("engine", engine), ("network", network)):
             lines.append(f"[{name}]")
             lines += [f"{k} = {v!r}".replace("'", '"') for k, v in section.items()]
         self.config.write_text("\n".join(lines) + "\n")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         PaddockError,
         PayloadTooLarge,
         ServerError,
+        StorageLow,
     )
     from ._models import (
         AgentInfo,
@@ -55,6 +56,7 @@ _WHERE = {
         [
             "AuthenticationFailed",
             "CapacityExceeded",
+            "StorageLow",
             "Conflict",
             "ConnectionFailed",
             "DesktopFailed",
@@ -127,6 +129,7 @@ __all__ = [
     "ServerError",
     "ServerStatus",
     "Snapshot",
+    "StorageLow",
     "__version__",
 ]
 

@@ -9,6 +9,7 @@ PaddockError
 ├── Conflict              409: name taken, ambiguous reference, file exists
 ├── InvalidState          409: e.g. exec on a stopped box
 ├── CapacityExceeded      409: the server has no room for the box
+│   └── StorageLow        507: the engine's disk is nearly full (no new boxes, snapshots)
 ├── EngineUnavailable     503: the box engine is down
 ├── DesktopFailed         502: the box's desktop did not start (message: its log tail)
 ├── IsolationFailed       503: a box's network isolation could not be applied
@@ -65,6 +66,10 @@ class CapacityExceeded(PaddockError):
     code = "capacity_exceeded"
 
 
+class StorageLow(CapacityExceeded):
+    code = "storage_low"
+
+
 class EngineUnavailable(PaddockError):
     code = "engine_unavailable"
 
@@ -91,6 +96,7 @@ _BY_CODE: dict[str, type[PaddockError]] = {
         Conflict,
         InvalidState,
         CapacityExceeded,
+        StorageLow,
         EngineUnavailable,
         DesktopFailed,
         IsolationFailed,

@@ -28,6 +28,7 @@ class BoxType:
     memory_mb: int
     pids: int
     description: str = ""
+    disk_mb: int = 0  # the box's disk, where the server enforces sizes (paddock status)
 
 
 @dataclass
@@ -334,6 +335,7 @@ class ServerStatus:
     # The filesystem of the engine's data root (box layers, volumes, snapshots).
     data_root: str | None = None
     data_root_free_bytes: int | None = None
+    disk_limits: str | None = None  # how boxes' disks are limited, in words
     data_root_total_bytes: int | None = None
 
 

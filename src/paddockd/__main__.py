@@ -75,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     eng = sub.add_parser("engine", help="the box engine (Paddock's own dockerd)")
     eng.add_argument(
         "action",
-        choices=["run", "start", "stop", "status"],
-        help="run: foreground (systemd); start: detached; stop; status",
+        choices=["run", "start", "stop", "status", "disk"],
+        help="run: foreground (systemd); start: detached; stop; status; disk: how boxes' "
+        "disks are limited (with --grow GIB: make the engine's filesystem that big)",
     )
+    eng.add_argument("--grow", type=int, metavar="GIB", help="with disk: the new size in GiB")
     tok = sub.add_parser("token", help="API tokens")
     tok.add_argument("action", choices=["create"])
     tok.add_argument("--name", default="cli", help="a label for the token")
@@ -114,6 +116,8 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
             print(f"box engine running at {cfg.engine.socket}")
         elif args.action == "stop":
             print("box engine stopped" if engine.stop(cfg.engine) else "box engine was not running")
+        elif args.action == "disk":
+            return _disk(cfg.engine, args.grow)
         else:
             up = engine.is_running(cfg.engine)
             print(f"box engine {'running' if up else 'not running'} ({cfg.engine.socket})")
@@ -136,6 +140,22 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
 
         print(f"database at schema version {Database(cfg.db_url).migrate()}")
     return 0
+
+
+def _disk(cfg: config.EngineConfig, grow: int | None) -> int:
+    """Exit 0 when the data root is where it should be, 3 when a move onto its own
+    filesystem waits for the engine's next start (install.sh restarts it then)."""
+    from .runtime import datafs
+
+    if grow is not None:
+        try:
+            datafs.grow(cfg, grow)
+        except (OSError, ValueError) as exc:
+            print(f"paddockd: cannot grow the engine's disk: {exc}", file=sys.stderr)
+            return 1
+    found = datafs.state(cfg)
+    print(f"{found.path}: {datafs.describe(cfg)}")
+    return 3 if cfg.data_image and not found.own and Path(cfg.data_root).exists() else 0
 
 
 def run() -> None:

@@ -17,9 +17,13 @@ from .domain.network import policy
 DEFAULT_CONFIG_PATH = Path("/etc/paddock/paddockd.toml")
 
 DEFAULT_TYPES = {
-    "small": BoxType("small", 1.0, 1024, 1024, "1 CPU, 1 GiB memory: scripts, small projects"),
-    "medium": BoxType("medium", 2.0, 4096, 4096, "2 CPUs, 4 GiB: builds, test suites, a desktop"),
-    "large": BoxType("large", 4.0, 8192, 8192, "4 CPUs, 8 GiB: heavy builds, Docker inside"),
+    "small": BoxType(
+        "small", 1.0, 1024, 1024, "1 CPU, 1 GiB memory: scripts, small projects", 10240
+    ),
+    "medium": BoxType(
+        "medium", 2.0, 4096, 4096, "2 CPUs, 4 GiB: builds, test suites, a desktop", 20480
+    ),
+    "large": BoxType("large", 4.0, 8192, 8192, "4 CPUs, 8 GiB: heavy builds, Docker inside", 40960),
 }
 
 
@@ -30,6 +34,12 @@ class EngineConfig:
     manage: bool = True
     dockerd: str = "dockerd"
     data_root: str = "/var/lib/paddock/engine"
+    # The data root lives on XFS in this sparse file, so each box's disk has a size
+    # (see runtime/datafs.py); "" keeps it on the host's filesystem, sizes unenforced.
+    data_image: str = "/var/lib/paddock/engine.xfs"
+    data_size_gb: int = 0  # 0: 80% of the host's free space when the file is made
+    # New boxes, forks and snapshots are refused below this much free space.
+    min_free_mb: int = 2048
     exec_root: str = "/run/paddock/engine"
     pidfile: str = "/run/paddock/dockerd.pid"
     log_file: str = "/var/log/paddock/engine.log"

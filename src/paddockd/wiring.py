@@ -20,7 +20,7 @@ from .desktop.links import DesktopLinks
 from .images.builder import ImageBuilder
 from .netpolicy.base import NetworkRules
 from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
-from .runtime import engine
+from .runtime import datafs, engine
 from .runtime.base import BoxEngine, BoxNetwork
 from .runtime.lxcfs import Lxcfs
 from .services.agents import AgentService
@@ -109,6 +109,7 @@ def wire(
         lambda: reconciler.view_problems,
         lxcfs_dir=cfg.engine.lxcfs_dir,
         data_root=cfg.engine.data_root,
+        disk_limits=(lambda: datafs.describe(cfg.engine)) if cfg.engine.manage else None,
     )
     credentials = CredentialService(
         CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes

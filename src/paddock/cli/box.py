@@ -402,10 +402,12 @@ def cmd_types(args: argparse.Namespace) -> int:
             t.name + (" (default)" if t.name == types.default else ""),
             f"{t.cpus:g}",
             f"{t.memory_mb} MiB",
+            f"{t.disk_mb // 1024} GiB" if t.disk_mb else "-",
             str(t.pids),
             t.description,
         ]
         for t in types.types
     ]
-    table(["TYPE", "CPUS", "MEMORY", "PIDS", "FOR"], rows)
+    # DISK applies where the server enforces sizes: `paddock status` says whether it does.
+    table(["TYPE", "CPUS", "MEMORY", "DISK", "PIDS", "FOR"], rows)
     return 0

@@ -109,6 +109,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"disk:      {binary_size(free)} free of {binary_size(total)} "
             f"({100 * free / total:.0f}%) at {st.data_root}"
         )
+    if st.disk_limits:
+        print(f"disk size: {st.disk_limits}")
     for problem in st.problems:
         print(f"problem:   {problem}")
     return 0 if e.reachable else 1

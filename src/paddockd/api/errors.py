@@ -25,6 +25,7 @@ STATUS: dict[type[e.PaddockError], int] = {
     e.Conflict: 409,
     e.InvalidState: 409,
     e.CapacityExceeded: 409,
+    e.StorageLow: 507,
     e.Unauthorized: 401,
     e.EngineUnavailable: 503,
     e.DesktopFailed: 502,
@@ -47,6 +48,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         500: "internal: a fault of the server; see its log",
         502: "desktop_failed: the box's desktop did not start",
         503: "engine_unavailable or isolation_failed",
+        507: "storage_low: the engine's disk is nearly full; new boxes and snapshots wait",
     }.items()
 }
 

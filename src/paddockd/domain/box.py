@@ -59,6 +59,7 @@ class BoxType:
     memory_mb: int
     pids: int
     description: str = ""
+    disk_mb: int = 0  # root filesystem size where the engine can enforce it; 0: none
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class Box:
     drives: tuple[str, ...] = ()  # "name" or "name:ro", mounted at /mnt/<name>
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     agent: str | None = None  # default agent of `paddock prompt` in this box
+    disk_mb: int = 0  # from its type; enforced where the engine's filesystem has quotas
 
     @property
     def source_image(self) -> str:

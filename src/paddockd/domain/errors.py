@@ -8,6 +8,7 @@
     ├── Conflict            name taken, ambiguous reference, existing file
     ├── InvalidState        the box is not in a state that allows this
     ├── CapacityExceeded    the server has no room left
+    │   └── StorageLow      the engine's disk is nearly full
     ├── Unauthorized        missing or wrong token
     ├── EngineUnavailable   the box engine does not answer
     ├── DesktopFailed       the box's desktop did not start or does not answer
@@ -48,6 +49,10 @@ class InvalidState(PaddockError):
 
 class CapacityExceeded(PaddockError):
     code = "capacity_exceeded"
+
+
+class StorageLow(CapacityExceeded):
+    code = "storage_low"
 
 
 class Unauthorized(PaddockError):

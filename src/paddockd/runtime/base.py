@@ -61,6 +61,7 @@ class ContainerSpec:
     run_dir: Path
     labels: dict[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
+    disk_mb: int = 0  # the root filesystem's size, where the engine enforces sizes
 
 
 @dataclass(frozen=True)

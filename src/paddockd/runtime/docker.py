@@ -133,6 +133,7 @@ class DockerRuntime:
         # Running boxes' cpusets by container id, so placing one box does not inspect all
         # the others every time; the lock keeps two starts from choosing the same CPUs.
         self._cpusets: dict[str, set[int]] = {}
+        self._sizes = True  # until the engine says its filesystem cannot enforce them
         self._placing = threading.Lock()
 
     @property
@@ -304,22 +305,36 @@ class DockerRuntime:
                 tmpfs={"/run": "rw,nosuid,nodev,mode=755"},
                 dns=self._dns or None,
                 network_mode=self._network.name if self._network else None,
+                storage_opt={"size": f"{spec.disk_mb}M"} if spec.disk_mb and self._sizes else None,
                 **self._isolation(profile),
             )
-            created = self.api.create_container(
-                spec.image,
-                name=f"paddock-{spec.box_id}",
-                hostname=spec.hostname,
-                labels={
-                    LABEL_BOX: spec.box_id,
-                    **spec.labels,
-                    **({LABEL_VIEWS: "lxcfs"} if views else {}),
-                },
-                environment={"PADDOCK_BOX": spec.hostname, "PADDOCK_PROFILE": profile},
-                host_config=host_config,
-                detach=True,
-            )
-            return str(created["Id"])
+
+            def create(config: dict[str, Any]) -> str:
+                created = self.api.create_container(
+                    spec.image,
+                    name=f"paddock-{spec.box_id}",
+                    hostname=spec.hostname,
+                    labels={
+                        LABEL_BOX: spec.box_id,
+                        **spec.labels,
+                        **({LABEL_VIEWS: "lxcfs"} if views else {}),
+                    },
+                    environment={"PADDOCK_BOX": spec.hostname, "PADDOCK_PROFILE": profile},
+                    host_config=config,
+                    detach=True,
+                )
+                return str(created["Id"])
+
+            try:
+                return create(host_config)
+            except docker.errors.APIError as exc:
+                # Sizes need overlay2 on XFS with project quotas; the engine says when its
+                # filesystem has none, once, and boxes are made without from then on.
+                if "StorageOpt" not in host_config or "storage-opt" not in str(exc):
+                    raise
+                log.warning("the engine cannot enforce disk sizes: %s", exc.explanation)
+                self._sizes = False
+                return create({k: v for k, v in host_config.items() if k != "StorageOpt"})
 
         return await self._run(work)
 

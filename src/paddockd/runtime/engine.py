@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..config import EngineConfig
 from ..domain.errors import EngineUnavailable
-from . import oci
+from . import datafs, oci
 
 # The OCI runtime boxes use under the `userns` profile (see runtime/oci.py).
 RUNTIME_NAME = "paddock-runc"
@@ -100,6 +100,7 @@ def prepare(cfg: EngineConfig) -> Path:
         )
     for d in (cfg.data_root, cfg.exec_root, Path(cfg.pidfile).parent, Path(cfg.log_file).parent):
         Path(d).mkdir(parents=True, exist_ok=True)
+    datafs.ensure(cfg)
     ensure_bridge(cfg)
     # An explicit, empty-ish config file so /etc/docker/daemon.json (the system Docker's)
     # never leaks into the box engine.
@@ -119,7 +120,8 @@ def prepare(cfg: EngineConfig) -> Path:
 
 def run_foreground(cfg: EngineConfig) -> None:
     """Replace this process with dockerd (for systemd's ExecStart)."""
-    args = daemon_args(cfg, prepare(cfg))
+    with datafs.engine_lock(cfg):
+        args = daemon_args(cfg, prepare(cfg))
     os.execvp(args[0], args)
 
 
@@ -127,6 +129,19 @@ def start_detached(cfg: EngineConfig, wait: float = 60.0) -> None:
     """Start dockerd in its own session (it outlives paddockd restarts) and wait for it."""
     if is_running(cfg):
         return
+    with datafs.engine_lock(cfg):
+        if _start(cfg, wait):
+            return
+    tail = Path(cfg.log_file).read_text(errors="replace").splitlines()[-15:]
+    raise EngineUnavailable(
+        f"the box engine did not start within {wait:.0f}s; last lines of {cfg.log_file}:\n"
+        + "\n".join(tail)
+    )
+
+
+def _start(cfg: EngineConfig, wait: float) -> bool:
+    if is_running(cfg):  # another process started it while this one waited for the lock
+        return True
     args = daemon_args(cfg, prepare(cfg))
     with open(cfg.log_file, "ab") as log:
         subprocess.Popen(
@@ -135,13 +150,9 @@ def start_detached(cfg: EngineConfig, wait: float = 60.0) -> None:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if is_running(cfg):
-            return
+            return True
         time.sleep(0.2)
-    tail = Path(cfg.log_file).read_text(errors="replace").splitlines()[-15:]
-    raise EngineUnavailable(
-        f"the box engine did not start within {wait:.0f}s; last lines of {cfg.log_file}:\n"
-        + "\n".join(tail)
-    )
+    return False
 
 
 def stop(cfg: EngineConfig, wait: float = 30.0) -> bool:

@@ -170,6 +170,7 @@ class BoxService:
             elif validate_name(name) in taken:
                 raise Conflict(f"a box named {name!r} already exists")
             self.capacity.check(boxes, box_type)
+            self.capacity.check_disk("a new box")
             box = Box(
                 id=new_box_id(),
                 name=name,
@@ -183,6 +184,7 @@ class BoxService:
                 cpus=box_type.cpus,
                 memory_mb=box_type.memory_mb,
                 pids=box_type.pids,
+                disk_mb=box_type.disk_mb,
                 started_at=now,
                 drives=mounts,
                 network=network or self.default_network,
@@ -220,7 +222,7 @@ class BoxService:
         return result if result is not None else wanted
 
     def _type_of(self, box: Box) -> BoxType:
-        return BoxType(box.type, box.cpus, box.memory_mb, box.pids)
+        return BoxType(box.type, box.cpus, box.memory_mb, box.pids, disk_mb=box.disk_mb)
 
     async def stop(self, ref: str) -> Box:
         return await self._want(ref, Desired.STOPPED)

@@ -1,4 +1,5 @@
-"""How much of the server boxes may claim, and whether one more fits."""
+"""How much of the server boxes may claim, and whether one more fits (CPU, memory, and
+room on the engine's disk)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..domain.box import Box, BoxType, Desired
-from ..domain.errors import CapacityExceeded
+from ..domain.errors import CapacityExceeded, StorageLow
 
 
 def host_memory_mb() -> int:
@@ -18,12 +19,33 @@ def host_memory_mb() -> int:
 class Capacity:
     cpus: float
     memory_mb: int
+    data_root: str = ""  # the engine's; "" checks no disk
+    min_free_mb: int = 0
 
     @classmethod
     def from_config(cls, cfg: Config) -> Capacity:
         cpus = cfg.capacity_cpus or (os.cpu_count() or 1) * cfg.cpu_overcommit
         memory = cfg.capacity_memory_mb or max(host_memory_mb() - cfg.memory_reserve_mb, 0)
-        return cls(float(cpus), int(memory))
+        return cls(float(cpus), int(memory), cfg.engine.data_root, cfg.engine.min_free_mb)
+
+    def check_disk(self, what: str) -> None:
+        """Refuse what would write new layers when the engine's disk is nearly full: what
+        runs keeps running and can still be stopped, removed or pulled from."""
+        if not self.data_root or not self.min_free_mb:
+            return
+        try:
+            st = os.statvfs(self.data_root)
+        except OSError:
+            return  # no such folder: the engine reports its own trouble
+        free_mb = st.f_bavail * st.f_frsize // (1024 * 1024)
+        if free_mb < self.min_free_mb:
+            raise StorageLow(
+                f"not enough disk for {what}: {free_mb} MiB free on {self.data_root}, "
+                f"below the {self.min_free_mb} MiB paddockd keeps free. Remove boxes, "
+                "snapshots or drives you no longer need (`paddock ls`, `paddock snapshots`, "
+                "`paddock drive ls`), or grow the engine's disk (docs/server.md).",
+                details={"free_mb": free_mb, "min_free_mb": self.min_free_mb},
+            )
 
     @staticmethod
     def used(boxes: list[Box]) -> tuple[float, int]:

@@ -378,6 +378,7 @@ class Reconciler:
             cpus=box.cpus,
             memory_mb=box.memory_mb,
             pids=box.pids,
+            disk_mb=box.disk_mb,
             run_dir=self.run_dir(box.id),
             labels={LABEL_INSTANCE: self._instance, LABEL_NAME: box.name},
             mounts=tuple(mounts),

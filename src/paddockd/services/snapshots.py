@@ -35,6 +35,7 @@ class SnapshotService:
     async def take(self, ref: str, label: str | None) -> Snapshot:
         """Snapshot a box now; a running box is paused only while its layer is written."""
         box = await self._boxes.resolve(ref)
+        self._boxes.capacity.check_disk("a snapshot")
         if label is not None:
             validate_label(label)
             if any(s.label == label for s in await self._repo.snapshots(box.id)):
@@ -76,6 +77,7 @@ class SnapshotService:
         """A new box from the source's current files (or one of its snapshots); the two
         change independently afterwards. The fork keeps the type, TTL and drives."""
         source = await self._boxes.resolve(ref)
+        self._boxes.capacity.check_disk("a fork")
         if snap_ref is not None:
             image = (await self.find(source, snap_ref)).image
         elif source.state == BoxState.RUNNING or (

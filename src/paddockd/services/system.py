@@ -28,6 +28,7 @@ class SystemService:
         *,
         lxcfs_dir: str = "",
         data_root: str = "",
+        disk_limits: Callable[[], str] | None = None,
     ) -> None:
         self._boxes = boxes
         self._rt = runtime
@@ -36,6 +37,7 @@ class SystemService:
         self._view_problems = view_problems
         self._lxcfs_dir = lxcfs_dir
         self._data_root = data_root
+        self._disk_limits = disk_limits
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -94,6 +96,9 @@ class SystemService:
             data_root=self._data_root or None,
             data_root_free_bytes=free,
             data_root_total_bytes=total,
+            disk_limits=(
+                await anyio.to_thread.run_sync(self._disk_limits) if self._disk_limits else None
+            ),
         )
 
     async def _space(self) -> tuple[int | None, int | None]:

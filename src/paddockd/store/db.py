@@ -36,6 +36,7 @@ boxes = sa.Table(
     sa.Column("drives", sa.Text, nullable=False, server_default="[]"),
     sa.Column("network", sa.Text),
     sa.Column("agent", sa.String(32)),
+    sa.Column("disk_mb", sa.Integer, nullable=False, server_default="0"),
 )
 
 snapshots = sa.Table(
@@ -156,6 +157,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX ix_runs_box_id ON runs (box_id)",
         ],
     ),
+    (7, ["ALTER TABLE boxes ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 0"]),
 ]
 
 

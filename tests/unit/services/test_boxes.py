@@ -12,6 +12,7 @@ from paddockd.domain.errors import (
     InvalidRequest,
     InvalidState,
     NotFound,
+    StorageLow,
 )
 from paddockd.runtime.base import LABEL_INSTANCE, ContainerSpec
 
@@ -31,8 +32,22 @@ async def test_create_starts_a_container_with_the_type_limits(world: World) -> N
     c = world.runtime.by_id[box.container_id or ""]
     spec: ContainerSpec = c["spec"]
     assert c["running"] and spec.cpus == 1.0 and spec.memory_mb == 1024
+    assert spec.disk_mb == 10240 and box.disk_mb == 10240  # kept on the row, for resumes
     assert c["labels"][LABEL_INSTANCE] == "test"
     assert box.expires_at is not None and (box.expires_at - box.created_at).total_seconds() == 600
+
+
+async def test_a_nearly_full_engine_disk_refuses_a_box_and_keeps_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Full:
+        f_bavail, f_frsize = 100, 1 << 20  # 100 MiB
+
+    monkeypatch.setattr("paddockd.services.capacity.os.statvfs", lambda _: Full)
+    with pytest.raises(StorageLow, match="100 MiB free") as refused:
+        await world.boxes.create("web", None, None, None)
+    assert refused.value.details == {"free_mb": 100, "min_free_mb": 2048}
+    assert await world.repo.all() == [] and world.runtime.by_id == {}
 
 
 async def test_a_box_starting_forgets_its_addresss_old_connections(world: World) -> None:

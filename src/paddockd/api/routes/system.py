@@ -33,6 +33,7 @@ async def types(svc: Svc) -> BoxTypeList:
                 memory_mb=t.memory_mb,
                 pids=t.pids,
                 description=t.description,
+                disk_mb=t.disk_mb,
             )
             for t in svc.boxes.types.values()
         ],

@@ -37,6 +37,8 @@ def test_an_existing_data_root_moves_onto_xfs_with_quotas_intact(cfg: EngineConf
     os.setxattr(layer, "trusted.overlay.opaque", b"y")
     os.link(layer, root / "image" / "hardlink")
     (root / "image" / "link").symlink_to("layers/file")
+    # What a stopped engine leaves: its data root bound onto itself.
+    subprocess.run(["mount", "--bind", str(root / "image"), str(root / "image")], check=True)
     assert not datafs.state(cfg).own
 
     found = datafs.ensure(cfg)

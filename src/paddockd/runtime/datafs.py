@@ -209,11 +209,12 @@ def _create(image: Path, size: int) -> None:
 def _move_onto(image: Path, root: Path) -> None:
     """An engine that ran on the host filesystem keeps its images and boxes: copy them
     (ownership, modes, xattrs, hard links) onto the new filesystem, then drop the old."""
-    inside = [p for p, _ in _mounts() if p.startswith(os.path.realpath(root) + "/")]
-    if inside:
-        # A killed engine leaves its containers' filesystems mounted: copying (or removing)
-        # through them would duplicate (or damage) what they show.
-        raise OSError(f"{len(inside)} filesystems are still mounted under {root}, e.g. {inside[0]}")
+    # A stopped engine leaves its data root bound onto itself, and a killed one its
+    # containers' filesystems mounted: views of what is copied anyway, which copying (or
+    # removing) through would duplicate (or damage). The engine mounts them again.
+    inside = sorted({p for p, _ in _mounts() if p.startswith(os.path.realpath(root) + "/")})
+    for point in reversed(inside):  # the deepest first
+        _run("umount", point)
     staging = root.with_name(root.name + ".moving")
     staging.mkdir(exist_ok=True)
     _mount(image, staging)

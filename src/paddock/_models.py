@@ -313,7 +313,7 @@ class BoxStats:
     memory_bytes: int | None = None  # without page cache the kernel can drop
     memory_limit_bytes: int | None = None
     disk_bytes: int | None = None  # its writable layer and its /var/lib/docker volume
-    disk_quota_bytes: int | None = None  # None: no disk quota
+    disk_quota_bytes: int | None = None  # its root filesystem's size; None: not enforced
     pids: int | None = None  # processes (and threads)
     pids_limit: int | None = None
 

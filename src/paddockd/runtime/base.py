@@ -94,6 +94,7 @@ class Usage:
     pids: int
     pids_limit: int | None
     layer_bytes: int  # its writable layer
+    layer_limit_bytes: int | None = None  # its size, where the engine enforces one
 
 
 @dataclass(frozen=True)

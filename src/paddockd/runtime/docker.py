@@ -101,6 +101,15 @@ def _bad_archive(text: str) -> InvalidRequest | None:
     return None
 
 
+def parse_size(text: str) -> int:
+    """Docker's size strings as the engine keeps them ("10240M", "10G", "1073741824")."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    text = text.strip().lower().removesuffix("b").removesuffix("i")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
 class DockerRuntime:
     def __init__(
         self,
@@ -347,7 +356,8 @@ class DockerRuntime:
 
     async def usage(self, cids: list[str]) -> dict[str, Usage]:
         def work() -> dict[str, Usage]:
-            found: dict[str, tuple[int, int]] = {}  # cid -> (pid, writable layer bytes)
+            # cid -> (pid, writable layer bytes, its enforced size)
+            found: dict[str, tuple[int, int, int | None]] = {}
             for cid in cids:
                 with contextlib.suppress(docker.errors.NotFound):
                     # docker-py's inspect_container has no `size`: the one engine call per box.
@@ -356,7 +366,12 @@ class DockerRuntime:
                     )
                     data = self.api._result(res, True)
                     if data["State"].get("Running") and data["State"].get("Pid"):
-                        found[cid] = (int(data["State"]["Pid"]), int(data.get("SizeRw") or 0))
+                        size = (data["HostConfig"].get("StorageOpt") or {}).get("size")
+                        found[cid] = (
+                            int(data["State"]["Pid"]),
+                            int(data.get("SizeRw") or 0),
+                            parse_size(size) if size else None,
+                        )
             before = self._samples(found)
             time.sleep(CPU_WINDOW)
             after = self._samples(found)
@@ -368,6 +383,7 @@ class DockerRuntime:
                     now.pids,
                     now.pids_limit,
                     found[cid][1],
+                    found[cid][2],
                 )
                 for cid, now in after.items()
                 if cid in before
@@ -376,9 +392,9 @@ class DockerRuntime:
         return await self._run(work)
 
     @staticmethod
-    def _samples(found: dict[str, tuple[int, int]]) -> dict[str, cgroups.Sample]:
+    def _samples(found: dict[str, tuple[int, int, int | None]]) -> dict[str, cgroups.Sample]:
         samples = {}
-        for cid, (pid, _) in found.items():
+        for cid, (pid, *_) in found.items():
             with contextlib.suppress(OSError, ValueError):  # it stopped meanwhile
                 samples[cid] = cgroups.sample(pid)
         return samples

@@ -48,6 +48,6 @@ class StatsService:
         stats.memory_limit_bytes = used.memory_limit_bytes
         stats.pids, stats.pids_limit = used.pids, used.pids_limit
         stats.disk_bytes = disk
-        # Types have no disk size yet: None says "no quota", not "unknown".
-        stats.disk_quota_bytes = None
+        # None where the engine enforces no size (paddock status says why).
+        stats.disk_quota_bytes = used.layer_limit_bytes
         return stats

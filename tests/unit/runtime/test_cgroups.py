@@ -55,3 +55,12 @@ def test_cpu_percent_is_of_one_cpu() -> None:
     a = cgroups.Sample(0, 0, 0, None, 0, None)
     b = cgroups.Sample(200_000_000, 300_000_000, 0, None, 0, None)
     assert cgroups.cpu_percent(a, b) == 150.0
+
+
+def test_docker_size_strings() -> None:
+    from paddockd.runtime.docker import parse_size
+
+    assert parse_size("10240M") == 10240 << 20
+    assert parse_size("10G") == 10 << 30
+    assert parse_size("1.5GiB") == 3 << 29
+    assert parse_size("4096") == 4096

@@ -15,14 +15,68 @@ SUBID_START=200000
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+usage() {
+    cat <<'USAGE'
+Usage: ./install.sh [--hostname HOST [--tls acme|internal] [--email ADDRESS]]
 
+Brings Paddock up on this machine (as root; safe to run again). Without --hostname,
+paddockd serves http://127.0.0.1:7423 to this machine only. With --hostname, Caddy
+serves https://HOST on ports 80 and 443 in front of it (a certificate from Let's
+Encrypt/ZeroSSL: HOST's DNS must point here and both ports be reachable), or with
+--tls internal from Caddy's own CA (tests, private networks).
+USAGE
+}
+
+HOST_NAME="" TLS=acme EMAIL=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --hostname) HOST_NAME=${2:-}; shift 2 || die "--hostname needs a value" ;;
+        --hostname=*) HOST_NAME=${1#*=}; shift ;;
+        --tls) TLS=${2:-}; shift 2 || die "--tls needs a value" ;;
+        --tls=*) TLS=${1#*=}; shift ;;
+        --email) EMAIL=${2:-}; shift 2 || die "--email needs a value" ;;
+        --email=*) EMAIL=${1#*=}; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown option: $1" ;;
+    esac
+done
+
+# Everything that can be checked is, before anything changes.
 [ "$(id -u)" = 0 ] || die "run as root (sudo ./install.sh)"
 [ "$(uname -s)" = Linux ] || die "the Paddock server runs on Linux"
+case "$(uname -m)" in x86_64|aarch64) ;; *) die "unsupported architecture $(uname -m) (amd64 and arm64 are)" ;; esac
+command -v apt-get >/dev/null || die "this installer needs Debian 12 or Ubuntu 22.04+ (apt-get)"
+if command -v python3 >/dev/null; then
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || die "Python 3.11 or newer is needed (paddockd reads its settings with tomllib); this has $(python3 -V)"
+fi
+case "$TLS" in acme|internal) ;; *) die "--tls is acme or internal, not '$TLS'" ;; esac
+if [ -n "$HOST_NAME" ]; then
+    case "$HOST_NAME" in
+        *://*) die "--hostname takes the name alone, without a scheme: ${HOST_NAME#*://}" ;;
+        */*|*:*) die "--hostname takes the name alone, without a port or path" ;;
+    esac
+    [[ "$HOST_NAME" =~ ^[0-9.]+$ ]] && die "--hostname $HOST_NAME is an IP address: certificates are issued for DNS names"
+    [[ "$HOST_NAME" =~ ^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+$ ]] \
+        || die "--hostname '$HOST_NAME' is not a hostname like paddock.example.com"
+    taken=$(ss -Hltnp '( sport = :80 or sport = :443 )' 2>/dev/null | grep -v '"caddy"' || true)
+    [ -z "$taken" ] || die "ports 80/443 are taken by another program (Caddy needs them):
+$taken"
+    if [ "$TLS" = acme ]; then
+        resolved=$(getent ahostsv4 "$HOST_NAME" | awk '{print $1; exit}' || true)
+        if [ -z "$resolved" ]; then
+            echo "warning: $HOST_NAME does not resolve yet; the certificate comes once it points here" >&2
+        elif ! ip -4 -o addr | grep -qw "$resolved"; then
+            echo "warning: $HOST_NAME resolves to $resolved, not an address of this machine (fine behind NAT)" >&2
+        fi
+    fi
+fi
 systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
 packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs)
+[ -n "$HOST_NAME" ] && packages+=(caddy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -78,7 +132,6 @@ echo "$novnc/usr/share/novnc"
 
 step "Python environment ($VENV)"
 py=$(command -v python3)
-"$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "Python 3.10 or newer is needed"
 [ -x "$VENV/bin/python" ] || "$py" -m venv "$VENV"
 stamp="$VENV/.paddock-installed"
 # The checkout's state: an update (git pull) or a move means reinstall and restart.
@@ -112,6 +165,8 @@ else
 fi
 
 step "Box engine and paddockd"
+# The supervisor lives outside the checkout: removing the clone must not stop restarts.
+install -D -m 0755 "$HERE/deploy/paddockd-supervise" "$PREFIX/bin/paddock-supervise"
 if $systemd; then
     install -m 0644 "$HERE"/deploy/systemd/*.service /etc/systemd/system/
     # LXCFS (boxes' own /proc views) runs before paddockd starts any box.
@@ -141,7 +196,7 @@ else
         for _ in $(seq 1 50); do curl -fsS "$URL/v1/health" >/dev/null 2>&1 || break; sleep 0.2; done
     fi
     if ! curl -fsS "$URL/v1/health" >/dev/null 2>&1; then
-        setsid "$HERE/deploy/paddockd-supervise" >/dev/null 2>&1 < /dev/null &
+        setsid "$PREFIX/bin/paddock-supervise" >/dev/null 2>&1 < /dev/null &
     fi
 fi
 echo "box disks: $(paddockd engine disk | cut -d' ' -f2-)"
@@ -151,6 +206,44 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "$URL/v1/health" >/dev/null || die "paddockd did not come up; see $LOG_DIR/paddockd.log"
 echo "paddockd is up at $URL"
+
+if [ -n "$HOST_NAME" ]; then
+    step "HTTPS for $HOST_NAME (Caddy in front, paddockd stays on 127.0.0.1)"
+    if $systemd; then
+        paddockd configure --hostname "$HOST_NAME" --tls "$TLS" ${EMAIL:+--email "$EMAIL"} --service
+        # Debian's own caddy.service would claim the same ports with its sample site.
+        systemctl disable --now caddy.service 2>/dev/null || true
+        install -m 0644 "$HERE/deploy/systemd/paddock-caddy.service" /etc/systemd/system/
+        systemctl daemon-reload
+        systemctl enable paddock-caddy.service
+        systemctl restart paddock-caddy.service
+        caddy_data=/var/lib/paddock-caddy
+    else
+        paddockd configure --hostname "$HOST_NAME" --tls "$TLS" ${EMAIL:+--email "$EMAIL"}
+        # The supervisor starts Caddy once the file exists: restart it if it predates that.
+        supervisor=$(cat /run/paddock/supervise.pid 2>/dev/null || true)
+        if ! pgrep -f "caddy run --config /etc/paddock/Caddyfile" >/dev/null; then
+            [ -n "$supervisor" ] && kill "$supervisor" 2>/dev/null || true
+            sleep 1
+            setsid "$PREFIX/bin/paddock-supervise" >/dev/null 2>&1 < /dev/null &
+        fi
+        caddy_data=/var/lib/paddock/caddy
+    fi
+    PUBLIC=https://$HOST_NAME
+    cacert=()
+    [ "$TLS" = internal ] && cacert=(--cacert "$caddy_data/pki/authorities/local/root.crt")
+    for _ in $(seq 1 150); do
+        [ "$TLS" = internal ] && [ ! -f "${cacert[1]}" ] && { sleep 0.2; continue; }
+        curl -fsS "${cacert[@]}" --resolve "$HOST_NAME:443:127.0.0.1" "$PUBLIC/v1/health" >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    if curl -fsS "${cacert[@]}" --resolve "$HOST_NAME:443:127.0.0.1" "$PUBLIC/v1/health" >/dev/null 2>&1; then
+        echo "paddockd is up at $PUBLIC"
+    else
+        echo "warning: $PUBLIC does not answer yet (a public certificate needs DNS and ports 80/443 reachable); see the Caddy log" >&2
+    fi
+    [ "$TLS" = internal ] && echo "Caddy's local CA (clients: PADDOCK_CA_BUNDLE=FILE): ${cacert[1]}"
+fi
 
 step "CLI login"
 if paddock status >/dev/null 2>&1; then

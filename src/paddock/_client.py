@@ -17,7 +17,7 @@ import json
 import posixpath
 from urllib.parse import quote, urlencode
 
-from . import _frames
+from . import _frames, _tls
 from ._config import ClientConfig
 from ._exceptions import (
     ConnectionFailed,
@@ -933,7 +933,11 @@ class ExecSession:
         headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
         try:
             self._ws = connect(
-                ws_url, additional_headers=headers, max_size=None, open_timeout=client.timeout
+                ws_url,
+                additional_headers=headers,
+                max_size=None,
+                open_timeout=client.timeout,
+                ssl=_tls.context() if ws_url.startswith("wss:") else None,
             )
         except OSError as exc:
             raise ConnectionFailed(f"cannot open a session at {ws_url}: {exc}") from exc
@@ -993,7 +997,11 @@ class AsyncClient(_Base):
         super().__init__(url, token, timeout)
         import httpx
 
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=httpx.Timeout(timeout))
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=httpx.Timeout(timeout),
+            verify=_tls.context() if self.url.startswith("https:") else True,
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -404,10 +404,12 @@ class ConnectionPool:
     def _wrap_tls(self, sock: socket.socket, where: str) -> socket.socket:
         import ssl  # only for https: costs ~10 ms to import
 
-        if self._ssl_context is None:
-            # Loading the CA store is the slow part of a handshake: once per pool.
-            self._ssl_context = ssl.create_default_context()
+        from ._tls import context
+
         try:
+            if self._ssl_context is None:
+                # Loading the CA store is the slow part of a handshake: once per pool.
+                self._ssl_context = context()
             # The handshake runs under the connect timeout still set on the socket.
             return self._ssl_context.wrap_socket(sock, server_hostname=self.host)
         except (OSError, ssl.SSLError) as exc:

@@ -83,6 +83,28 @@ def main(argv: list[str] | None = None) -> int:
     tok = sub.add_parser("token", help="API tokens")
     tok.add_argument("action", choices=["create"])
     tok.add_argument("--name", default="cli", help="a label for the token")
+    conf = sub.add_parser(
+        "configure",
+        help="serve this machine under a hostname with HTTPS (Caddy in front)",
+        description="Write Caddy's configuration for HOSTNAME: HTTPS on ports 80/443 in front "
+        "of paddockd (which stays on 127.0.0.1), HTTP redirected, HSTS on; Caddy is reloaded "
+        "when it runs. ./install.sh --hostname runs this and starts Caddy.",
+    )
+    conf.add_argument("--hostname", required=True, help="e.g. paddock.example.com (DNS name)")
+    conf.add_argument(
+        "--tls",
+        choices=["acme", "internal"],
+        default="acme",
+        help="acme: a public certificate (Let's Encrypt/ZeroSSL, needs ports 80/443 reachable); "
+        "internal: Caddy's local CA (tests, private networks)",
+    )
+    conf.add_argument("--email", default="", help="for the certificate account: expiry notices")
+    conf.add_argument(
+        "--service",
+        action="store_true",
+        help="Caddy runs as systemd's paddock-caddy.service (its own user, state and admin "
+        "socket folders) rather than under paddockd's supervisor",
+    )
     sub.add_parser("openapi", help="print the OpenAPI document")
     sub.add_parser("migrate", help="create or upgrade the database")
     args = parser.parse_args(argv)
@@ -130,6 +152,8 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
         db = Database(cfg.db_url)
         db.migrate()
         print(TokenRepository(db).create_sync(args.name))
+    elif args.command == "configure":
+        return _configure(cfg, args)
     elif args.command == "openapi":
         from .api.app import create_app
 
@@ -139,6 +163,37 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
         from .store.db import Database
 
         print(f"database at schema version {Database(cfg.db_url).migrate()}")
+    return 0
+
+
+def _configure(cfg: config.Config, args: argparse.Namespace) -> int:
+    import subprocess
+
+    from . import frontdoor
+
+    try:
+        hostname = frontdoor.check_hostname(args.hostname)
+    except ValueError as exc:
+        print(f"paddockd: --hostname: {exc}", file=sys.stderr)
+        return 2
+    door = frontdoor.FrontDoor(hostname, args.tls, f"127.0.0.1:{cfg.port}", args.email)
+    if args.service:
+        door = frontdoor.as_service(door)
+    frontdoor.CADDYFILE.parent.mkdir(parents=True, exist_ok=True)
+    frontdoor.CADDYFILE.write_text(door.caddyfile())
+    frontdoor.CADDYFILE.chmod(0o644)  # no secrets; Caddy's own user reads it under systemd
+    print(f"wrote {frontdoor.CADDYFILE}: {door.url} -> paddockd on 127.0.0.1:{cfg.port}")
+    # Caddy finds its admin socket in the file itself; not running yet is fine.
+    caddyfile = str(frontdoor.CADDYFILE)
+    reload = subprocess.run(
+        ["caddy", "reload", "--config", caddyfile, "--adapter", "caddyfile"],
+        capture_output=True,
+        text=True,
+    )
+    if reload.returncode == 0:
+        print("Caddy reloaded")
+    if args.tls == "internal":
+        print(f"Caddy's local CA root (trust it on clients): {door.root_certificate}")
     return 0
 
 

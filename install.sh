@@ -255,6 +255,12 @@ fi
 step "Box image (first build takes a few minutes; later runs use the cache)"
 paddock image build --quiet
 
+if link=$(paddockd setup-link 2>/dev/null); then
+    step "The owner's account"
+    echo "Open this link once to create the owner account (valid 24 hours; \`paddockd setup-link\` makes a new one):"
+    echo "  $link"
+fi
+
 cat <<MSG
 
 Paddock is ready. Try:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         PayloadTooLarge,
         ServerError,
         StorageLow,
+        TooManyAttempts,
     )
     from ._models import (
         AgentInfo,
@@ -57,6 +58,7 @@ _WHERE = {
             "AuthenticationFailed",
             "CapacityExceeded",
             "StorageLow",
+            "TooManyAttempts",
             "Conflict",
             "ConnectionFailed",
             "DesktopFailed",
@@ -130,6 +132,7 @@ __all__ = [
     "ServerStatus",
     "Snapshot",
     "StorageLow",
+    "TooManyAttempts",
     "__version__",
 ]
 

@@ -3,6 +3,7 @@
 PaddockError
 ├── ConnectionFailed      the server could not be reached
 ├── AuthenticationFailed  401: missing or wrong token
+│   └── TooManyAttempts   429: failed logins; wait details['retry_after'] seconds
 ├── NotFound              404: unknown box, type, path …
 ├── InvalidRequest        400/422: bad names, sizes, paths, TTLs
 │   └── PayloadTooLarge   413: a request body over the route's cap (JSON: 1 MiB)
@@ -40,6 +41,10 @@ class ConnectionFailed(PaddockError):
 
 class AuthenticationFailed(PaddockError):
     code = "unauthorized"
+
+
+class TooManyAttempts(AuthenticationFailed):
+    code = "too_many_attempts"
 
 
 class NotFound(PaddockError):
@@ -90,6 +95,7 @@ _BY_CODE: dict[str, type[PaddockError]] = {
     cls.code: cls
     for cls in (
         AuthenticationFailed,
+        TooManyAttempts,
         NotFound,
         InvalidRequest,
         PayloadTooLarge,

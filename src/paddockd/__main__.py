@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         help="Caddy runs as systemd's paddock-caddy.service (its own user, state and admin "
         "socket folders) rather than under paddockd's supervisor",
     )
+    sub.add_parser(
+        "setup-link",
+        help="print a new one-time link that creates the owner account (voids the last one)",
+    )
     sub.add_parser("openapi", help="print the OpenAPI document")
     sub.add_parser("migrate", help="create or upgrade the database")
     args = parser.parse_args(argv)
@@ -152,6 +156,8 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
         db = Database(cfg.db_url)
         db.migrate()
         print(TokenRepository(db).create_sync(args.name))
+    elif args.command == "setup-link":
+        return _setup_link(cfg)
     elif args.command == "configure":
         return _configure(cfg, args)
     elif args.command == "openapi":
@@ -163,6 +169,30 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
         from .store.db import Database
 
         print(f"database at schema version {Database(cfg.db_url).migrate()}")
+    return 0
+
+
+def _setup_link(cfg: config.Config) -> int:
+    from . import frontdoor
+    from .services.accounts import SETUP_LINK_TTL, AccountService
+    from .store.accounts import AccountRepository
+    from .store.db import Database
+
+    cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = Database(cfg.db_url)
+    db.migrate()
+    repo = AccountRepository(db)
+    if repo.has_owner_sync():
+        print(
+            "paddockd: the owner account exists already; log in at "
+            f"{frontdoor.public_url(cfg.port)}/login",
+            file=sys.stderr,
+        )
+        return 1
+    token = AccountService(repo).new_setup_link()
+    hours = int(SETUP_LINK_TTL // 3600)
+    print(f"{frontdoor.public_url(cfg.port)}/setup/{token}")
+    print(f"(creates the owner account; works once, for {hours} hours)", file=sys.stderr)
     return 0
 
 

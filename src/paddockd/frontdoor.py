@@ -21,6 +21,19 @@ CADDY_ADMIN = "unix//run/paddock/caddy-admin.sock"
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
 
+def public_url(port: int, caddyfile: Path = CADDYFILE) -> str:
+    """Where people reach this server: the configured hostname's HTTPS address, else the
+    local address."""
+    try:
+        for line in caddyfile.read_text().splitlines():
+            if line.endswith("{") and not line.startswith((" ", "{")):
+                site = line.split()[0]
+                return f"https://{site.removesuffix(':443')}"
+    except OSError:
+        pass
+    return f"http://127.0.0.1:{port}"
+
+
 def check_hostname(text: str) -> str:
     """The hostname as Caddy should serve it, or ValueError saying what is wrong."""
     host = text.strip().lower().rstrip(".")

@@ -23,6 +23,7 @@ from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
 from .runtime import datafs, engine
 from .runtime.base import BoxEngine, BoxNetwork
 from .runtime.lxcfs import Lxcfs
+from .services.accounts import AccountService
 from .services.agents import AgentService
 from .services.background import Background, Schedule
 from .services.boxes import BoxService
@@ -38,6 +39,7 @@ from .services.runs import RunService
 from .services.snapshots import SnapshotService
 from .services.stats import StatsService
 from .services.system import SystemService
+from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository
 from .store.db import Database
@@ -138,6 +140,7 @@ def wire(
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
         stats=StatsService(boxes, runtime),
+        accounts=AccountService(AccountRepository(db)),
     )
     reaper = Reaper(boxes, now)
     sweeper = ImageSweeper(

@@ -27,6 +27,7 @@ from .routes import (
     snapshots,
     stats,
     system,
+    web,
 )
 
 DESCRIPTION = """Paddock runs **boxes**: isolated Linux computers for coding agents.
@@ -81,6 +82,8 @@ def create_app(
     app.include_router(execs.ws_router, prefix=API)
     app.include_router(desktop.ws_router, prefix=API)
     app.include_router(desktop.page_router)
+    # Accounts' pages (setup, login, account) check their own session and forms.
+    app.include_router(web.router)
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")
     app.mount("/desktop/novnc", StaticFiles(directory=novnc, check_dir=False), name="novnc")
     # The last added runs first: the token is checked before the body is even counted.

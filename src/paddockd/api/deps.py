@@ -11,6 +11,7 @@ from starlette.requests import HTTPConnection
 from ..config import Config
 from ..domain.errors import Unauthorized
 from ..images.builder import ImageBuilder
+from ..services.accounts import AccountService
 from ..services.agents import AgentService
 from ..services.boxes import BoxService
 from ..services.credentials import CredentialService
@@ -39,6 +40,7 @@ class Services:
     agents: AgentService
     runs: RunService
     stats: StatsService
+    accounts: AccountService
 
 
 def services(conn: HTTPConnection) -> Services:
@@ -46,9 +48,21 @@ def services(conn: HTTPConnection) -> Services:
     return svc
 
 
+SESSION_COOKIE = "paddock_session"
+CSRF_HEADER = "x-csrf-token"
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 async def authenticate(conn: HTTPConnection) -> None:
+    """An API token (Bearer), or a web session's cookie. A cookie rides along with any
+    request a browser makes, so with one a change also needs the session's CSRF token
+    (header X-CSRF-Token) and a WebSocket a same-origin Origin."""
     header = conn.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
+    cookie = conn.cookies.get(SESSION_COOKIE)
+    if not header and cookie:
+        await _session_auth(conn, cookie)
+        return
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized(
             "missing API token: run `paddock login URL` (it asks for the token; "
@@ -56,6 +70,23 @@ async def authenticate(conn: HTTPConnection) -> None:
         )
     if not await services(conn).tokens.verify(token.strip()):
         raise Unauthorized("the API token was not accepted (wrong, or revoked)")
+
+
+async def _session_auth(conn: HTTPConnection, cookie: str) -> None:
+    import secrets
+
+    session = await services(conn).accounts.session(cookie)
+    if session is None:
+        raise Unauthorized("the web session has ended: log in again")
+    if conn.scope["type"] == "websocket":
+        origin = conn.headers.get("origin", "")
+        host = conn.headers.get("host", "")
+        if origin.partition("://")[2] != host:
+            raise Unauthorized("a WebSocket with a session cookie must come from this site")
+    elif conn.scope.get("method", "GET") not in _SAFE:
+        sent = conn.headers.get(CSRF_HEADER, "")
+        if not sent or not secrets.compare_digest(sent, session.csrf):
+            raise Unauthorized("a change through a web session needs its CSRF token (X-CSRF-Token)")
 
 
 Svc = Annotated[Services, Depends(services)]

@@ -10,6 +10,7 @@
     ├── CapacityExceeded    the server has no room left
     │   └── StorageLow      the engine's disk is nearly full
     ├── Unauthorized        missing or wrong token
+    │   └── TooManyAttempts failed logins, waiting before the next
     ├── EngineUnavailable   the box engine does not answer
     ├── DesktopFailed       the box's desktop did not start or does not answer
     └── IsolationFailed     a box's network isolation could not be applied
@@ -57,6 +58,10 @@ class StorageLow(CapacityExceeded):
 
 class Unauthorized(PaddockError):
     code = "unauthorized"
+
+
+class TooManyAttempts(Unauthorized):
+    code = "too_many_attempts"
 
 
 class EngineUnavailable(PaddockError):

@@ -95,6 +95,37 @@ runs = sa.Table(
     sa.Column("exit_code", sa.Integer),
 )
 
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("username", sa.String(64), nullable=False, unique=True),
+    sa.Column("password_hash", sa.Text, nullable=False),  # argon2id, never the password
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("hash", sa.String(128), primary_key=True),  # SHA-256 of the cookie's value
+    sa.Column("user_id", sa.String(32), nullable=False, index=True),
+    sa.Column("csrf", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("seen_at", sa.Float, nullable=False),
+)
+
+# One-time links: the owner's setup link (kind "setup"); invitations come later.
+links = sa.Table(
+    "links",
+    metadata,
+    sa.Column("hash", sa.String(128), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("used_at", sa.Float),
+)
+
 # Ordered, append-only. Each entry is plain DDL so an old database can always be brought
 # forward, whatever the tables above look like today.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -158,6 +189,22 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (7, ["ALTER TABLE boxes ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 0"]),
+    (
+        8,
+        [
+            """CREATE TABLE users (
+                id VARCHAR(32) PRIMARY KEY, username VARCHAR(64) NOT NULL UNIQUE,
+                password_hash TEXT NOT NULL, role VARCHAR(16) NOT NULL,
+                created_at FLOAT NOT NULL)""",
+            """CREATE TABLE sessions (
+                hash VARCHAR(128) PRIMARY KEY, user_id VARCHAR(32) NOT NULL,
+                csrf VARCHAR(64) NOT NULL, created_at FLOAT NOT NULL, seen_at FLOAT NOT NULL)""",
+            "CREATE INDEX ix_sessions_user_id ON sessions (user_id)",
+            """CREATE TABLE links (
+                hash VARCHAR(128) PRIMARY KEY, kind VARCHAR(16) NOT NULL,
+                created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL, used_at FLOAT)""",
+        ],
+    ),
 ]
 
 

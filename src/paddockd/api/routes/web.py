@@ -1,0 +1,256 @@
+"""The web pages of accounts: the owner's one-time setup, login, logout and the account
+page (change password). Plain HTML forms, no script: the dashboard comes on top of the
+session these pages start.
+
+Forms carry a CSRF token: the session's own once logged in; before that (setup, login)
+a random value in a cookie and the form alike, so another site cannot log a browser into
+an account of its choosing."""
+
+from __future__ import annotations
+
+import html
+import secrets
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ...domain.errors import PaddockError, TooManyAttempts
+from ...services.accounts import SESSION_MAX, Session
+from ..deps import SESSION_COOKIE, Svc
+
+router = APIRouter(include_in_schema=False)
+
+LOGIN_CSRF_COOKIE = "paddock_login_csrf"
+MAX_FORM = 16 * 1024
+
+_STYLE = (
+    "body{font:16px system-ui,sans-serif;max-width:26rem;margin:4rem auto;padding:0 1rem}"
+    "label{display:block;margin:.8rem 0 .2rem}input{width:100%;padding:.4rem;font:inherit}"
+    "button{margin-top:1rem;padding:.5rem 1rem;font:inherit}.err{color:#a00}.ok{color:#070}"
+)
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    page = (
+        f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(title)} · Paddock"
+        f"</title><meta name=viewport content='width=device-width'><style>{_STYLE}</style>"
+        f"</head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
+    # Pages with forms are never framed (clickjacking) nor cached.
+    headers = {
+        "X-Frame-Options": "DENY",
+        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+        "form-action 'self'; frame-ancestors 'none'",
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",  # the setup link is in the URL
+    }
+    return HTMLResponse(page, status, headers)
+
+
+def _message(text: str, kind: str = "err") -> str:
+    return f"<p class={kind}>{html.escape(text)}</p>" if text else ""
+
+
+def _field(name: str, label: str, kind: str = "text", value: str = "") -> str:
+    auto = {"username": "username", "password": "current-password"}.get(name, "new-password")
+    return (
+        f"<label for={name}>{label}</label><input id={name} name={name} type={kind} "
+        f"value='{html.escape(value)}' autocomplete={auto} required>"
+    )
+
+
+def _hidden(csrf: str) -> str:
+    return f"<input type=hidden name=csrf value='{html.escape(csrf)}'>"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            return {}
+    parsed = parse_qs(body.decode(errors="replace"), keep_blank_values=True)
+    return {key: values[0] for key, values in parsed.items()}
+
+
+def _secure(request: Request) -> bool:
+    # Behind Caddy, uvicorn takes the scheme from X-Forwarded-Proto (loopback peers only).
+    return request.url.scheme == "https"
+
+
+def _with_login_csrf(request: Request, page: HTMLResponse, token: str) -> HTMLResponse:
+    page.set_cookie(
+        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=_secure(request)
+    )
+    return page
+
+
+def _login_csrf_ok(request: Request, form: dict[str, str]) -> bool:
+    cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    return bool(cookie) and secrets.compare_digest(cookie, form.get("csrf", ""))
+
+
+async def _session(request: Request, svc: Svc) -> Session | None:
+    return await svc.accounts.session(request.cookies.get(SESSION_COOKIE, ""))
+
+
+# -- the owner's setup ------------------------------------------------------------------
+_DEAD = {
+    "used": "This setup link has been used: the owner account exists.",
+    "expired": "This setup link has expired. On the server, `paddockd setup-link` makes a new one.",
+    "unknown": "This setup link is not valid (or a newer one replaced it).",
+}
+
+
+def _setup_form(token: str, csrf: str, error: str = "", username: str = "") -> str:
+    return (
+        "<p>Create the owner account of this Paddock server. This link works once.</p>"
+        f"{_message(error)}<form method=post action='/setup/{html.escape(token)}'>"
+        f"{_hidden(csrf)}{_field('username', 'Username', value=username)}"
+        f"{_field('new', 'Password (12 characters or more)', 'password')}"
+        f"{_field('again', 'Password again', 'password')}"
+        "<button type=submit>Create the owner</button></form>"
+    )
+
+
+async def _dead_link(svc: Svc, token: str) -> HTMLResponse | None:
+    state = "used" if await svc.accounts.has_owner() else await svc.accounts.link_state(token)
+    if state == "valid":
+        return None
+    body = f"{_message(_DEAD[state])}<p><a href=/login>Log in</a></p>"
+    return _page("Setup link", body, 404 if state == "unknown" else 410)
+
+
+@router.get("/setup/{token}")
+async def setup_page(token: str, request: Request, svc: Svc) -> Response:
+    if (dead := await _dead_link(svc, token)) is not None:
+        return dead
+    csrf = secrets.token_urlsafe(24)
+    return _with_login_csrf(request, _page("Set up Paddock", _setup_form(token, csrf)), csrf)
+
+
+@router.post("/setup/{token}")
+async def setup(token: str, request: Request, svc: Svc) -> Response:
+    if (dead := await _dead_link(svc, token)) is not None:
+        return dead
+    form = await _form(request)
+    csrf = secrets.token_urlsafe(24)
+    if not _login_csrf_ok(request, form):
+        page = _page(
+            "Set up Paddock", _setup_form(token, csrf, "The form expired; try again."), 400
+        )
+        return _with_login_csrf(request, page, csrf)
+    try:
+        user = await svc.accounts.create_owner(
+            token, form.get("username", ""), form.get("new", ""), form.get("again", "")
+        )
+    except PaddockError as exc:
+        text = _setup_form(token, csrf, exc.message, form.get("username", ""))
+        return _with_login_csrf(request, _page("Set up Paddock", text, 400), csrf)
+    return RedirectResponse(f"/login?created={user.username}", 303)
+
+
+# -- login and logout -------------------------------------------------------------------
+def _login_form(csrf: str, error: str = "", note: str = "", username: str = "") -> str:
+    return (
+        f"{_message(note, 'ok')}{_message(error)}<form method=post action=/login>"
+        f"{_hidden(csrf)}{_field('username', 'Username', value=username)}"
+        f"{_field('password', 'Password', 'password')}<button type=submit>Log in</button></form>"
+    )
+
+
+@router.get("/login")
+async def login_page(request: Request, svc: Svc) -> Response:
+    if await _session(request, svc) is not None:
+        return RedirectResponse("/account", 303)
+    created = request.query_params.get("created", "")
+    note = f"The owner account {created} is ready: log in." if created else ""
+    csrf = secrets.token_urlsafe(24)
+    return _with_login_csrf(request, _page("Log in", _login_form(csrf, note=note)), csrf)
+
+
+@router.post("/login")
+async def login(request: Request, svc: Svc) -> Response:
+    form = await _form(request)
+    csrf = secrets.token_urlsafe(24)
+    username = form.get("username", "")
+    if not _login_csrf_ok(request, form):
+        page = _page("Log in", _login_form(csrf, "The form expired; try again.", "", username), 400)
+        return _with_login_csrf(request, page, csrf)
+    address = request.client.host if request.client else "?"
+    try:
+        _, cookie, _ = await svc.accounts.login(address, username, form.get("password", ""))
+    except PaddockError as exc:
+        status = 429 if isinstance(exc, TooManyAttempts) else 401
+        page = _page("Log in", _login_form(csrf, exc.message, "", username), status)
+        return _with_login_csrf(request, page, csrf)
+    done = RedirectResponse("/account", 303)
+    done.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=int(SESSION_MAX),
+        httponly=True,
+        samesite="lax",
+        secure=_secure(request),
+    )
+    done.delete_cookie(LOGIN_CSRF_COOKIE)
+    return done
+
+
+@router.post("/logout")
+async def logout(request: Request, svc: Svc) -> Response:
+    session = await _session(request, svc)
+    form = await _form(request)
+    if session is not None and secrets.compare_digest(session.csrf, form.get("csrf", "")):
+        await svc.accounts.logout(request.cookies.get(SESSION_COOKIE, ""))
+    elif session is not None:
+        return _page("Log out", _message("The form expired; go back and try again."), 400)
+    done = RedirectResponse("/login", 303)
+    done.delete_cookie(SESSION_COOKIE)
+    return done
+
+
+# -- the account page -------------------------------------------------------------------
+def _account(session: Session, error: str = "", note: str = "") -> str:
+    user = session.user
+    return (
+        f"<p>Logged in as <b>{html.escape(user.username)}</b> ({user.role.value}).</p>"
+        f"<form method=post action=/logout>{_hidden(session.csrf)}"
+        "<button type=submit>Log out</button></form>"
+        f"<h2>Change password</h2>{_message(note, 'ok')}{_message(error)}"
+        f"<form method=post action=/account/password>{_hidden(session.csrf)}"
+        f"{_field('password', 'Current password', 'password')}"
+        f"{_field('new', 'New password (12 characters or more)', 'password')}"
+        f"{_field('again', 'New password again', 'password')}"
+        "<button type=submit>Change password</button></form>"
+    )
+
+
+@router.get("/account")
+async def account(request: Request, svc: Svc) -> Response:
+    session = await _session(request, svc)
+    if session is None:
+        return RedirectResponse("/login", 303)
+    return _page("Your account", _account(session))
+
+
+@router.post("/account/password")
+async def change_password(request: Request, svc: Svc) -> Response:
+    session = await _session(request, svc)
+    if session is None:
+        return RedirectResponse("/login", 303)
+    form = await _form(request)
+    if not secrets.compare_digest(session.csrf, form.get("csrf", "")):
+        return _page("Your account", _account(session, "The form expired; try again."), 400)
+    try:
+        await svc.accounts.change_password(
+            session.user,
+            request.cookies.get(SESSION_COOKIE, ""),
+            form.get("password", ""),
+            form.get("new", ""),
+            form.get("again", ""),
+        )
+    except PaddockError as exc:
+        return _page("Your account", _account(session, exc.message), 400)
+    return _page("Your account", _account(session, note="Password changed."))

@@ -1,0 +1,157 @@
+"""The owner's one-time setup, logins and web sessions.
+
+Passwords are hashed with argon2id (argon2-cffi's defaults: 64 MiB, 3 passes), in a
+worker thread: a hash takes ~0.2 s of CPU that must not stall the event loop. Failed
+logins slow down per client address and per username alike, whether or not that user
+exists, and every refusal reads the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import anyio.to_thread
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from ..domain.accounts import User, validate_password, validate_username
+from ..domain.errors import InvalidRequest, TooManyAttempts, Unauthorized
+from ..store.accounts import AccountRepository
+
+SETUP_LINK_TTL = 24 * 3600.0
+SESSION_IDLE = 12 * 3600.0
+SESSION_MAX = 7 * 24 * 3600.0
+FREE_FAILURES = 3  # then each failure doubles the wait: 2 s, 4 s ... up to MAX_WAIT
+MAX_WAIT = 15 * 60.0
+FORGET_AFTER = 3600.0
+
+REFUSED = "wrong username or password"
+
+
+@dataclass
+class _Failures:
+    count: int = 0
+    last: float = 0.0
+    blocked_until: float = 0.0
+
+
+@dataclass
+class Throttle:
+    """Growing waits after repeated failures, per key (an address, a username)."""
+
+    now: object = time.monotonic
+    _seen: dict[str, _Failures] = field(default_factory=lambda: defaultdict(_Failures))
+
+    def _clock(self) -> float:
+        return float(self.now())  # type: ignore[operator]
+
+    def wait(self, *keys: str) -> float:
+        now = self._clock()
+        return max(
+            (self._seen[k].blocked_until - now for k in keys if k in self._seen), default=0.0
+        )
+
+    def failed(self, *keys: str) -> None:
+        now = self._clock()
+        for key in keys:
+            seen = self._seen[key]
+            if now - seen.last > FORGET_AFTER:
+                seen.count = 0
+            seen.count += 1
+            seen.last = now
+            if seen.count > FREE_FAILURES:
+                seen.blocked_until = now + min(2.0 ** (seen.count - FREE_FAILURES), MAX_WAIT)
+
+    def succeeded(self, *keys: str) -> None:
+        for key in keys:
+            self._seen.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Session:
+    user: User
+    csrf: str
+
+
+class AccountService:
+    def __init__(self, repo: AccountRepository, throttle: Throttle | None = None) -> None:
+        self._repo = repo
+        self._hasher = PasswordHasher()
+        self._throttle = throttle or Throttle()
+        # Verifying against this when the username is unknown costs what a real check
+        # costs: timing does not tell which usernames exist.
+        self._decoy = self._hasher.hash("paddock-decoy-password")
+
+    def new_setup_link(self, ttl: float = SETUP_LINK_TTL) -> str:
+        return self._repo.new_setup_link_sync(ttl)
+
+    async def has_owner(self) -> bool:
+        return await self._repo.has_owner()
+
+    async def link_state(self, token: str) -> str:
+        return await self._repo.link_state(token)
+
+    async def create_owner(self, link: str, username: str, password: str, again: str) -> User:
+        name = validate_username(username)
+        if password != again:
+            raise InvalidRequest("the two passwords differ")
+        validate_password(password, name)
+        hashed = await anyio.to_thread.run_sync(self._hasher.hash, password)
+        try:
+            return await self._repo.add_owner_with_link(link, name, hashed)
+        except LookupError:
+            raise InvalidRequest("this setup link is no longer valid") from None
+
+    async def login(self, address: str, username: str, password: str) -> tuple[User, str, str]:
+        """(user, session cookie, CSRF token), or Unauthorized with the same words for a
+        wrong name or a wrong password."""
+        name = username.strip().lower()[:64]
+        keys = (f"ip:{address}", f"user:{name}")
+        wait = self._throttle.wait(*keys)
+        if wait > 0:
+            raise TooManyAttempts(
+                f"too many failed logins; try again in {int(wait) + 1} s",
+                details={"retry_after": int(wait) + 1},
+            )
+        found = await self._repo.credentials(name) if len(password) <= 1024 else None
+        stored = found[1] if found else self._decoy
+        ok = await anyio.to_thread.run_sync(self._check, stored, password[:1024])
+        if not ok or found is None:
+            self._throttle.failed(*keys)
+            raise Unauthorized(REFUSED)
+        self._throttle.succeeded(*keys)
+        if self._hasher.check_needs_rehash(stored):
+            hashed = await anyio.to_thread.run_sync(self._hasher.hash, password)
+            await self._repo.set_password(found[0].id, hashed)
+        cookie, csrf = await self._repo.new_session(found[0].id)
+        return found[0], cookie, csrf
+
+    def _check(self, stored: str, password: str) -> bool:
+        try:
+            return self._hasher.verify(stored, password)
+        except (VerificationError, InvalidHashError):
+            return False
+
+    async def session(self, cookie: str) -> Session | None:
+        found = await self._repo.session(cookie, SESSION_IDLE, SESSION_MAX) if cookie else None
+        return Session(*found) if found else None
+
+    async def logout(self, cookie: str) -> None:
+        await self._repo.end_session(cookie)
+
+    async def change_password(
+        self, user: User, cookie: str, current: str, new: str, again: str
+    ) -> None:
+        found = await self._repo.credentials(user.username)
+        if found is None or not await anyio.to_thread.run_sync(self._check, found[1], current):
+            raise Unauthorized("the current password is wrong")
+        if new != again:
+            raise InvalidRequest("the two new passwords differ")
+        validate_password(new, user.username)
+        await self._repo.set_password(
+            user.id, await anyio.to_thread.run_sync(self._hasher.hash, new)
+        )
+        # Anyone who had the old password is logged out everywhere but here.
+        await self._repo.end_sessions(user.id, keep=cookie)

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
         BoxTypeList,
         Credential,
         DesktopLink,
+        DeviceCode,
+        DeviceToken,
         Drive,
         EgressEvent,
         ExecResult,
@@ -298,6 +300,20 @@ class _Base:
     def health(self) -> Call[dict[str, Any]]:
         """The server's liveness and version (needs no token)."""
         return Call(_Request("GET", "/v1/health"), _same)
+
+    @operation
+    def device_code(self, client: str = "paddock CLI") -> Call[DeviceCode]:
+        """Start a device login (needs no token): show `user_code` and
+        `verification_uri` to a person, then poll `device_token`."""
+        body = {"client": client}
+        return Call(_Request("POST", "/v1/device/code", json=body), _model("DeviceCode"))
+
+    @operation
+    def device_token(self, device_code: str) -> Call[DeviceToken]:
+        """A device login's state: pending, approved (with the token, once), denied or
+        expired."""
+        body = {"device_code": device_code}
+        return Call(_Request("POST", "/v1/device/token", json=body), _model("DeviceToken"))
 
     @operation
     def status(self) -> Call[ServerStatus]:

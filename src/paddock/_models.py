@@ -396,3 +396,38 @@ def to_wire(obj: Any) -> Any:
     if isinstance(obj, datetime):
         return obj.isoformat()
     return obj
+
+
+@dataclass
+class DeviceStart:
+    """`client`: how the device names itself on the approval page (e.g. "paddock CLI on
+    laptop")."""
+
+    client: str = "paddock CLI"
+
+
+@dataclass
+class DeviceCode:
+    """`device_code` is the device's secret for polling; a person enters `user_code` at
+    `verification_uri` (or opens `verification_uri_complete`) while logged in."""
+
+    device_code: str
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str
+    interval: int
+    expires_in: int
+
+
+@dataclass
+class DevicePoll:
+    device_code: str
+
+
+@dataclass
+class DeviceToken:
+    """`status`: pending (ask again after `interval`), approved (`token` is the API token,
+    given this once), denied or expired."""
+
+    status: str
+    token: str | None = None

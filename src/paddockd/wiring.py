@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from fastapi import FastAPI
 
-from . import __version__, config
+from . import __version__, config, frontdoor
 from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
@@ -30,6 +30,7 @@ from .services.boxes import BoxService
 from .services.capacity import Capacity
 from .services.credentials import CredentialService
 from .services.desktop import DesktopService
+from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.egress import EgressLog, EgressService
 from .services.image_sweep import ImageSweeper
@@ -43,6 +44,7 @@ from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository
 from .store.db import Database
+from .store.devices import DeviceRepository
 from .store.runs import RunRepository
 from .store.tokens import TokenRepository
 
@@ -120,11 +122,12 @@ def wire(
     runs = RunService(
         boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
     )
+    tokens = TokenRepository(db)
     services = Services(
         config=cfg,
         boxes=boxes,
         system=system,
-        tokens=TokenRepository(db),
+        tokens=tokens,
         images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
         snapshots=SnapshotService(repo, runtime, reconciler, boxes),
         drives=drives,
@@ -141,6 +144,7 @@ def wire(
         runs=runs,
         stats=StatsService(boxes, runtime),
         accounts=AccountService(AccountRepository(db)),
+        devices=DeviceService(DeviceRepository(db), tokens, lambda: frontdoor.public_url(cfg.port)),
     )
     reaper = Reaper(boxes, now)
     sweeper = ImageSweeper(

@@ -26,6 +26,9 @@ NOT_RUN = {
     "paddock prompt current 'add a test for the parser and make it pass'": "a model provider",
     "paddock prompt current --agent codex --workdir /config/project < task.md": "a model",
     "paddock prompt current --detach 'upgrade the dependencies'": "a model provider",
+    # A login replaces the CLI's server; the device login waits for a person in a browser.
+    "paddock login https://paddock.example.com": "a person approving it in a browser",
+    "paddock login http://127.0.0.1:7423 --token-stdin < token.txt": "a token of the machine's server",
 }
 # What the box needs before an example (run in it as root).
 BEFORE = {

@@ -16,6 +16,8 @@ SPEC = Path(__file__).resolve().parents[2] / "spec" / "openapi.json"
 OPERATIONS = {
     ("GET", "/v1/health"): "health",
     ("GET", "/v1/status"): "status",
+    ("POST", "/v1/device/code"): "device_code",
+    ("POST", "/v1/device/token"): "device_token",
     ("GET", "/v1/types"): "box_types",
     ("GET", "/v1/agents"): "list_agents",
     ("POST", "/v1/images/build"): "build_image",

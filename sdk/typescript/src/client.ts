@@ -37,6 +37,8 @@ import type {
   RunInfo,
   RunRequest,
   ServerStatus,
+  DeviceCode,
+  DeviceToken,
   Snapshot,
 } from "./types.js";
 
@@ -174,6 +176,22 @@ export class Client {
   /** Server version, engine, capacity, and problems that need the admin's eye. */
   status(): Promise<ServerStatus> {
     return this.#call({ method: "GET", path: "/v1/status" });
+  }
+
+  /** Start a device login (needs no token): show `user_code` and `verification_uri` to a
+   * person, then poll `deviceToken` every `interval` seconds. */
+  deviceCode(client = "paddock TypeScript SDK"): Promise<DeviceCode> {
+    return this.#call({ method: "POST", path: "/v1/device/code", json: { client } });
+  }
+
+  /** A device login's state: pending, approved (with the token, given once), denied or
+   * expired. */
+  deviceToken(deviceCode: string): Promise<DeviceToken> {
+    return this.#call({
+      method: "POST",
+      path: "/v1/device/token",
+      json: { device_code: deviceCode },
+    });
   }
 
   boxTypes(): Promise<BoxTypeList> {

@@ -6,12 +6,14 @@
  * PaddockError
  * ├── ConnectionFailed      the server could not be reached (or did not answer in time)
  * ├── AuthenticationFailed  401: missing or wrong token
+ * │   └── TooManyAttempts   429: failed logins; wait details.retry_after seconds
  * ├── NotFound              404: unknown box, type, path …
  * ├── InvalidRequest        400/422: bad names, sizes, paths, TTLs; a refused pull member
  * │   └── PayloadTooLarge   413: a request body over the route's cap (JSON: 1 MiB)
  * ├── Conflict              409: name taken, ambiguous reference, file exists
  * ├── InvalidState          409: e.g. exec on a stopped box
  * ├── CapacityExceeded      409: the server has no room for the box
+ * │   └── StorageLow        507: the engine's disk is nearly full (no new boxes, snapshots)
  * ├── EngineUnavailable     503: the box engine is down
  * ├── DesktopFailed         502: the box's desktop did not start (message: its log tail)
  * ├── IsolationFailed       503: a box's network isolation could not be applied
@@ -46,6 +48,9 @@ export class ConnectionFailed extends PaddockError {
 export class AuthenticationFailed extends PaddockError {
   static override readonly code: string = "unauthorized";
 }
+export class TooManyAttempts extends AuthenticationFailed {
+  static override readonly code: string = "too_many_attempts";
+}
 export class NotFound extends PaddockError {
   static override readonly code: string = "not_found";
 }
@@ -63,6 +68,9 @@ export class InvalidState extends PaddockError {
 }
 export class CapacityExceeded extends PaddockError {
   static override readonly code: string = "capacity_exceeded";
+}
+export class StorageLow extends CapacityExceeded {
+  static override readonly code: string = "storage_low";
 }
 export class EngineUnavailable extends PaddockError {
   static override readonly code: string = "engine_unavailable";
@@ -82,12 +90,14 @@ type ErrorClass = typeof PaddockError;
 const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
   [
     AuthenticationFailed,
+    TooManyAttempts,
     NotFound,
     InvalidRequest,
     PayloadTooLarge,
     Conflict,
     InvalidState,
     CapacityExceeded,
+    StorageLow,
     EngineUnavailable,
     DesktopFailed,
     IsolationFailed,

@@ -26,6 +26,8 @@ export {
   PaddockError,
   PayloadTooLarge,
   ServerError,
+  StorageLow,
+  TooManyAttempts,
 } from "./errors.js";
 export type * from "./types.js";
 export type { components, paths } from "./generated/api.js";

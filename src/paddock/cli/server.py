@@ -7,7 +7,7 @@ import os
 import sys
 
 from .._config import ClientConfig
-from ._common import UsageError, add_json, client, nested
+from ._common import UsageError, add_json, client, examples, nested
 from ._output import binary_size, emit_json, note
 
 
@@ -15,11 +15,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "login",
         help="point the CLI at a Paddock server",
-        description="Save the server URL and an API token (asked for, or from PADDOCK_TOKEN "
-        "or --token-stdin) after checking that they work.",
+        description="Log in to a Paddock server and save its URL and an API token (file mode "
+        "0600). By default in a browser: the CLI shows a code and a link, you approve it "
+        "where you are logged in to the server, and the CLI receives a token of yours. "
+        "Scripts and CI pass a token instead (--token-stdin, or PADDOCK_TOKEN).",
+        epilog=examples(
+            "paddock login https://paddock.example.com",
+            "paddock login http://127.0.0.1:7423 --token-stdin < token.txt",
+        ),
     )
     p.add_argument("server_url", metavar="URL", help="e.g. https://paddock.example.com")
     p.add_argument("--token-stdin", action="store_true", help="read the token from stdin")
+    p.add_argument(
+        "--with-token", action="store_true", help="ask for a token at a prompt, not in a browser"
+    )
     p.set_defaults(run=cmd_login)
 
     p = sub.add_parser(
@@ -69,11 +78,41 @@ def _token(from_stdin: bool) -> str:
     return token
 
 
+def _device_login(url: str) -> str:
+    """A token approved in a browser (the server's /device page)."""
+    import socket
+    import time
+
+    from .. import Client, PaddockError
+
+    with Client(url=url, token="") as c:
+        started = c.device_code(client=f"paddock CLI on {socket.gethostname()}")
+        note(
+            f"To log in, open {started.verification_uri_complete}\n"
+            f"(or {started.verification_uri} and enter the code {started.user_code}),\n"
+            "where you are logged in to the server, and approve. Waiting..."
+        )
+        deadline = time.monotonic() + started.expires_in
+        while time.monotonic() < deadline:
+            time.sleep(started.interval)
+            answer = c.device_token(started.device_code)
+            if answer.status == "approved" and answer.token:
+                return answer.token
+            if answer.status == "denied":
+                raise PaddockError("the login was denied in the browser; nothing was saved")
+            if answer.status == "expired":
+                break
+    raise PaddockError("the code expired before it was approved; run `paddock login` again")
+
+
 def cmd_login(args: argparse.Namespace) -> int:
     from .. import Client
 
-    token = _token(args.token_stdin)
     url = args.server_url.rstrip("/")
+    if args.token_stdin or args.with_token or os.environ.get("PADDOCK_TOKEN"):
+        token = _token(args.token_stdin)
+    else:
+        token = _device_login(url)
     with Client(url=url, token=token) as c:
         status = c.status()
     cfg = ClientConfig.load(apply_env=False)

@@ -18,6 +18,7 @@ from .routes import (
     auth,
     boxes,
     desktop,
+    devices,
     drives,
     execs,
     files,
@@ -61,6 +62,7 @@ def create_app(
     # Every other API route needs the API token, checked by TokenGate (below) before any
     # body is read: a route dependency would run only after FastAPI read the body.
     app.include_router(system.public, prefix=API, responses=errors.ERROR_RESPONSES)
+    app.include_router(devices.public, prefix=API, responses=errors.ERROR_RESPONSES)
     modules = (
         system,
         boxes,
@@ -94,6 +96,10 @@ def create_app(
         for method in route.methods or ()
     ]
     app.add_middleware(BodyLimit, limit=MAX_JSON_BODY, streaming=uploads)
-    public = [API + r.path for r in system.public.routes if isinstance(r, APIRoute)]
+    public = [
+        API + r.path
+        for r in (*system.public.routes, *devices.public.routes)
+        if isinstance(r, APIRoute)
+    ]
     app.add_middleware(TokenGate, prefix=API, public=public)
     return app

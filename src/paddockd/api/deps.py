@@ -16,6 +16,7 @@ from ..services.agents import AgentService
 from ..services.boxes import BoxService
 from ..services.credentials import CredentialService
 from ..services.desktop import DesktopService
+from ..services.devices import DeviceService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
 from ..services.runs import RunService
@@ -41,6 +42,7 @@ class Services:
     runs: RunService
     stats: StatsService
     accounts: AccountService
+    devices: DeviceService
 
 
 def services(conn: HTTPConnection) -> Services:

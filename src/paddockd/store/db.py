@@ -60,6 +60,7 @@ tokens = sa.Table(
     sa.Column("hash", sa.String(128), nullable=False, unique=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("last_used_at", sa.Float),
+    sa.Column("user_id", sa.String(32)),  # None: made on the server, acts as the owner
 )
 
 credentials = sa.Table(
@@ -124,6 +125,21 @@ links = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("expires_at", sa.Float, nullable=False),
     sa.Column("used_at", sa.Float),
+)
+
+# `paddock login` from another machine: the CLI holds the device code, a logged-in person
+# approves the short user code in a browser.
+device_grants = sa.Table(
+    "device_grants",
+    metadata,
+    sa.Column("hash", sa.String(128), primary_key=True),  # of the device code
+    sa.Column("user_code", sa.String(16), nullable=False, unique=True),
+    sa.Column("client", sa.String(128), nullable=False),
+    sa.Column("address", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("user_id", sa.String(32)),
 )
 
 # Ordered, append-only. Each entry is plain DDL so an old database can always be brought
@@ -203,6 +219,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             """CREATE TABLE links (
                 hash VARCHAR(128) PRIMARY KEY, kind VARCHAR(16) NOT NULL,
                 created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL, used_at FLOAT)""",
+        ],
+    ),
+    (
+        9,
+        [
+            "ALTER TABLE tokens ADD COLUMN user_id VARCHAR(32)",
+            """CREATE TABLE device_grants (
+                hash VARCHAR(128) PRIMARY KEY, user_code VARCHAR(16) NOT NULL UNIQUE,
+                client VARCHAR(128) NOT NULL, address VARCHAR(64) NOT NULL,
+                created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL,
+                status VARCHAR(16) NOT NULL, user_id VARCHAR(32))""",
         ],
     ),
 ]

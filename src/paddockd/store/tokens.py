@@ -6,6 +6,7 @@ import hashlib
 import secrets
 import time
 
+import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -28,16 +29,24 @@ class TokenRepository:
 
     CACHE_SECONDS = 60.0
 
-    def create_sync(self, name: str) -> str:
-        """Mint a token (used by the `paddockd token create` admin command)."""
+    def create_sync(self, name: str, user_id: str | None = None) -> str:
+        """Mint a token (the `paddockd token create` admin command: no user, acts as the
+        owner; a device login: the user who approved it)."""
         token = PREFIX + secrets.token_urlsafe(32)
         with self._db.engine.begin() as conn:
             conn.execute(
                 tokens.insert().values(
-                    id=secrets.token_hex(6), name=name, hash=_hash(token), created_at=time.time()
+                    id=secrets.token_hex(6),
+                    name=name,
+                    hash=_hash(token),
+                    created_at=time.time(),
+                    user_id=user_id,
                 )
             )
         return token
+
+    async def create(self, name: str, user_id: str | None = None) -> str:
+        return await anyio.to_thread.run_sync(self.create_sync, name, user_id)
 
     async def verify(self, token: str) -> bool:
         digest = _hash(token)

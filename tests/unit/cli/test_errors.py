@@ -97,7 +97,7 @@ def test_bad_arguments_are_usage_errors(
         (["desktop", "b", "click", "1"], "click X Y"),
         (["completion", "tcsh"], "invalid choice: 'tcsh'"),
         (["help", "nope"], "no command `paddock nope`"),
-        (["login", "http://127.0.0.1:9"], "--token-stdin"),
+        (["login", "http://127.0.0.1:9", "--with-token"], "--token-stdin"),
         (["auth", "set", "openai"], "--from-stdin"),
         (["prompt", "b"], "the instruction is empty"),
     ],

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 import secrets
-from urllib.parse import parse_qs
+import time
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -152,9 +153,18 @@ async def setup(token: str, request: Request, svc: Svc) -> Response:
 
 
 # -- login and logout -------------------------------------------------------------------
-def _login_form(csrf: str, error: str = "", note: str = "", username: str = "") -> str:
+def _next(target: str) -> str:
+    """Where to go after logging in: a path on this site only (no open redirect)."""
+    ok = target.startswith("/") and not target.startswith("//") and "\\" not in target
+    return target if ok else "/account"
+
+
+def _login_form(
+    csrf: str, error: str = "", note: str = "", username: str = "", after: str = "/account"
+) -> str:
     return (
         f"{_message(note, 'ok')}{_message(error)}<form method=post action=/login>"
+        f"<input type=hidden name=next value='{html.escape(after)}'>"
         f"{_hidden(csrf)}{_field('username', 'Username', value=username)}"
         f"{_field('password', 'Password', 'password')}<button type=submit>Log in</button></form>"
     )
@@ -162,12 +172,14 @@ def _login_form(csrf: str, error: str = "", note: str = "", username: str = "") 
 
 @router.get("/login")
 async def login_page(request: Request, svc: Svc) -> Response:
+    after = _next(request.query_params.get("next", "/account"))
     if await _session(request, svc) is not None:
-        return RedirectResponse("/account", 303)
+        return RedirectResponse(after, 303)
     created = request.query_params.get("created", "")
     note = f"The owner account {created} is ready: log in." if created else ""
     csrf = secrets.token_urlsafe(24)
-    return _with_login_csrf(request, _page("Log in", _login_form(csrf, note=note)), csrf)
+    page = _page("Log in", _login_form(csrf, note=note, after=after))
+    return _with_login_csrf(request, page, csrf)
 
 
 @router.post("/login")
@@ -185,7 +197,7 @@ async def login(request: Request, svc: Svc) -> Response:
         status = 429 if isinstance(exc, TooManyAttempts) else 401
         page = _page("Log in", _login_form(csrf, exc.message, "", username), status)
         return _with_login_csrf(request, page, csrf)
-    done = RedirectResponse("/account", 303)
+    done = RedirectResponse(_next(form.get("next", "/account")), 303)
     done.set_cookie(
         SESSION_COOKIE,
         cookie,
@@ -254,3 +266,65 @@ async def change_password(request: Request, svc: Svc) -> Response:
     except PaddockError as exc:
         return _page("Your account", _account(session, exc.message), 400)
     return _page("Your account", _account(session, note="Password changed."))
+
+
+# -- approving a device login -----------------------------------------------------------
+def _device_entry(error: str = "") -> str:
+    return (
+        "<p>Enter the code your terminal shows.</p>"
+        f"{_message(error)}<form method=get action=/device>"
+        "<label for=code>Code</label><input id=code name=code autocomplete=off "
+        "placeholder=BCDF-GHJK required><button type=submit>Continue</button></form>"
+    )
+
+
+@router.get("/device")
+async def device_page(request: Request, svc: Svc) -> Response:
+    session = await _session(request, svc)
+    code = request.query_params.get("code", "")
+    if session is None:
+        return RedirectResponse(
+            f"/login?next={quote(str(request.url.path) + '?code=' + code)}", 303
+        )
+    if not code:
+        return _page("Log in a device", _device_entry())
+    try:
+        grant = await svc.devices.pending(code)
+    except PaddockError as exc:
+        return _page("Log in a device", _device_entry(exc.message), 404)
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(grant.created_at))
+    body = (
+        f"<p><b>{html.escape(grant.client)}</b> asks for an API token for "
+        f"<b>{html.escape(session.user.username)}</b>: it could do anything you can do "
+        "here.</p><p>Code <b>" + html.escape(grant.user_code) + "</b>, asked from "
+        f"{html.escape(grant.address)} at {when}. Approve only if you started this "
+        "yourself, just now.</p>"
+        f"<form method=post action=/device>{_hidden(session.csrf)}"
+        f"<input type=hidden name=code value='{html.escape(grant.user_code)}'>"
+        "<button type=submit name=decision value=approve>Approve</button> "
+        "<button type=submit name=decision value=deny>Deny</button></form>"
+    )
+    return _page("Log in a device", body)
+
+
+@router.post("/device")
+async def device_decide(request: Request, svc: Svc) -> Response:
+    session = await _session(request, svc)
+    if session is None:
+        return RedirectResponse("/login?next=/device", 303)
+    form = await _form(request)
+    if not secrets.compare_digest(session.csrf, form.get("csrf", "")):
+        return _page(
+            "Log in a device", _device_entry("The form expired; enter the code again."), 400
+        )
+    approve = form.get("decision") == "approve"
+    try:
+        await svc.devices.decide(session.user, form.get("code", ""), approve)
+    except PaddockError as exc:
+        return _page("Log in a device", _device_entry(exc.message), 404)
+    text = (
+        "Approved: the device is logged in; you can close this page."
+        if approve
+        else "Denied: the device gets no token."
+    )
+    return _page("Log in a device", _message(text, "ok" if approve else "err"))

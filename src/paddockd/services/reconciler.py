@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from .. import faults
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import InvalidState, PaddockError
 from ..domain.snapshot import Snapshot, parse_drive
@@ -196,6 +197,7 @@ class Reconciler:
             if box.state != state:
                 box = await self._save(box, state=state)
             created = await self._rt.create(self._spec(box, image))
+            faults.point("container.created")
             box = await self._save(box, container_id=created)
             info = None  # just created: not running yet
         cid = box.container_id
@@ -208,6 +210,7 @@ class Reconciler:
             started = await self._rt.inspect(cid)
             if started is not None and started.ip:
                 await self._net.forget_flows(started.ip)
+            faults.point("container.started")
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box
@@ -266,6 +269,7 @@ class Reconciler:
                 with contextlib.suppress(PaddockError):
                     await self._rt.remove_image(image)
                 raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
+            faults.point(f"{'snapshot' if kind == 'live' else kind}.committed")
             snap = Snapshot(box.id, seq, image, kind, self._now(), size, label)
             await self._repo.add_snapshot(snap)
             return snap
@@ -354,6 +358,7 @@ class Reconciler:
                 )
             if box.container_id:
                 await self._rt.remove(box.container_id)
+                faults.point("restore.removed")
             running = box.desired == Desired.RUNNING
             await self._save(
                 box,

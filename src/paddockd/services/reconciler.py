@@ -26,6 +26,7 @@ from ..domain.errors import InvalidState, PaddockError
 from ..domain.snapshot import Snapshot, parse_drive
 from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime.base import (
+    LABEL_BOX,
     LABEL_INSTANCE,
     LABEL_NAME,
     ContainerInfo,
@@ -196,6 +197,7 @@ class Reconciler:
             state = BoxState.STARTING if box.container_id else BoxState.CREATING
             if box.state != state:
                 box = await self._save(box, state=state)
+            await self._remove_unrecorded(box)
             created = await self._rt.create(self._spec(box, image))
             faults.point("container.created")
             box = await self._save(box, container_id=created)
@@ -214,6 +216,18 @@ class Reconciler:
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box
+
+    async def _remove_unrecorded(self, box: Box) -> None:
+        """A crash between the engine's create and the row's update left a container the
+        row does not name; it holds the box's container name, so no new one could be made.
+        It never ran (a start follows the row), so nothing of the user's is in it."""
+        labels = {LABEL_INSTANCE: self._instance, LABEL_BOX: box.id}
+        for info in await self._rt.containers(labels):
+            if info.id != box.container_id:
+                log.warning(
+                    "box %s: removing container %s it never recorded", box.name, info.id[:12]
+                )
+                await self._rt.remove(info.id)
 
     async def _outdated_views(self, box: Box, info: ContainerInfo) -> bool:
         if info.running or box.state != BoxState.STOPPED or box.current_snapshot is None:

@@ -370,10 +370,10 @@ class Reconciler:
                 raise InvalidState(
                     f"box {box.name} is {box.state.value}; restore it once that is done"
                 )
-            if box.container_id:
-                await self._rt.remove(box.container_id)
-                faults.point("restore.removed")
             running = box.desired == Desired.RUNNING
+            # The row first: from its write on, a crash finishes the restore (the old
+            # container, recorded nowhere, goes before the new one is made). The other
+            # order left a box rebuilt from its last snapshot, neither before nor after.
             await self._save(
                 box,
                 container_id=None,
@@ -381,6 +381,9 @@ class Reconciler:
                 message=None,
                 state=BoxState.STARTING if running else BoxState.STOPPED,
             )
+            faults.point("restore.saved")
+            if box.container_id:
+                await self._rt.remove(box.container_id)
         return await self.reconcile(box_id)
 
     def _spec(self, box: Box, image: str) -> ContainerSpec:

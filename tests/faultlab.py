@@ -221,6 +221,12 @@ class Scenario:
     prepare: Callable[[Lab], object] = lambda lab: None
     check: Callable[[Lab], object] = lambda lab: None
 
+    @property
+    def id(self) -> str:
+        """The operation and the point, e.g. `restore-container.created`."""
+        operation = self.name.split(":")[0].replace(" ", "-")
+        return f"{operation}-{self.fault}" if self.fault else operation
+
 
 def _state(lab: Lab, box: str) -> str:
     with lab.client() as c:
@@ -276,7 +282,8 @@ def _two_snapshots(lab: Lab) -> None:
 
 def _restore_older(lab: Lab) -> None:
     with lab.client() as c:
-        c.restore_box(lab.keep, c.list_snapshots(lab.keep)[-2].id)
+        newest_first = sorted(c.list_snapshots(lab.keep), key=lambda s: -s.id)
+        c.restore_box(lab.keep, newest_first[1].id)
 
 
 def _restored(lab: Lab) -> None:

@@ -33,7 +33,7 @@ def lab(engine: None, workdir: Path, dns_stub: DnsStub) -> Iterator[Lab]:
     srv.close()
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.fault or "nft" for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
 def test_fault(lab: Lab, scenario: Scenario) -> None:
     outcome = run(lab, scenario)
     assert outcome.lost == [], f"{scenario.name}: lost {outcome.lost}"

@@ -28,15 +28,16 @@ def host_restart(lab: Lab, boxes: int) -> Outcome:
             c.stop_box(f"fleet{n}")
     lab.srv.kill()
     seconds = lab.restart()
-    return Outcome(f"host side restarted, {boxes} boxes (half stopped)", seconds, lab.lost())
+    name = f"host side restarted, {boxes} boxes (half stopped)"
+    return Outcome(name, seconds, lab.lost(), lab.acked_count)
 
 
 def print_table(outcomes: list[Outcome]) -> None:
     width = max(len(o.scenario) for o in outcomes)
-    header = f"{'fault':<{width}}  {'converged in':>12}  {'data lost':>9}"
+    header = f"{'fault':<{width}}  {'converged in':>12}  {'data lost':>9}  {'acked files':>11}"
     print(f"\n{header}\n{'-' * len(header)}")
     for o in outcomes:
-        print(f"{o.scenario:<{width}}  {o.converged_s:>10.1f} s  {len(o.lost):>9}")
+        print(f"{o.scenario:<{width}}  {o.converged_s:>10.1f} s  {len(o.lost):>9}  {o.checked:>11}")
         for what in o.lost:
             print(f"    lost: {what}")
 

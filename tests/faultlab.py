@@ -65,6 +65,10 @@ class Lab:
         local.unlink()
         self.acked.setdefault(box, {})[name] = hashlib.sha256(data).hexdigest()
 
+    @property
+    def acked_count(self) -> int:
+        return sum(len(files) for files in self.acked.values())
+
     def lost(self) -> list[str]:
         """Acknowledged files missing or changed, as `box:file`; read with a pull, which
         works on a stopped box too and changes nothing."""
@@ -395,6 +399,7 @@ class Outcome:
     scenario: str
     converged_s: float
     lost: list[str]
+    checked: int  # acknowledged files looked for
 
 
 def open_lab(srv: Server) -> Lab:
@@ -422,7 +427,7 @@ def run(lab: Lab, scenario: Scenario) -> Outcome:
         seconds = lab.restart()
     lost = lab.lost()
     scenario.check(lab)
-    return Outcome(scenario.name, seconds, lost)
+    return Outcome(scenario.name, seconds, lost, lab.acked_count)
 
 
 def close_lab(lab: Lab) -> None:

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -434,3 +435,4 @@ def close_lab(lab: Lab) -> None:
     with contextlib.suppress(Exception), lab.client() as c:
         if lab.drive in {d.name for d in c.list_drives()}:
             c.delete_drive(lab.drive)
+    shutil.rmtree(lab.scratch, ignore_errors=True)

@@ -92,12 +92,17 @@ class Server:
             "PADDOCK_CONFIG": str(self.cli_config),
         }
 
-    def start(self) -> None:
+    def start(self, fault: str | None = None) -> None:
+        """Start paddockd; with `fault`, armed to kill itself at that point (faults.py)."""
         log = open(self.dir / "paddockd.log", "ab")  # noqa: SIM115 - lives as long as the process
+        env = {k: v for k, v in os.environ.items() if k != "PADDOCKD_FAULT"}
+        if fault:
+            env["PADDOCKD_FAULT"] = fault
         self.proc = subprocess.Popen(
             [PADDOCKD, "--config", str(self.config), "serve"],
             stdout=log,
             stderr=log,
+            env=env,
             start_new_session=True,
         )
         deadline = time.monotonic() + 30
@@ -118,6 +123,20 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+
+    def died(self, timeout: float = 30) -> bool:
+        """Whether paddockd is gone within `timeout` seconds (an armed fault fired)."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    @property
+    def table(self) -> str:
+        """This server's nftables tables' name (in the inet, bridge and arp families)."""
+        return "paddock_" + self.instance.replace("-", "_")
 
     def client(self) -> Client:
         return Client(url=self.url, token=self.token)
@@ -174,9 +193,8 @@ class Server:
             api.remove_container(c["Id"], force=True)
         # This server's own nftables table: its sets name box addresses that later boxes
         # of other servers may get.
-        table = "paddock_" + self.instance.replace("-", "_")
         for family in ("inet", "bridge", "arp"):
-            subprocess.run(["nft", "delete", "table", family, table], capture_output=True)
+            subprocess.run(["nft", "delete", "table", family, self.table], capture_output=True)
         with contextlib.suppress(docker.errors.NotFound):
             api.remove_network(f"paddock-{self.bridge}")
         for volume in (

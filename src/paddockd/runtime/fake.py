@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..domain.errors import NotFound
+from ..domain.errors import InvalidRequest, NotFound
 from .base import (
     LABEL_BOX,
     STDERR,
@@ -102,6 +102,9 @@ class FakeRuntime:
         self._maybe_fail("create")
         if spec.image not in self.images:
             raise NotFound(f"no such image: {spec.image}")
+        if any(c["labels"][LABEL_BOX] == spec.box_id for c in self.by_id.values()):
+            # The engine's container names are per box (paddock-<box id>).
+            raise InvalidRequest(f'the container name "/paddock-{spec.box_id}" is already in use')
         self._n += 1
         cid = f"c{self._n:04d}"
         self.by_id[cid] = {

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from .. import faults
 from ..config import Config
 from ..domain.agents import check_agent
 from ..domain.box import (
@@ -47,6 +48,13 @@ _MKDIRS = (
 
 
 _SIZED = 'stty cols "$1" rows "$2" 2>/dev/null; shift 2; exec "$@"'
+
+
+async def _crashing_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    # Only when a fault is armed: a pull's stream is otherwise passed through untouched.
+    async for chunk in chunks:
+        yield chunk
+        faults.point("pull.streaming")
 
 
 class BoxEnvironment(Protocol):
@@ -216,6 +224,7 @@ class BoxService:
                 wanted = await self._repo.update(
                     box, desired=desired, started_at=now, expires_at=wanted.deadline_from(now)
                 )
+            faults.point("resume.wanted")
         elif wanted is not box:
             wanted = await self._repo.update(box, desired=desired)
         result = await self._reconciler.reconcile(box.id)
@@ -242,6 +251,7 @@ class BoxService:
     async def set_network(self, ref: str, policy: NetworkPolicy) -> Box:
         """Change a box's egress policy; it applies at once to a running box."""
         box = await self._repo.update(await self.resolve(ref), network=policy)
+        faults.point("network.saved")
         await self._reconciler.sync_network()
         return box
 
@@ -376,6 +386,7 @@ class BoxService:
                 if len(buf) >= 1 << 20:
                     yield bytes(buf)
                     buf.clear()
+                    faults.point("push.streaming")
             if buf:
                 yield bytes(buf)
 
@@ -392,7 +403,7 @@ class BoxService:
             chunks, st = await self._rt.get_archive(box.container_id, src)
         except NotFound:
             raise NotFound(f"no such file or directory in box {box.name}: {src}") from None
-        return chunks, _described(src, st)
+        return _crashing_midway(chunks) if faults.ARMED else chunks, _described(src, st)
 
     async def stat(self, ref: str, path: str) -> dict[str, Any]:
         box = await self.resolve(ref)

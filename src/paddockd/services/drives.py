@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import faults
 from ..domain.errors import Conflict, NotFound
 from ..domain.snapshot import parse_drive, validate_drive_name
 from ..runtime.base import LABEL_DRIVE, LABEL_INSTANCE, Runtime, VolumeInfo
@@ -40,6 +41,7 @@ class DriveService:
         if await self._find(name):
             raise Conflict(f"a drive named {name!r} already exists")
         await self.ensure(name)
+        faults.point("drive.created")
         return DriveUsage(name, 0, [])
 
     async def users(self, name: str) -> list[str]:
@@ -68,3 +70,4 @@ class DriveService:
                 details={"boxes": users},
             )
         await self._rt.remove_volume(volume.name)
+        faults.point("drive.removed")

@@ -20,11 +20,13 @@ from typing import Any
 
 import anyio.to_thread
 
+from .. import faults
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import InvalidState, PaddockError
 from ..domain.snapshot import Snapshot, parse_drive
 from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime.base import (
+    LABEL_BOX,
     LABEL_INSTANCE,
     LABEL_NAME,
     ContainerInfo,
@@ -195,7 +197,9 @@ class Reconciler:
             state = BoxState.STARTING if box.container_id else BoxState.CREATING
             if box.state != state:
                 box = await self._save(box, state=state)
+            await self._remove_unrecorded(box)
             created = await self._rt.create(self._spec(box, image))
+            faults.point("container.created")
             box = await self._save(box, container_id=created)
             info = None  # just created: not running yet
         cid = box.container_id
@@ -208,9 +212,22 @@ class Reconciler:
             started = await self._rt.inspect(cid)
             if started is not None and started.ip:
                 await self._net.forget_flows(started.ip)
+            faults.point("container.started")
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box
+
+    async def _remove_unrecorded(self, box: Box) -> None:
+        """A crash between the engine's create and the row's update left a container the
+        row does not name; it holds the box's container name, so no new one could be made.
+        It never ran (a start follows the row), so nothing of the user's is in it."""
+        labels = {LABEL_INSTANCE: self._instance, LABEL_BOX: box.id}
+        for info in await self._rt.containers(labels):
+            if info.id != box.container_id:
+                log.warning(
+                    "box %s: removing container %s it never recorded", box.name, info.id[:12]
+                )
+                await self._rt.remove(info.id)
 
     async def _outdated_views(self, box: Box, info: ContainerInfo) -> bool:
         if info.running or box.state != BoxState.STOPPED or box.current_snapshot is None:
@@ -266,6 +283,7 @@ class Reconciler:
                 with contextlib.suppress(PaddockError):
                     await self._rt.remove_image(image)
                 raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
+            faults.point(f"{'snapshot' if kind == 'live' else kind}.committed")
             snap = Snapshot(box.id, seq, image, kind, self._now(), size, label)
             await self._repo.add_snapshot(snap)
             return snap
@@ -352,9 +370,10 @@ class Reconciler:
                 raise InvalidState(
                     f"box {box.name} is {box.state.value}; restore it once that is done"
                 )
-            if box.container_id:
-                await self._rt.remove(box.container_id)
             running = box.desired == Desired.RUNNING
+            # The row first: from its write on, a crash finishes the restore (the old
+            # container, recorded nowhere, goes before the new one is made). The other
+            # order left a box rebuilt from its last snapshot, neither before nor after.
             await self._save(
                 box,
                 container_id=None,
@@ -362,6 +381,9 @@ class Reconciler:
                 message=None,
                 state=BoxState.STARTING if running else BoxState.STOPPED,
             )
+            faults.point("restore.saved")
+            if box.container_id:
+                await self._rt.remove(box.container_id)
         return await self.reconcile(box_id)
 
     def _spec(self, box: Box, image: str) -> ContainerSpec:

@@ -130,6 +130,18 @@ async def test_reconcile_recreates_a_lost_container_from_its_snapshot(world: Wor
     assert repaired.message and "recreated" in repaired.message
 
 
+async def test_a_container_made_before_a_crash_but_never_recorded_is_replaced(
+    world: World,
+) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    # What paddockd killed between the engine's create and the row's update leaves.
+    await world.repo.update(box, container_id=None, state=BoxState.CREATING)
+    world.runtime.by_id[box.container_id or ""]["running"] = False
+    repaired = await world.reconciler.reconcile(box.id)
+    assert repaired is not None and repaired.state == BoxState.RUNNING
+    assert list(world.runtime.by_id) == [repaired.container_id]
+
+
 async def test_reconcile_restarts_a_box_whose_container_stopped(world: World) -> None:
     box = await world.boxes.create("b", None, None, None)
     world.runtime.by_id[box.container_id or ""]["running"] = False

@@ -135,3 +135,29 @@ async def test_bad_drive_specs(world: World, spec: str) -> None:
 async def test_the_same_drive_twice_is_refused(world: World) -> None:
     with pytest.raises(InvalidRequest, match="only once"):
         await world.boxes.create("b", None, None, None, ["d", "d:ro"])
+
+
+class Crashed(BaseException):
+    """paddockd killed at a fault point: nothing after it runs, no handler sees it."""
+
+
+async def test_a_restore_killed_after_its_row_finishes_on_the_next_pass(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paddockd import faults
+
+    def point(name: str) -> None:
+        if name == "restore.saved":
+            raise Crashed
+
+    await world.boxes.create("b", None, None, None)
+    first = await world.services.snapshots.take("b", "one")
+    await world.services.snapshots.take("b", "two")
+    monkeypatch.setattr(faults, "point", point)
+    with pytest.raises(Crashed):
+        await world.services.snapshots.restore("b", "one")
+    monkeypatch.undo()
+    await world.reconciler.reconcile_all()
+    box = await world.boxes.resolve("b")
+    assert box.state == BoxState.RUNNING and box.current_snapshot == first.image
+    assert [c["spec"].image for c in world.runtime.by_id.values()] == [first.image]

@@ -96,6 +96,18 @@ async def _session(request: Request, svc: Svc) -> Session | None:
     return await svc.accounts.session(request.cookies.get(SESSION_COOKIE, ""))
 
 
+async def _signed_form(request: Request, svc: Svc) -> tuple[Session | None, dict[str, str] | None]:
+    """The session and its posted form when the form carries the session's CSRF token;
+    (None, None) without a session, (session, None) for a forged or stale form."""
+    session = await _session(request, svc)
+    if session is None:
+        return None, None
+    form = await _form(request)
+    if not secrets.compare_digest(session.csrf, form.get("csrf", "")):
+        return session, None
+    return session, form
+
+
 # -- the owner's setup ------------------------------------------------------------------
 _DEAD = {
     "used": "This setup link has been used: the owner account exists.",
@@ -212,12 +224,11 @@ async def login(request: Request, svc: Svc) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request, svc: Svc) -> Response:
-    session = await _session(request, svc)
-    form = await _form(request)
-    if session is not None and secrets.compare_digest(session.csrf, form.get("csrf", "")):
-        await svc.accounts.logout(request.cookies.get(SESSION_COOKIE, ""))
-    elif session is not None:
+    session, form = await _signed_form(request, svc)
+    if session is not None and form is None:
         return _page("Log out", _message("The form expired; go back and try again."), 400)
+    if session is not None:
+        await svc.accounts.logout(request.cookies.get(SESSION_COOKIE, ""))
     done = RedirectResponse("/login", 303)
     done.delete_cookie(SESSION_COOKIE)
     return done
@@ -249,11 +260,10 @@ async def account(request: Request, svc: Svc) -> Response:
 
 @router.post("/account/password")
 async def change_password(request: Request, svc: Svc) -> Response:
-    session = await _session(request, svc)
+    session, form = await _signed_form(request, svc)
     if session is None:
         return RedirectResponse("/login", 303)
-    form = await _form(request)
-    if not secrets.compare_digest(session.csrf, form.get("csrf", "")):
+    if form is None:
         return _page("Your account", _account(session, "The form expired; try again."), 400)
     try:
         await svc.accounts.change_password(
@@ -309,11 +319,10 @@ async def device_page(request: Request, svc: Svc) -> Response:
 
 @router.post("/device")
 async def device_decide(request: Request, svc: Svc) -> Response:
-    session = await _session(request, svc)
+    session, form = await _signed_form(request, svc)
     if session is None:
         return RedirectResponse("/login?next=/device", 303)
-    form = await _form(request)
-    if not secrets.compare_digest(session.csrf, form.get("csrf", "")):
+    if form is None:
         return _page(
             "Log in a device", _device_entry("The form expired; enter the code again."), 400
         )

@@ -203,8 +203,12 @@ class Raw:
     """The raw side: containers made exactly as Paddock makes a box (runtime,
     capabilities, seccomp, limits, tmpfs, a volume for its Docker), through docker-py."""
 
-    def __init__(self, api: docker.APIClient, prefix: str, host: dict[str, Any]) -> None:
+    def __init__(self, api: docker.APIClient, prefix: str, box: dict[str, Any]) -> None:
         self.api = api
+        host = box["HostConfig"]
+        # The profile decides whether the box's init starts its own dockerd: without it
+        # the raw side would be a lighter container than a box.
+        self.env = [e for e in box["Config"]["Env"] or [] if e.startswith("PADDOCK_PROFILE=")]
         self.prefix = prefix
         self.labels = {"paddock.bench": prefix}
         self.host: dict[str, Any] = {
@@ -226,7 +230,12 @@ class Raw:
             **self.host, binds={volume: {"bind": "/var/lib/docker", "mode": "rw"}}
         )
         cid = self.api.create_container(
-            IMAGE, name=name, host_config=config, detach=True, labels=self.labels
+            IMAGE,
+            name=name,
+            host_config=config,
+            detach=True,
+            labels=self.labels,
+            environment=self.env,
         )["Id"]
         self.api.start(cid)
         return str(cid)
@@ -577,9 +586,9 @@ def main() -> None:
         # The raw side copies its host config from a real box: same limits, same
         # runtime, same seccomp profile.
         probe = client.create_box(f"{prefix}-probe", ttl=600)
-        host = api.inspect_container(f"paddock-{probe.id}")["HostConfig"]
+        made = api.inspect_container(f"paddock-{probe.id}")
         client.delete_box(probe.id, force=True)
-        raw = Raw(api, f"pdload-{prefix}", host)
+        raw = Raw(api, f"pdload-{prefix}", made)
         bench = Bench(srv, client, raw, Meter(srv.proc.pid), scale, prefix)
         phases: list[tuple[str, Callable[[], None]]] = [
             ("parallel creates", bench.creates),

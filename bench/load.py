@@ -582,6 +582,7 @@ def main() -> None:
     started = time.monotonic()
     bench: Bench | None = None
     raw: Raw | None = None
+    aborted = ""
     try:
         # The raw side copies its host config from a real box: same limits, same
         # runtime, same seccomp profile.
@@ -600,24 +601,46 @@ def main() -> None:
         ]
         for name, phase in phases:
             print(f"[{time.monotonic() - started:6.0f} s] {name}", flush=True)
-            phase()
+            try:
+                phase()
+            except Exception as exc:
+                # The figures so far still get printed; the phases after this one need
+                # its boxes, so the run ends here.
+                aborted = f"; ended in {name}: {type(exc).__name__}: {exc}"
+                break
         bench.usage_rows()
     finally:
         print(f"[{time.monotonic() - started:6.0f} s] cleaning up", flush=True)
-        if bench is not None:
-            with contextlib.suppress(Exception):
-                bench.remove_boxes()
-        if raw is not None:
-            raw.cleanup()
+        cleanup(api, srv, bench, raw)
         client.close()
-        srv.close()
         shutil.rmtree(work, ignore_errors=True)
     wall = (time.monotonic() - started) / 60
     title = (
         f"Paddock under load vs raw engine (docker-py), same run; {os.cpu_count()} CPUs, "
-        f"{wall:.1f} min{', --quick' if args.quick else ''}"
+        f"{wall:.1f} min{', --quick' if args.quick else ''}{aborted}"
     )
     print_table(title, bench.rows)
+
+
+def cleanup(api: docker.APIClient, srv: Server, bench: Bench | None, raw: Raw | None) -> None:
+    """Each step on its own: one failing (the engine restarting) must not leave the
+    rest, least of all the paddockd this run started, behind."""
+    with contextlib.suppress(Exception):
+        wait_for_engine(api, minutes=5)
+    steps: list[Callable[[], None]] = []
+    if bench is not None:
+        steps.append(bench.remove_boxes)
+    if raw is not None:
+        steps.append(raw.cleanup)
+    steps.append(srv.close)
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:
+            print(f"  cleanup: {step.__name__} failed: {exc}", flush=True)
+    if srv.proc is not None and srv.proc.poll() is None:
+        srv.proc.terminate()
+        srv.proc.wait(timeout=20)
 
 
 if __name__ == "__main__":

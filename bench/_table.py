@@ -41,7 +41,11 @@ class Row:
 
 
 def fmt(value: float, unit: str) -> str:
-    return f"{value * 1000:.1f} ms" if unit == "s" else f"{value:.1f} {unit}"
+    if unit == "s":
+        return f"{value * 1000:.1f} ms"
+    if unit == "n":  # a count: errors, bytes lost, boxes
+        return f"{value:.0f}"
+    return f"{value:.1f} {unit}"
 
 
 def print_table(title: str, rows: list[Row]) -> None:

@@ -20,6 +20,7 @@ from ..services.desktop import DesktopService
 from ..services.devices import DeviceService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
+from ..services.members import MemberService, TokenService
 from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
 from ..services.stats import StatsService
@@ -44,6 +45,8 @@ class Services:
     stats: StatsService
     accounts: AccountService
     devices: DeviceService
+    user_tokens: TokenService
+    members: MemberService
 
 
 def services(conn: HTTPConnection) -> Services:

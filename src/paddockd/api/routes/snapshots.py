@@ -54,7 +54,7 @@ async def delete_snapshot(ref: str, snap: str, svc: Svc, caller: Caller) -> Resp
 
 @router.post("/{ref}/restore", response_model=BoxModel, summary="Rewind a box to a snapshot")
 async def restore_box(ref: str, body: RestoreRequest, svc: Svc, caller: Caller) -> BoxModel:
-    return await present(svc, await svc.snapshots.restore(ref, body.snapshot, caller))
+    return await present(svc, await svc.snapshots.restore(ref, body.snapshot, caller), caller)
 
 
 @router.post(
@@ -65,4 +65,4 @@ async def restore_box(ref: str, body: RestoreRequest, svc: Svc, caller: Caller) 
 )
 async def fork_box(ref: str, body: ForkRequest, svc: Svc, caller: Caller) -> BoxModel:
     fork = await svc.snapshots.fork(ref, body.name, body.snapshot, caller)
-    return await present(svc, fork)
+    return await present(svc, fork, caller)

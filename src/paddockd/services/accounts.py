@@ -18,7 +18,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from ..domain.accounts import SERVER, User, validate_password, validate_username
 from ..domain.errors import InvalidRequest, TooManyAttempts, Unauthorized
-from ..store.accounts import AccountRepository
+from ..store.accounts import AccountRepository, UsernameTaken
 
 SETUP_LINK_TTL = 24 * 3600.0
 SESSION_IDLE = 12 * 3600.0
@@ -118,7 +118,7 @@ class AccountService:
             return await self._repo.add_user_with_link(link, kind, name, hashed)
         except LookupError:
             raise InvalidRequest(f"this {kind} link is no longer valid") from None
-        except KeyError:
+        except UsernameTaken:
             raise InvalidRequest(f"the username {name!r} is taken; choose another") from None
 
     async def login(self, address: str, username: str, password: str) -> tuple[User, str, str]:

@@ -14,6 +14,10 @@ from ..domain.accounts import Role, User
 from .db import Database, links, sessions, users
 
 
+class UsernameTaken(Exception):
+    pass
+
+
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -36,7 +40,7 @@ class AccountRepository:
         """Spend a setup or invite link and create its account in one transaction: two
         browsers submitting the same link make one account. The setup link makes the
         owner (only while there is none); an invite, the role it was made for. LookupError
-        if the link is not valid, KeyError if the username is taken."""
+        if the link is not valid, UsernameTaken if the username is."""
 
         def work(conn: Connection) -> User:
             now = time.time()
@@ -52,7 +56,7 @@ class AccountRepository:
                 raise LookupError("the link is not valid")
             taken = conn.execute(sa.select(users.c.id).where(users.c.username == username))
             if taken.first() is not None:
-                raise KeyError(username)
+                raise UsernameTaken(username)
             role = Role.OWNER if kind == "setup" else Role(row[0] or Role.MEMBER.value)
             user = User(secrets.token_hex(8), username, role)
             conn.execute(

@@ -28,6 +28,8 @@ async def get_network(ref: str, svc: Svc, caller: Caller) -> NetworkSpec:
     summary="Set a box's egress policy (applies at once; a bad one changes nothing)",
 )
 async def set_network(ref: str, body: NetworkSpec, svc: Svc, caller: Caller) -> NetworkSpec:
+    # The box first: to whoever may not see it, it is missing whatever policy they sent.
+    ref = (await svc.boxes.resolve(ref, caller)).id
     box = await svc.boxes.set_network(ref, policy(body.mode, body.allow), caller)
     return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
 

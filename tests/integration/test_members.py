@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from paddock import Client, NotFound
+
 from ..harness import Server
 from .test_accounts import PASSWORD, create_owner, csrf_of, log_in, web
 
@@ -141,6 +143,13 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
                         checked.append((method, template))
             # Every such operation of the spec was sent (and there are many).
             assert len(set(checked)) == len(checked) // 3 > 25
+        # The interactive exec (a WebSocket, outside the spec) likewise.
+        with Client(url=server.url, token=bob) as member_sdk:
+            session = member_sdk.exec_session(box.name, ["true"])
+            with pytest.raises(NotFound):
+                list(session)
+            session.close()
+        with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
             # Lists leave it out; the member's own work is unaffected.
             assert member.get("/v1/boxes").json()["boxes"] == []
             assert member.get("/v1/stats").json()["boxes"] == []
@@ -157,8 +166,6 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
 
 def test_a_members_own_box_is_theirs_and_the_owner_sees_it(two_users: tuple[Server, str]) -> None:
     server, bob = two_users
-    from paddock import Client
-
     with Client(url=server.url, token=bob) as member:
         mine = member.create_box("bobs-box", ttl=900)
         try:
@@ -203,6 +210,11 @@ def test_every_guarded_route_refuses_no_token_and_a_revoked_one(
         owners = httpx.get(f"{server.url}/v1/tokens", headers=bearer(server.token)).json()
         others = [t["id"] for t in owners["tokens"] if t["user"] != "bob"]
         assert others and member.delete(f"/v1/tokens/{others[0]}").status_code == 404
+    # The CLI's view (the owner's: everyone's tokens, with whose).
+    made_by_cli = server.cli("token", "create", "ci", check=True).stdout.strip()
+    listed = server.cli("token", "ls", check=True).stdout
+    assert made_by_cli.startswith("pdk_") and "ci" in listed and "bob" in listed
+    assert "short-lived" not in listed
     checked = 0
     with httpx.Client(base_url=server.url, timeout=30) as anonymous:
         for method, path, kwargs in guarded_routes():
@@ -245,8 +257,6 @@ def test_removing_a_member_locks_them_out_and_keeps_their_boxes(
 ) -> None:
     server, _ = two_users
     token = member_token(server, "frank")
-    from paddock import Client
-
     with Client(url=server.url, token=token) as frank:
         box = frank.create_box("franks-box", ttl=900)
     with web(server) as browser:
@@ -266,6 +276,11 @@ def test_removing_a_member_locks_them_out_and_keeps_their_boxes(
     assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized"
     with web(server) as browser:
         assert log_in(server, browser, "frank").status_code != 303
+    # The owner's view from the CLI: whose each box is, and only theirs with --mine.
+    listed = server.cli("ls", check=True).stdout
+    assert "OWNER" in listed and "(removed user)" in listed
+    assert "franks-box" not in server.cli("ls", "--mine", check=True).stdout
+    assert "frank" not in server.cli("members", "ls", check=True).stdout
     with server.client() as owner:
         kept = owner.get_box(box.id)
         assert kept.state == "stopped" and kept.owner == "(removed user)"

@@ -59,12 +59,17 @@ if TYPE_CHECKING:
         Drive,
         EgressEvent,
         ExecResult,
+        Invite,
+        Member,
+        MemberRemoved,
         NetworkSpec,
         NetworkSuggestion,
+        NewToken,
         PushResult,
         RunInfo,
         ServerStatus,
         Snapshot,
+        TokenInfo,
     )
     from ._placement import Dest, Kind
 
@@ -476,6 +481,40 @@ class _Base:
     @operation
     def delete_drive(self, name: str) -> Call[None]:
         return Call(_Request("DELETE", "/v1/drives/" + quote(name, safe="")))
+
+    # -- tokens and members ---------------------------------------------------------------
+    @operation
+    def list_tokens(self) -> Call[list[TokenInfo]]:
+        """Your API tokens (the owner: everyone's), never the secrets."""
+        return Call(_Request("GET", "/v1/tokens"), _model("TokenList", "tokens"))
+
+    @operation
+    def create_token(self, name: str) -> Call[NewToken]:
+        """A new API token of yours; `token` is shown this once."""
+        return Call(_Request("POST", "/v1/tokens", json={"name": name}), _model("NewToken"))
+
+    @operation
+    def delete_token(self, token_id: str) -> Call[None]:
+        """Revoke a token: it stops working at once."""
+        return Call(_Request("DELETE", "/v1/tokens/" + quote(token_id, safe="")))
+
+    @operation
+    def invite_member(self, role: str = "member") -> Call[Invite]:
+        """A one-time link (7 days) that creates an account with `role` (owner only)."""
+        body = {"role": role}
+        return Call(_Request("POST", "/v1/members/invites", json=body), _model("Invite"))
+
+    @operation
+    def list_members(self) -> Call[list[Member]]:
+        """Everyone with an account (owner only)."""
+        return Call(_Request("GET", "/v1/members"), _model("MemberList", "members"))
+
+    @operation
+    def remove_member(self, username: str) -> Call[MemberRemoved]:
+        """Remove an account: its sessions end, tokens are revoked, running boxes stop; the
+        boxes are kept (owner only)."""
+        path = "/v1/members/" + quote(username, safe="")
+        return Call(_Request("DELETE", path, slow=True), _model("MemberRemoved"))
 
     # -- agent runs -----------------------------------------------------------------------
     @operation

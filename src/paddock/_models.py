@@ -194,6 +194,8 @@ class Box:
     network: NetworkSpec | None = None
     agent: str | None = None  # default agent of `paddock prompt` here (None: the server's)
     message: str | None = None  # why the box is in `error`, or what the server repaired
+    owner: str | None = None  # the username whose box it is
+    mine: bool = True  # whether it is the caller's own (the owner also sees others')
 
 
 @dataclass
@@ -431,3 +433,72 @@ class DeviceToken:
 
     status: str
     token: str | None = None
+
+
+@dataclass
+class TokenCreate:
+    name: str
+
+
+@dataclass
+class TokenInfo:
+    """`user`: whose it is (None: made on the server with `paddockd token create`, the
+    owner's); the owner sees everyone's tokens, a member their own."""
+
+    id: str
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None = None
+    user: str | None = None
+
+
+@dataclass
+class TokenList:
+    tokens: list[TokenInfo]
+
+
+@dataclass
+class NewToken:
+    """`token` is shown this once; only its hash is kept."""
+
+    id: str
+    name: str
+    token: str
+    created_at: datetime
+
+
+@dataclass
+class InviteCreate:
+    role: str = "member"  # or "owner"
+
+
+@dataclass
+class Invite:
+    """A one-time link that creates an account with `role`; it expires at `expires_at`."""
+
+    url: str
+    role: str
+    expires_at: datetime
+
+
+@dataclass
+class Member:
+    username: str
+    role: str
+    created_at: datetime
+    boxes: int
+
+
+@dataclass
+class MemberList:
+    members: list[Member]
+
+
+@dataclass
+class MemberRemoved:
+    """What removing a member did: their tokens revoked, their running boxes stopped (the
+    boxes are kept, for the owner)."""
+
+    username: str
+    tokens_revoked: int
+    boxes_stopped: list[str]

@@ -34,6 +34,7 @@ from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.egress import EgressLog, EgressService
 from .services.image_sweep import ImageSweeper
+from .services.members import MemberService, TokenService
 from .services.reaper import Reaper
 from .services.reconciler import Reconciler
 from .services.runs import RunService
@@ -123,6 +124,11 @@ def wire(
         boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
     )
     tokens = TokenRepository(db)
+    accounts = AccountRepository(db)
+
+    def public_url() -> str:
+        return frontdoor.public_url(cfg.port)
+
     services = Services(
         config=cfg,
         boxes=boxes,
@@ -143,8 +149,10 @@ def wire(
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
         stats=StatsService(boxes, runtime),
-        accounts=AccountService(AccountRepository(db)),
-        devices=DeviceService(DeviceRepository(db), tokens, lambda: frontdoor.public_url(cfg.port)),
+        accounts=AccountService(accounts),
+        devices=DeviceService(DeviceRepository(db), tokens, public_url),
+        user_tokens=TokenService(tokens),
+        members=MemberService(accounts, tokens, boxes, public_url),
     )
     reaper = Reaper(boxes, now)
     sweeper = ImageSweeper(

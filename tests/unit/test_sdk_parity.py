@@ -61,6 +61,12 @@ OPERATIONS = {
     ("GET", "/v1/drives"): "list_drives",
     ("POST", "/v1/drives"): "create_drive",
     ("DELETE", "/v1/drives/{name}"): "delete_drive",
+    ("GET", "/v1/tokens"): "list_tokens",
+    ("POST", "/v1/tokens"): "create_token",
+    ("DELETE", "/v1/tokens/{token_id}"): "delete_token",
+    ("POST", "/v1/members/invites"): "invite_member",
+    ("GET", "/v1/members"): "list_members",
+    ("DELETE", "/v1/members/{username}"): "remove_member",
 }
 # Methods over the same operations, or purely local: each says what it builds on.
 CONVENIENCES = {

@@ -24,6 +24,11 @@ import type {
   DesktopLink,
   DesktopRequest,
   Drive,
+  Invite,
+  Member,
+  MemberRemoved,
+  NewToken,
+  TokenInfo,
   EgressEvent,
   ExecEvent,
   ExecResult,
@@ -325,6 +330,40 @@ export class Client {
 
   async deleteDrive(name: string): Promise<void> {
     await this.#call({ method: "DELETE", path: `/v1/drives/${seg(name)}` });
+  }
+
+  // -- tokens and members ---------------------------------------------------------------
+  /** Your API tokens (the owner: everyone's), never the secrets. */
+  async listTokens(): Promise<TokenInfo[]> {
+    return (await this.#call<{ tokens: TokenInfo[] }>({ method: "GET", path: "/v1/tokens" }))
+      .tokens;
+  }
+
+  /** A new API token of yours; `token` is shown this once. */
+  createToken(name: string): Promise<NewToken> {
+    return this.#call({ method: "POST", path: "/v1/tokens", json: { name } });
+  }
+
+  /** Revoke a token: it stops working at once. */
+  async deleteToken(tokenId: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/tokens/${seg(tokenId)}` });
+  }
+
+  /** A one-time link (7 days) that creates an account with `role` (owner only). */
+  inviteMember(role: "member" | "owner" = "member"): Promise<Invite> {
+    return this.#call({ method: "POST", path: "/v1/members/invites", json: { role } });
+  }
+
+  /** Everyone with an account (owner only). */
+  async listMembers(): Promise<Member[]> {
+    return (await this.#call<{ members: Member[] }>({ method: "GET", path: "/v1/members" }))
+      .members;
+  }
+
+  /** Remove an account: its sessions end, tokens are revoked, running boxes stop; the boxes
+   * are kept (owner only). */
+  removeMember(username: string): Promise<MemberRemoved> {
+    return this.#call({ method: "DELETE", path: `/v1/members/${seg(username)}`, wait: "slow" });
   }
 
   // -- network --------------------------------------------------------------------------

@@ -7,6 +7,7 @@
  * ├── ConnectionFailed      the server could not be reached (or did not answer in time)
  * ├── AuthenticationFailed  401: missing or wrong token
  * │   └── TooManyAttempts   429: failed logins; wait details.retry_after seconds
+ * ├── Forbidden             403: the owner's administration (members, drives, keys), asked by a member
  * ├── NotFound              404: unknown box, type, path …
  * ├── InvalidRequest        400/422: bad names, sizes, paths, TTLs; a refused pull member
  * │   └── PayloadTooLarge   413: a request body over the route's cap (JSON: 1 MiB)
@@ -51,6 +52,9 @@ export class AuthenticationFailed extends PaddockError {
 export class TooManyAttempts extends AuthenticationFailed {
   static override readonly code: string = "too_many_attempts";
 }
+export class Forbidden extends PaddockError {
+  static override readonly code: string = "forbidden";
+}
 export class NotFound extends PaddockError {
   static override readonly code: string = "not_found";
 }
@@ -91,6 +95,7 @@ const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
   [
     AuthenticationFailed,
     TooManyAttempts,
+    Forbidden,
     NotFound,
     InvalidRequest,
     PayloadTooLarge,

@@ -18,6 +18,7 @@ export {
   ConnectionFailed,
   DesktopFailed,
   EngineUnavailable,
+  Forbidden,
   errorFromBody,
   InvalidRequest,
   InvalidState,

@@ -94,6 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser("ls", help="list boxes", description="List boxes; * marks the current one.")
     p.add_argument("-q", "--quiet", action="store_true", help="only names, one per line")
+    p.add_argument("--mine", action="store_true", help="only your own boxes (for the owner)")
     add_json(p)
     p.set_defaults(run=cmd_ls)
 
@@ -254,6 +255,8 @@ def cmd_new(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         boxes = c.list_boxes()
+    if args.mine:
+        boxes = [b for b in boxes if b.mine]
     if args.json:
         emit_json(boxes)
         return 0
@@ -273,7 +276,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
         ]
         for b in boxes
     ]
-    table(["  NAME", "ID", "STATE", "TYPE", "CREATED", "EXPIRES"], rows)
+    headers = ["  NAME", "ID", "STATE", "TYPE", "CREATED", "EXPIRES"]
+    # Only the owner is shown others' boxes: then whose each is matters.
+    if any(not b.mine for b in boxes):
+        headers.append("OWNER")
+        for row, b in zip(rows, boxes, strict=True):
+            row.append(b.owner or "-")
+    table(headers, rows)
     if not boxes:
         note("no boxes yet: create one with `paddock new`")
     return 0

@@ -49,6 +49,7 @@ COMMANDS = {
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
     "stats": "stats",
+    **dict.fromkeys(["members", "token"], "members"),
     **dict.fromkeys(["login", "status", "image"], "server"),
     **dict.fromkeys(["version", "help", "completion"], "meta"),
 }

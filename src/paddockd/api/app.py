@@ -23,6 +23,7 @@ from .routes import (
     execs,
     files,
     images,
+    members,
     network,
     runs,
     snapshots,
@@ -77,6 +78,8 @@ def create_app(
         runs,
         stats,
     )
+    app.include_router(members.router, prefix=API, responses=errors.ERROR_RESPONSES)
+    app.include_router(members.admin, prefix=API, responses=errors.ERROR_RESPONSES)
     for module in modules:
         app.include_router(module.router, prefix=API, responses=errors.ERROR_RESPONSES)
     # WebSockets authenticate inside the handler, where an error can still be framed; the

@@ -9,7 +9,8 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from ..config import Config
-from ..domain.errors import Unauthorized
+from ..domain.accounts import User
+from ..domain.errors import Forbidden, Unauthorized
 from ..images.builder import ImageBuilder
 from ..services.accounts import AccountService
 from ..services.agents import AgentService
@@ -19,6 +20,7 @@ from ..services.desktop import DesktopService
 from ..services.devices import DeviceService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
+from ..services.members import MemberService, TokenService
 from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
 from ..services.stats import StatsService
@@ -43,6 +45,8 @@ class Services:
     stats: StatsService
     accounts: AccountService
     devices: DeviceService
+    user_tokens: TokenService
+    members: MemberService
 
 
 def services(conn: HTTPConnection) -> Services:
@@ -55,26 +59,27 @@ CSRF_HEADER = "x-csrf-token"
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-async def authenticate(conn: HTTPConnection) -> None:
-    """An API token (Bearer), or a web session's cookie. A cookie rides along with any
-    request a browser makes, so with one a change also needs the session's CSRF token
-    (header X-CSRF-Token) and a WebSocket a same-origin Origin."""
+async def authenticate(conn: HTTPConnection) -> User:
+    """The caller, from an API token (Bearer) or a web session's cookie. A cookie rides
+    along with any request a browser makes, so with one a change also needs the session's
+    CSRF token (header X-CSRF-Token) and a WebSocket a same-origin Origin."""
     header = conn.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     cookie = conn.cookies.get(SESSION_COOKIE)
     if not header and cookie:
-        await _session_auth(conn, cookie)
-        return
+        return await _session_auth(conn, cookie)
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized(
             "missing API token: run `paddock login URL` (it asks for the token; "
             "`--token-stdin` reads it from a pipe) or set PADDOCK_TOKEN"
         )
-    if not await services(conn).tokens.verify(token.strip()):
+    user = await services(conn).tokens.verify(token.strip())
+    if user is None:
         raise Unauthorized("the API token was not accepted (wrong, or revoked)")
+    return user
 
 
-async def _session_auth(conn: HTTPConnection, cookie: str) -> None:
+async def _session_auth(conn: HTTPConnection, cookie: str) -> User:
     import secrets
 
     session = await services(conn).accounts.session(cookie)
@@ -89,6 +94,30 @@ async def _session_auth(conn: HTTPConnection, cookie: str) -> None:
         sent = conn.headers.get(CSRF_HEADER, "")
         if not sent or not secrets.compare_digest(sent, session.csrf):
             raise Unauthorized("a change through a web session needs its CSRF token (X-CSRF-Token)")
+    return session.user
+
+
+CALLER = "caller"
+
+
+def caller(conn: HTTPConnection) -> User:
+    """Who is calling, as the token gate (gate.py) found before the route ran."""
+    user: User | None = conn.scope.get("state", {}).get(CALLER)
+    if user is None:  # a route outside the gate asked for a caller: a wiring mistake
+        raise Unauthorized("this request carries no verified caller")
+    return user
 
 
 Svc = Annotated[Services, Depends(services)]
+Caller = Annotated[User, Depends(caller)]
+
+
+def owner(user: Caller) -> User:
+    """The caller, if they are the server's owner: for administration (members, drives,
+    provider keys), which concerns no single user's resource and so reveals nothing."""
+    if not user.is_owner:
+        raise Forbidden("only the server's owner may do this")
+    return user
+
+
+Owner = Annotated[User, Depends(owner)]

@@ -28,6 +28,7 @@ STATUS: dict[type[e.PaddockError], int] = {
     e.StorageLow: 507,
     e.Unauthorized: 401,
     e.TooManyAttempts: 429,
+    e.Forbidden: 403,
     e.EngineUnavailable: 503,
     e.DesktopFailed: 502,
     e.IsolationFailed: 503,
@@ -41,6 +42,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, description in {
         400: "invalid_request: a bad name, size, path, TTL or policy",
         401: "unauthorized: no token, or a wrong or revoked one",
+        403: "forbidden: the owner's administration, asked by a member",
         404: "not_found: no such box, snapshot, drive, run or path",
         405: "method_not_allowed",
         409: "conflict, invalid_state or capacity_exceeded",

@@ -13,7 +13,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..domain.errors import PayloadTooLarge, Unauthorized
-from .deps import authenticate
+from .deps import CALLER, authenticate
 from .errors import error_response
 
 
@@ -33,10 +33,12 @@ class TokenGate:
         api = path == self.prefix or path.startswith(self.prefix + "/")
         if scope["type"] == "http" and api and path not in self.public:
             try:
-                await authenticate(HTTPConnection(scope))
+                user = await authenticate(HTTPConnection(scope))
             except Unauthorized as exc:
                 await error_response(exc)(scope, receive, send)
                 return
+            # Routes read it through the `Caller` dependency (deps.py).
+            scope.setdefault("state", {})[CALLER] = user
         await self.app(scope, receive, send)
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import InvalidRequest
+from .errors import Forbidden, InvalidRequest
 
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024  # argon2 takes any length; a cap keeps a login request cheap to refuse
@@ -24,6 +24,34 @@ class User:
     id: str
     username: str
     role: Role
+
+    @property
+    def is_owner(self) -> bool:
+        return self.role == Role.OWNER
+
+    @property
+    def stored_id(self) -> str | None:
+        """What a row this user owns records: None for SERVER (rows with no owner are the
+        owner's)."""
+        return self.id or None
+
+
+# Who a token made on the server (`paddockd token create`, no user) acts as while no owner
+# account exists yet: the owner, with no id. Once the owner exists, such tokens act as them.
+SERVER = User(id="", username="owner", role=Role.OWNER)
+
+
+def owner_only(caller: User | None, why: str) -> None:
+    """Refuse a member what is the owner's alone (provider keys, drives: they have no
+    owner of their own yet, so every one is the owner's)."""
+    if caller is not None and not caller.is_owner:
+        raise Forbidden(why)
+
+
+def sees(caller: User | None, owner_id: str | None) -> bool:
+    """Whether `caller` may see and act on something owned by `owner_id` (None: the owner's,
+    made before accounts or by a server token). A None caller is paddockd itself."""
+    return caller is None or caller.is_owner or (owner_id is not None and owner_id == caller.id)
 
 
 def validate_username(name: str) -> str:

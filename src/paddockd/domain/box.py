@@ -85,6 +85,7 @@ class Box:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     agent: str | None = None  # default agent of `paddock prompt` in this box
     disk_mb: int = 0  # from its type; enforced where the engine's filesystem has quotas
+    owner_id: str | None = None  # the user whose box it is; None: the owner's
 
     @property
     def source_image(self) -> str:

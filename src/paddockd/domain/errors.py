@@ -64,6 +64,13 @@ class TooManyAttempts(Unauthorized):
     code = "too_many_attempts"
 
 
+class Forbidden(PaddockError):
+    """Owner-only administration asked by a member. Never for a resource of another user's:
+    that is NotFound, so a refusal does not tell it exists."""
+
+    code = "forbidden"
+
+
 class EngineUnavailable(PaddockError):
     code = "engine_unavailable"
 

@@ -16,9 +16,9 @@ import anyio.to_thread
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from ..domain.accounts import User, validate_password, validate_username
+from ..domain.accounts import SERVER, User, validate_password, validate_username
 from ..domain.errors import InvalidRequest, TooManyAttempts, Unauthorized
-from ..store.accounts import AccountRepository
+from ..store.accounts import AccountRepository, UsernameTaken
 
 SETUP_LINK_TTL = 24 * 3600.0
 SESSION_IDLE = 12 * 3600.0
@@ -87,22 +87,39 @@ class AccountService:
     def new_setup_link(self, ttl: float = SETUP_LINK_TTL) -> str:
         return self._repo.new_setup_link_sync(ttl)
 
+    async def owners(self) -> dict[str | None, str]:
+        """Usernames by user id; None (rows from before accounts, server tokens' work) is
+        the owner's."""
+        users = await self._repo.users()
+        names: dict[str | None, str] = {u.id: u.username for u, _ in users}
+        names[None] = next((u.username for u, _ in users if u.is_owner), SERVER.username)
+        return names
+
     async def has_owner(self) -> bool:
         return await self._repo.has_owner()
 
-    async def link_state(self, token: str) -> str:
-        return await self._repo.link_state(token)
+    async def link_state(self, token: str, kind: str = "setup") -> str:
+        return await self._repo.link_state(token, kind)
 
     async def create_owner(self, link: str, username: str, password: str, again: str) -> User:
+        return await self.create_account("setup", link, username, password, again)
+
+    async def create_account(
+        self, kind: str, link: str, username: str, password: str, again: str
+    ) -> User:
+        """The account a setup ("setup") or invite ("invite") link is for; the link is
+        spent only if the account is made."""
         name = validate_username(username)
         if password != again:
             raise InvalidRequest("the two passwords differ")
         validate_password(password, name)
         hashed = await anyio.to_thread.run_sync(self._hasher.hash, password)
         try:
-            return await self._repo.add_owner_with_link(link, name, hashed)
+            return await self._repo.add_user_with_link(link, kind, name, hashed)
         except LookupError:
-            raise InvalidRequest("this setup link is no longer valid") from None
+            raise InvalidRequest(f"this {kind} link is no longer valid") from None
+        except UsernameTaken:
+            raise InvalidRequest(f"the username {name!r} is taken; choose another") from None
 
     async def login(self, address: str, username: str, password: str) -> tuple[User, str, str]:
         """(user, session cookie, CSRF token), or Unauthorized with the same words for a

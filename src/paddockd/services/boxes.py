@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from .. import faults
 from ..config import Config
+from ..domain.accounts import User, owner_only, sees
 from ..domain.agents import check_agent
 from ..domain.box import (
     Box,
@@ -128,18 +129,34 @@ class BoxService:
     async def all(self) -> list[Box]:
         return await self._repo.all()
 
-    async def listed(self) -> list[Box]:
-        """The boxes a user sees: not those whose deletion is finishing in the background."""
-        return [b for b in await self._repo.all() if b.state != BoxState.DELETING]
+    async def listed(self, caller: User | None = None) -> list[Box]:
+        """The boxes a user sees: their own (the owner: all), not those whose deletion is
+        finishing in the background."""
+        return [
+            b
+            for b in await self._repo.all()
+            if b.state != BoxState.DELETING and sees(caller, b.owner_id)
+        ]
 
-    async def resolve(self, ref: str) -> Box:
-        matches = await self._repo.find(ref)
+    async def resolve(self, ref: str, caller: User | None = None) -> Box:
+        """The box `ref` names, among those `caller` may see (None: paddockd itself). Every
+        use of a box goes through here, so another user's box is missing to a member,
+        exactly as one that does not exist (never "forbidden": that would tell it exists)."""
+        matches = [b for b in await self._repo.find(ref) if sees(caller, b.owner_id)]
         if not matches:
             raise NotFound(f"no box named or with id {ref!r} (see `paddock ls`)")
         if len(matches) > 1:
             names = ", ".join(sorted(b.name for b in matches))
             raise Conflict(f"{ref!r} matches several boxes ({names}); use more of the id or a name")
         return matches[0]
+
+    async def visible(self, box_id: str, caller: User | None) -> bool:
+        """Whether `caller` may see what belongs to this box (a run's record, say), even
+        once the box is gone: then only the owner may."""
+        if caller is None or caller.is_owner:
+            return True
+        box = await self._repo.get(box_id)
+        return box is not None and sees(caller, box.owner_id)
 
     async def snapshot_count(self, box: Box) -> int:
         return len(await self._repo.snapshot_images(box.id))
@@ -155,8 +172,10 @@ class BoxService:
         image: str | None = None,
         network: NetworkPolicy | None = None,
         agent: str | None = None,
+        caller: User | None = None,
     ) -> Box:
-        """Admit a box (validation, capacity, name) and bring it up; `image` is for forks."""
+        """Admit a box (validation, capacity, name) and bring it up; `image` is for forks.
+        It is `caller`'s box."""
         type_name = type_name or self._cfg.default_type
         box_type = self._cfg.types.get(type_name)
         if box_type is None:
@@ -165,6 +184,8 @@ class BoxService:
         ttl = validate_ttl(self._cfg.default_ttl if ttl is None else ttl)
         action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
         mounts = tuple(dict.fromkeys(drives))
+        if mounts:
+            owner_only(caller, "drives are the server owner's: a member cannot mount them")
         if len({parse_drive(d)[0] for d in mounts}) != len(mounts):
             raise InvalidRequest("a drive can be mounted only once per box")
         for spec in mounts:
@@ -197,6 +218,7 @@ class BoxService:
                 drives=mounts,
                 network=network or self.default_network,
                 agent=check_agent(agent),
+                owner_id=caller.stored_id if caller else None,
             )
             box = replace(box, expires_at=box.deadline_from(now))
             await self._repo.add(box)
@@ -212,8 +234,8 @@ class BoxService:
         assert created is not None
         return created
 
-    async def _want(self, ref: str, desired: Desired) -> Box:
-        box = await self.resolve(ref)
+    async def _want(self, ref: str, desired: Desired, caller: User | None = None) -> Box:
+        box = await self.resolve(ref, caller)
         wanted = box.wants(desired)
         if desired == Desired.RUNNING:
             now = self._now()
@@ -233,14 +255,14 @@ class BoxService:
     def _type_of(self, box: Box) -> BoxType:
         return BoxType(box.type, box.cpus, box.memory_mb, box.pids, disk_mb=box.disk_mb)
 
-    async def stop(self, ref: str) -> Box:
-        return await self._want(ref, Desired.STOPPED)
+    async def stop(self, ref: str, caller: User | None = None) -> Box:
+        return await self._want(ref, Desired.STOPPED, caller)
 
-    async def resume(self, ref: str) -> Box:
-        return await self._want(ref, Desired.RUNNING)
+    async def resume(self, ref: str, caller: User | None = None) -> Box:
+        return await self._want(ref, Desired.RUNNING, caller)
 
-    async def delete(self, ref: str, force: bool = False) -> None:
-        box = await self.resolve(ref)
+    async def delete(self, ref: str, force: bool = False, caller: User | None = None) -> None:
+        box = await self.resolve(ref, caller)
         if box.state == BoxState.RUNNING and not force:
             raise InvalidState(
                 f"box {box.name} is running; stop it first or use --force "
@@ -248,15 +270,15 @@ class BoxService:
             )
         await self._want(box.id, Desired.DELETED)
 
-    async def set_network(self, ref: str, policy: NetworkPolicy) -> Box:
+    async def set_network(self, ref: str, policy: NetworkPolicy, caller: User | None = None) -> Box:
         """Change a box's egress policy; it applies at once to a running box."""
-        box = await self._repo.update(await self.resolve(ref), network=policy)
+        box = await self._repo.update(await self.resolve(ref, caller), network=policy)
         faults.point("network.saved")
         await self._reconciler.sync_network()
         return box
 
-    async def extend(self, ref: str, ttl: int) -> Box:
-        box = await self.resolve(ref)
+    async def extend(self, ref: str, ttl: int, caller: User | None = None) -> Box:
+        box = await self.resolve(ref, caller)
         if validate_ttl(ttl) == 0:
             return await self._repo.update(box, ttl=0, expires_at=None)
         if box.desired == Desired.RUNNING:
@@ -276,10 +298,10 @@ class BoxService:
             stopped, message=f"stopped by its TTL at {when:%Y-%m-%d %H:%M:%S} UTC"
         )
 
-    async def logs(self, ref: str, tail: int = 0) -> str:
+    async def logs(self, ref: str, tail: int = 0, caller: User | None = None) -> str:
         """What the box's init and services wrote (its container's log), or the last
         `tail` lines; kept while the box is stopped, started afresh by a restore."""
-        box = await self.resolve(ref)
+        box = await self.resolve(ref, caller)
         if box.container_id is None:
             return ""
         try:
@@ -288,9 +310,9 @@ class BoxService:
             return ""
 
     # -- inside a box -----------------------------------------------------------------
-    async def running(self, ref: str) -> Box:
+    async def running(self, ref: str, caller: User | None = None) -> Box:
         """The box, if it is running; otherwise a clear error (with how to resume)."""
-        return await self._running(ref)
+        return await self._running(ref, caller)
 
     async def run(
         self,
@@ -299,9 +321,10 @@ class BoxService:
         user: str | None = None,
         env: dict[str, str] | None = None,
         workdir: str | None = None,
+        caller: User | None = None,
     ) -> tuple[int, str, str]:
         """Run a command to completion: (exit code, stdout, stderr)."""
-        proc = await self.exec(ref, cmd, env or {}, workdir, user)
+        proc = await self.exec(ref, cmd, env or {}, workdir, user, caller=caller)
         out: dict[int, list[bytes]] = {1: [], 2: []}
         try:
             async for kind, data in proc.output():
@@ -311,8 +334,8 @@ class BoxService:
             await proc.close()
         return code, *(b"".join(out[k]).decode(errors="replace") for k in (1, 2))  # type: ignore[return-value]
 
-    async def _running(self, ref: str) -> Box:
-        box = await self.resolve(ref)
+    async def _running(self, ref: str, caller: User | None = None) -> Box:
+        box = await self.resolve(ref, caller)
         if box.state != BoxState.RUNNING or box.container_id is None:
             hint = f"; run `paddock resume {box.name}`" if box.state == BoxState.STOPPED else ""
             raise InvalidState(f"box {box.name} is {box.state.value}{hint}")
@@ -328,6 +351,7 @@ class BoxService:
         tty: bool = False,
         stdin: bool = False,
         size: tuple[int, int] | None = None,
+        caller: User | None = None,
     ) -> ExecProcess:
         if not cmd:
             raise InvalidRequest("no command given")
@@ -338,7 +362,7 @@ class BoxService:
             raise InvalidRequest(f"invalid user {user!r}")
         if any("\x00" in arg for arg in cmd):
             raise InvalidRequest("command arguments cannot contain NUL bytes")
-        box = await self._running(ref)
+        box = await self._running(ref, caller)
         if self.environment is not None:
             env = {**await self.environment.env_for_box(box.id), **env}
         if tty and size:
@@ -358,9 +382,14 @@ class BoxService:
         return await self._rt.exec(box.container_id, spec)
 
     async def push(
-        self, ref: str, dest: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+        self,
+        ref: str,
+        dest: str,
+        owner: tuple[int, int],
+        chunks: AsyncIterator[bytes],
+        caller: User | None = None,
     ) -> tuple[str, int]:
-        box = await self._running(ref)
+        box = await self._running(ref, caller)
         assert box.container_id is not None
         dest = box_path(dest)
         mkdir = await self._rt.exec(
@@ -393,9 +422,11 @@ class BoxService:
         await self._rt.put_archive(box.container_id, dest, counted())
         return dest, total
 
-    async def pull(self, ref: str, src: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+    async def pull(
+        self, ref: str, src: str, caller: User | None = None
+    ) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
         """A tar stream of `src` and what `src` is (as `stat` describes it)."""
-        box = await self.resolve(ref)
+        box = await self.resolve(ref, caller)
         if box.container_id is None or box.state in (BoxState.CREATING, BoxState.DELETING):
             raise InvalidState(f"box {box.name} is {box.state.value}")
         src = box_path(src)
@@ -405,8 +436,8 @@ class BoxService:
             raise NotFound(f"no such file or directory in box {box.name}: {src}") from None
         return _crashing_midway(chunks) if faults.ARMED else chunks, _described(src, st)
 
-    async def stat(self, ref: str, path: str) -> dict[str, Any]:
-        box = await self.resolve(ref)
+    async def stat(self, ref: str, path: str, caller: User | None = None) -> dict[str, Any]:
+        box = await self.resolve(ref, caller)
         if box.container_id is None:
             raise InvalidState(f"box {box.name} is {box.state.value}")
         path = box_path(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..domain.accounts import User, owner_only
 from ..domain.agents import shell_env
 from ..domain.credentials import PROVIDERS, check_base_url, check_key, provider
 from ..domain.errors import NotFound
@@ -48,22 +49,23 @@ class CredentialService:
         if not await self._repo.delete(p.name):
             raise NotFound(f"no credentials are set for {p.name}")
 
-    async def attach(self, ref: str, name: str) -> list[str]:
+    async def attach(self, ref: str, name: str, caller: User | None = None) -> list[str]:
         """Give the box's commands this provider's key (and base URL) from now on."""
+        box = await self._boxes.resolve(ref, caller)
+        owner_only(caller, "provider keys are the server owner's: a member cannot attach them")
         p = provider(name)
-        box = await self._boxes.resolve(ref)
         if p.name not in {c.provider for c in await self._repo.all()}:
             raise NotFound(f"no credentials are set for {p.name}: run `paddock auth set {p.name}`")
         await self._repo.attach(box.id, p.name)
         return await self._repo.attached(box.id)
 
-    async def detach(self, ref: str, name: str) -> list[str]:
-        box = await self._boxes.resolve(ref)
+    async def detach(self, ref: str, name: str, caller: User | None = None) -> list[str]:
+        box = await self._boxes.resolve(ref, caller)
         await self._repo.detach(box.id, provider(name).name)
         return await self._repo.attached(box.id)
 
-    async def attached(self, ref: str) -> list[str]:
-        return await self._repo.attached((await self._boxes.resolve(ref)).id)
+    async def attached(self, ref: str, caller: User | None = None) -> list[str]:
+        return await self._repo.attached((await self._boxes.resolve(ref, caller)).id)
 
     async def env_for_box(self, box_id: str) -> dict[str, str]:
         names = await self._repo.attached(box_id)

@@ -23,6 +23,7 @@ from ..desktop import png
 from ..desktop.boxsocket import UnsafeSocket, connect_box_socket
 from ..desktop.links import DesktopLinks, Grant
 from ..desktop.rfb import RfbClient, RfbError
+from ..domain.accounts import User
 from ..domain.box import Box
 from ..domain.errors import DesktopFailed, InvalidRequest
 from .boxes import BoxService
@@ -110,9 +111,11 @@ class DesktopService:
     async def _with_vnc(self, box_id: str, job: Callable[[RfbClient], T]) -> T:
         return await anyio.to_thread.run_sync(lambda: job(self._vnc(box_id)))
 
-    async def ensure(self, ref: str, size: tuple[int, int] | None = None) -> Box:
+    async def ensure(
+        self, ref: str, size: tuple[int, int] | None = None, caller: User | None = None
+    ) -> Box:
         """Start the box's desktop unless it runs; resize it when asked."""
-        box = await self._boxes.running(ref)
+        box = await self._boxes.running(ref, caller)
         async with self._starting[box.id]:
             if not await self._answers(box):
                 await self._start(box)
@@ -144,11 +147,13 @@ class DesktopService:
                 f"the desktop of box {box.name} did not start:\n{(out + err).strip()[-2000:]}"
             )
 
-    async def screenshot(self, ref: str, size: tuple[int, int] | None = None) -> bytes:
+    async def screenshot(
+        self, ref: str, size: tuple[int, int] | None = None, caller: User | None = None
+    ) -> bytes:
         """A PNG of the desktop (started first if need be). The first one since the box
         (re)started waits until the desktop has drawn, not just until its X server
         answers: right after a resume that picture would be black."""
-        box = await self._boxes.running(ref)
+        box = await self._boxes.running(ref, caller)
         if self._drawn.get(box.id) != box.started_at:
             async with self._starting[box.id]:
                 await self._start(box)  # idempotent; waits until drawn (bounded)
@@ -162,8 +167,8 @@ class DesktopService:
             await self.ensure(box.id)
             return await self._with_vnc(box.id, lambda vnc: grab(vnc, size))
 
-    async def session_env(self, ref: str) -> dict[str, str]:
-        await self.ensure(ref)
+    async def session_env(self, ref: str, caller: User | None = None) -> dict[str, str]:
+        await self.ensure(ref, caller=caller)
         return dict(SESSION_ENV)
 
     async def act(
@@ -175,8 +180,11 @@ class DesktopService:
         button: int = 1,
         text: str | None = None,
         keys: str | None = None,
+        caller: User | None = None,
     ) -> None:
         """Computer use: click at (x, y), type text, or press a key combination."""
+        # The box first: to whoever may not see it, it is missing whatever they sent.
+        ref = (await self._boxes.resolve(ref, caller)).id
         if action == "click":
             if x is None or y is None or x < 0 or y < 0:
                 raise InvalidRequest("click needs x and y (pixels from the top left)")
@@ -203,9 +211,9 @@ class DesktopService:
             raise InvalidRequest(f"xdotool {action} failed: {err.strip()[-500:]}")
 
     async def link(
-        self, ref: str, view_only: bool, size: tuple[int, int] | None
+        self, ref: str, view_only: bool, size: tuple[int, int] | None, caller: User | None = None
     ) -> tuple[Box, str, Grant]:
-        box = await self.ensure(ref, size)
+        box = await self.ensure(ref, size, caller)
         grant = self._links.issue(box.id, self.link_ttl, view_only)
         return box, self._links.token(grant), grant
 

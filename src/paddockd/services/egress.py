@@ -20,6 +20,7 @@ import anyio.to_thread
 # The log's entries are the API's own (a plain dataclass shared with the client).
 from paddock._models import EgressEvent
 
+from ..domain.accounts import User
 from ..netpolicy.base import Flow
 from .boxes import BoxService
 
@@ -192,15 +193,17 @@ class EgressService:
         self._log = log
         self._host = host_addresses
 
-    async def events(self, ref: str, limit: int = 0) -> list[EgressEvent]:
-        return await self._log.read((await self._boxes.resolve(ref)).id, limit)
+    async def events(
+        self, ref: str, limit: int = 0, caller: User | None = None
+    ) -> list[EgressEvent]:
+        return await self._log.read((await self._boxes.resolve(ref, caller)).id, limit)
 
     async def follow(
-        self, ref: str, limit: int = 0
+        self, ref: str, limit: int = 0, caller: User | None = None
     ) -> tuple[list[EgressEvent], AsyncIterator[EgressEvent]]:
-        return await self._log.follow((await self._boxes.resolve(ref)).id, limit)
+        return await self._log.follow((await self._boxes.resolve(ref, caller)).id, limit)
 
-    async def suggest(self, ref: str) -> tuple[list[str], int]:
+    async def suggest(self, ref: str, caller: User | None = None) -> tuple[list[str], int]:
         """The proposed allowlist, and how many log entries it is based on."""
-        events = await self.events(ref)
+        events = await self.events(ref, caller=caller)
         return suggest(events, self._host), len(events)

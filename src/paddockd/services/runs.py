@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from ..domain.accounts import User, owner_only
 from ..domain.agents import AGENTS
 from ..domain.errors import InvalidRequest, NotFound
 from ..domain.runs import Run, headless
@@ -58,14 +59,14 @@ class RunService:
     def _log(self, run_id: str) -> Path:
         return self._dir / f"{run_id}.log"
 
-    async def get(self, run_id: str) -> Run:
+    async def get(self, run_id: str, caller: User | None = None) -> Run:
         run = await self._repo.get(run_id) if run_id.isalnum() else None
-        if run is None:
+        if run is None or not await self._boxes.visible(run.box_id, caller):
             raise NotFound(f"no run {run_id!r}")
         return run
 
-    async def list(self, ref: str) -> list[Run]:
-        box = await self._boxes.resolve(ref)
+    async def list(self, ref: str, caller: User | None = None) -> list[Run]:
+        box = await self._boxes.resolve(ref, caller)
         return await self._repo.for_box(box.id)
 
     async def recover(self) -> tuple[str, ...]:
@@ -93,8 +94,10 @@ class RunService:
         workdir: str | None,
         model: str | None,
         as_json: bool = False,
+        caller: User | None = None,
     ) -> Run:
-        box = await self._boxes.running(ref)
+        box = await self._boxes.running(ref, caller)
+        owner_only(caller, "agent runs use the server owner's provider keys: not for members yet")
         name = agent or box.agent or self.default_agent
         headless(name, instruction, model, as_json)  # bad input is refused before keys are read
         providers = list(AGENTS[name].providers)
@@ -161,9 +164,11 @@ class RunService:
         for queue in self._followers.get(run_id, ()):
             queue.put_nowait(event)
 
-    async def follow(self, run_id: str, live: bool = True) -> AsyncIterator[dict[str, object]]:
+    async def follow(
+        self, run_id: str, live: bool = True, caller: User | None = None
+    ) -> AsyncIterator[dict[str, object]]:
         """The run's log so far, then (if `live`) what comes, until the run ends."""
-        run = await self.get(run_id)
+        run = await self.get(run_id, caller)
         queue: asyncio.Queue[dict[str, object] | None] = asyncio.Queue()
         self._followers[run_id].add(queue)
         try:
@@ -193,9 +198,9 @@ class RunService:
             if not followers:  # one entry per run ever followed would pile up otherwise
                 del self._followers[run_id]
 
-    async def stop(self, run_id: str) -> Run:
+    async def stop(self, run_id: str, caller: User | None = None) -> Run:
         """TERM to the agent's process group; KILL if it is still there 5 s later."""
-        run = await self.get(run_id)
+        run = await self.get(run_id, caller)
         if run.status != "running":
             return run
         await self._repo.save(replace(run, status="stopped"))

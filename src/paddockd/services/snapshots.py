@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..domain.accounts import User
 from ..domain.box import Box, BoxState
 from ..domain.errors import Conflict, InvalidState, NotFound
 from ..domain.snapshot import Snapshot, validate_label
@@ -20,8 +21,8 @@ class SnapshotService:
         self._reconciler = reconciler
         self._boxes = boxes
 
-    async def list(self, ref: str) -> tuple[Box, list[Snapshot]]:
-        box = await self._boxes.resolve(ref)
+    async def list(self, ref: str, caller: User | None = None) -> tuple[Box, list[Snapshot]]:
+        box = await self._boxes.resolve(ref, caller)
         return box, await self._repo.snapshots(box.id)
 
     async def find(self, box: Box, ref: str) -> Snapshot:
@@ -32,9 +33,9 @@ class SnapshotService:
             f"box {box.name} has no snapshot {ref!r} (see `paddock snapshots {box.name}`)"
         )
 
-    async def take(self, ref: str, label: str | None) -> Snapshot:
+    async def take(self, ref: str, label: str | None, caller: User | None = None) -> Snapshot:
         """Snapshot a box now; a running box is paused only while its layer is written."""
-        box = await self._boxes.resolve(ref)
+        box = await self._boxes.resolve(ref, caller)
         self._boxes.capacity.check_disk("a snapshot")
         if label is not None:
             validate_label(label)
@@ -42,8 +43,8 @@ class SnapshotService:
                 raise Conflict(f"box {box.name} already has a snapshot labelled {label!r}")
         return await self._reconciler.snapshot(box.id, "live", label)
 
-    async def remove(self, ref: str, snap_ref: str) -> None:
-        box = await self._boxes.resolve(ref)
+    async def remove(self, ref: str, snap_ref: str, caller: User | None = None) -> None:
+        box = await self._boxes.resolve(ref, caller)
         snap = await self.find(box, snap_ref)
         if snap.image in await self._reconciler.images_needed(except_box=box.id):
             users = [
@@ -63,20 +64,23 @@ class SnapshotService:
         await self._reconciler.release_image(snap.image)
         await self._repo.delete_snapshot(box.id, snap.seq)
 
-    async def restore(self, ref: str, snap_ref: str) -> Box:
+    async def restore(self, ref: str, snap_ref: str, caller: User | None = None) -> Box:
         """Rewind the box's filesystem to a snapshot. Name, type, TTL, drives (and their
         data: drives are not in snapshots) stay as they are."""
-        box = await self._boxes.resolve(ref)
+        box = await self._boxes.resolve(ref, caller)
         snap = await self.find(box, snap_ref)
         restored = await self._reconciler.rebase(box.id, snap.image)
         if restored is None:
             raise NotFound(f"box {box.name} was deleted meanwhile")
         return restored
 
-    async def fork(self, ref: str, name: str | None, snap_ref: str | None) -> Box:
+    async def fork(
+        self, ref: str, name: str | None, snap_ref: str | None, caller: User | None = None
+    ) -> Box:
         """A new box from the source's current files (or one of its snapshots); the two
-        change independently afterwards. The fork keeps the type, TTL and drives."""
-        source = await self._boxes.resolve(ref)
+        change independently afterwards. The fork keeps the type, TTL and drives, and is
+        the caller's."""
+        source = await self._boxes.resolve(ref, caller)
         self._boxes.capacity.check_disk("a fork")
         if snap_ref is not None:
             image = (await self.find(source, snap_ref)).image
@@ -101,4 +105,5 @@ class SnapshotService:
             image=image,
             network=source.network,
             agent=source.agent,
+            caller=caller,
         )

@@ -6,6 +6,7 @@ import asyncio
 
 from paddock._models import BoxStats
 
+from ..domain.accounts import User, sees
 from ..domain.box import Box, BoxState
 from ..runtime.base import Runtime, Usage, VolumeInfo
 from .boxes import BoxService
@@ -17,11 +18,11 @@ class StatsService:
         self._boxes = boxes
         self._rt = runtime
 
-    async def one(self, ref: str) -> BoxStats:
-        return (await self._measure([await self._boxes.resolve(ref)]))[0]
+    async def one(self, ref: str, caller: User | None = None) -> BoxStats:
+        return (await self._measure([await self._boxes.resolve(ref, caller)]))[0]
 
-    async def all(self) -> list[BoxStats]:
-        return await self._measure(await self._boxes.all())
+    async def all(self, caller: User | None = None) -> list[BoxStats]:
+        return await self._measure([b for b in await self._boxes.all() if sees(caller, b.owner_id)])
 
     async def _measure(self, boxes: list[Box]) -> list[BoxStats]:
         running = [b for b in boxes if b.state == BoxState.RUNNING and b.container_id]

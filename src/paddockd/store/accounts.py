@@ -14,6 +14,10 @@ from ..domain.accounts import Role, User
 from .db import Database, links, sessions, users
 
 
+class UsernameTaken(Exception):
+    pass
+
+
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -30,25 +34,31 @@ class AccountRepository:
     async def has_owner(self) -> bool:
         return await self._db.run(_has_owner)
 
-    async def add_owner_with_link(self, link: str, username: str, password_hash: str) -> User:
-        """Spend the setup link and create the owner in one transaction: two browsers
-        submitting the same link make one owner."""
+    async def add_user_with_link(
+        self, link: str, kind: str, username: str, password_hash: str
+    ) -> User:
+        """Spend a setup or invite link and create its account in one transaction: two
+        browsers submitting the same link make one account. The setup link makes the
+        owner (only while there is none); an invite, the role it was made for. LookupError
+        if the link is not valid, UsernameTaken if the username is."""
 
         def work(conn: Connection) -> User:
             now = time.time()
-            spent = conn.execute(
-                links.update()
-                .where(
-                    links.c.hash == digest(link),
-                    links.c.kind == "setup",
-                    links.c.used_at.is_(None),
-                    links.c.expires_at > now,
-                )
-                .values(used_at=now)
+            where = (
+                links.c.hash == digest(link),
+                links.c.kind == kind,
+                links.c.used_at.is_(None),
+                links.c.expires_at > now,
             )
-            if spent.rowcount != 1 or _has_owner(conn):
+            row = conn.execute(sa.select(links.c.role).where(*where)).first()
+            spent = conn.execute(links.update().where(*where).values(used_at=now))
+            if row is None or spent.rowcount != 1 or (kind == "setup" and _has_owner(conn)):
                 raise LookupError("the link is not valid")
-            user = User(secrets.token_hex(8), username, Role.OWNER)
+            taken = conn.execute(sa.select(users.c.id).where(users.c.username == username))
+            if taken.first() is not None:
+                raise UsernameTaken(username)
+            role = Role.OWNER if kind == "setup" else Role(row[0] or Role.MEMBER.value)
+            user = User(secrets.token_hex(8), username, role)
             conn.execute(
                 users.insert().values(
                     id=user.id,
@@ -83,7 +93,55 @@ class AccountRepository:
 
         await self._db.run(work)
 
+    async def users(self) -> list[tuple[User, float]]:
+        """Every user and when they joined, oldest first."""
+
+        def work(conn: Connection) -> list[tuple[User, float]]:
+            query = sa.select(users.c.id, users.c.username, users.c.role, users.c.created_at)
+            return [
+                (User(r[0], r[1], Role(r[2])), float(r[3]))
+                for r in conn.execute(query.order_by(users.c.created_at))
+            ]
+
+        return await self._db.run(work)
+
+    async def remove_user(self, username: str) -> User | None:
+        """Delete a user and every session of theirs; what they own stays."""
+
+        def work(conn: Connection) -> User | None:
+            row = conn.execute(
+                sa.select(users.c.id, users.c.username, users.c.role).where(
+                    users.c.username == username
+                )
+            ).first()
+            if row is None:
+                return None
+            conn.execute(sessions.delete().where(sessions.c.user_id == row[0]))
+            conn.execute(users.delete().where(users.c.id == row[0]))
+            return User(row[0], row[1], Role(row[2]))
+
+        return await self._db.run(work)
+
     # -- links ------------------------------------------------------------------------
+    async def new_invite(self, role: Role, ttl: float) -> tuple[str, float]:
+        """A one-time invitation for an account with `role`: (token, expiry)."""
+        token = secrets.token_urlsafe(32)
+        now = time.time()
+
+        def work(conn: Connection) -> None:
+            conn.execute(
+                links.insert().values(
+                    hash=digest(token),
+                    kind="invite",
+                    role=role.value,
+                    created_at=now,
+                    expires_at=now + ttl,
+                )
+            )
+
+        await self._db.run(work)
+        return token, now + ttl
+
     def new_setup_link_sync(self, ttl: float) -> str:
         """A new setup link; any earlier one unused is void from now on."""
         token = secrets.token_urlsafe(32)
@@ -97,12 +155,14 @@ class AccountRepository:
             )
         return token
 
-    async def link_state(self, token: str) -> str:
+    async def link_state(self, token: str, kind: str = "setup") -> str:
         """ "valid", "used", "expired" or "unknown"."""
 
         def work(conn: Connection) -> str:
             row = conn.execute(
-                sa.select(links.c.used_at, links.c.expires_at).where(links.c.hash == digest(token))
+                sa.select(links.c.used_at, links.c.expires_at).where(
+                    links.c.hash == digest(token), links.c.kind == kind
+                )
             ).first()
             if row is None:
                 return "unknown"

@@ -37,6 +37,7 @@ boxes = sa.Table(
     sa.Column("network", sa.Text),
     sa.Column("agent", sa.String(32)),
     sa.Column("disk_mb", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("owner_id", sa.String(32), index=True),  # None: the owner's
 )
 
 snapshots = sa.Table(
@@ -60,7 +61,7 @@ tokens = sa.Table(
     sa.Column("hash", sa.String(128), nullable=False, unique=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("last_used_at", sa.Float),
-    sa.Column("user_id", sa.String(32)),  # None: made on the server, acts as the owner
+    sa.Column("user_id", sa.String(32), index=True),  # None: made on the server, the owner's
 )
 
 credentials = sa.Table(
@@ -116,7 +117,8 @@ sessions = sa.Table(
     sa.Column("seen_at", sa.Float, nullable=False),
 )
 
-# One-time links: the owner's setup link (kind "setup"); invitations come later.
+# One-time links: the owner's setup link (kind "setup") and invitations (kind "invite",
+# with the role the new account gets).
 links = sa.Table(
     "links",
     metadata,
@@ -125,6 +127,7 @@ links = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("expires_at", sa.Float, nullable=False),
     sa.Column("used_at", sa.Float),
+    sa.Column("role", sa.String(16)),
 )
 
 # `paddock login` from another machine: the CLI holds the device code, a logged-in person
@@ -230,6 +233,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 client VARCHAR(128) NOT NULL, address VARCHAR(64) NOT NULL,
                 created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL,
                 status VARCHAR(16) NOT NULL, user_id VARCHAR(32))""",
+        ],
+    ),
+    (
+        10,
+        [
+            # Boxes made before accounts (NULL) are the owner's.
+            "ALTER TABLE boxes ADD COLUMN owner_id VARCHAR(32)",
+            "CREATE INDEX ix_boxes_owner_id ON boxes (owner_id)",
+            "ALTER TABLE links ADD COLUMN role VARCHAR(16)",
+            "CREATE INDEX ix_tokens_user_id ON tokens (user_id)",
         ],
     ),
 ]

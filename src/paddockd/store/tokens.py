@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from dataclasses import dataclass
 
 import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .db import Database, tokens
+from ..domain.accounts import SERVER, Role, User
+from .db import Database, tokens, users
 
 PREFIX = "pdk_"
 
@@ -20,18 +22,28 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    name: str
+    created_at: float
+    last_used_at: float | None
+    user_id: str | None
+
+
 class TokenRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
-        # digest -> when it was last checked against the database. Keeps a write off the
-        # hot path of every request; a revoked token stops working within CACHE_SECONDS.
-        self._recent: dict[str, float] = {}
+        # digest -> (when it was last checked against the database, whose it is). Keeps a
+        # write off the hot path of every request; revoking drops the entry, so a revoke
+        # (paddockd is one process) takes effect at once.
+        self._recent: dict[str, tuple[float, User]] = {}
 
     CACHE_SECONDS = 60.0
 
     def create_sync(self, name: str, user_id: str | None = None) -> str:
         """Mint a token (the `paddockd token create` admin command: no user, acts as the
-        owner; a device login: the user who approved it)."""
+        owner; a device login or `paddock token create`: that user's)."""
         token = PREFIX + secrets.token_urlsafe(32)
         with self._db.engine.begin() as conn:
             conn.execute(
@@ -48,23 +60,83 @@ class TokenRepository:
     async def create(self, name: str, user_id: str | None = None) -> str:
         return await anyio.to_thread.run_sync(self.create_sync, name, user_id)
 
-    async def verify(self, token: str) -> bool:
+    async def verify(self, token: str) -> User | None:
+        """Whose the token is, or None if it is not (or no longer) valid. A token with no
+        user acts as the owner; one whose user was removed is not valid."""
         digest = _hash(token)
         now = time.monotonic()
-        checked = self._recent.get(digest)
-        if checked is not None and now - checked < self.CACHE_SECONDS:
-            return True
+        cached = self._recent.get(digest)
+        if cached is not None and now - cached[0] < self.CACHE_SECONDS:
+            return cached[1]
 
-        def work(conn: Connection) -> bool:
-            row = conn.execute(sa.select(tokens.c.id).where(tokens.c.hash == digest)).first()
+        def work(conn: Connection) -> User | None:
+            row = conn.execute(
+                sa.select(tokens.c.id, tokens.c.user_id).where(tokens.c.hash == digest)
+            ).first()
             if row is None:
-                return False
+                return None
+            user_id = row[1]
+            wanted = users.c.id == user_id if user_id else users.c.role == Role.OWNER.value
+            found = conn.execute(
+                sa.select(users.c.id, users.c.username, users.c.role).where(wanted)
+            ).first()
+            if found is None and user_id:
+                return None
             conn.execute(
                 tokens.update().where(tokens.c.id == row[0]).values(last_used_at=time.time())
             )
-            return True
+            return User(found[0], found[1], Role(found[2])) if found else SERVER
 
-        ok = await self._db.run(work)
-        if ok:
-            self._recent[digest] = now
-        return ok
+        user = await self._db.run(work)
+        if user is not None:
+            self._recent[digest] = (now, user)
+        else:
+            self._recent.pop(digest, None)
+        return user
+
+    async def listed(self, user_id: str | None, everyone: bool = False) -> list[TokenInfo]:
+        """A user's tokens (None: those made on the server), or everyone's."""
+
+        def work(conn: Connection) -> list[TokenInfo]:
+            query = sa.select(
+                tokens.c.id,
+                tokens.c.name,
+                tokens.c.created_at,
+                tokens.c.last_used_at,
+                tokens.c.user_id,
+            ).order_by(tokens.c.created_at)
+            if not everyone:
+                query = query.where(
+                    tokens.c.user_id == user_id if user_id else tokens.c.user_id.is_(None)
+                )
+            return [TokenInfo(*row) for row in conn.execute(query)]
+
+        return await self._db.run(work)
+
+    async def revoke(self, token_id: str, user_id: str | None, everyone: bool = False) -> bool:
+        """Delete one token (of `user_id` unless `everyone`); False if there is none."""
+
+        def work(conn: Connection) -> list[str]:
+            query = tokens.delete().where(tokens.c.id == token_id)
+            if not everyone:
+                query = query.where(
+                    tokens.c.user_id == user_id if user_id else tokens.c.user_id.is_(None)
+                )
+            return [row[0] for row in conn.execute(query.returning(tokens.c.hash))]
+
+        gone = await self._db.run(work)
+        self._forget(gone)
+        return bool(gone)
+
+    async def revoke_all(self, user_id: str) -> int:
+        def work(conn: Connection) -> list[str]:
+            query = tokens.delete().where(tokens.c.user_id == user_id).returning(tokens.c.hash)
+            return [row[0] for row in conn.execute(query)]
+
+        gone = await self._db.run(work)
+        self._forget(gone)
+        return len(gone)
+
+    def _forget(self, digests: list[str]) -> None:
+        for digest in digests:
+            self._recent.pop(digest, None)

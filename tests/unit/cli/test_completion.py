@@ -40,7 +40,7 @@ def complete(bash: str, line: str) -> list[str]:
         ("paddock --url x network log w", ["web-1"]),
         ("paddock exec --w", ["--wait", "--workdir"]),
         ("paddock completion ", []),
-        ("paddock ls -", ["--help", "--json", "--quiet", "-h", "-q"]),
+        ("paddock ls -", ["--help", "--json", "--mine", "--quiet", "-h", "-q"]),
     ],
 )
 def test_bash_completes_from_the_parser(

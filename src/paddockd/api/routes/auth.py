@@ -17,7 +17,7 @@ from paddock._models import (
 )
 
 from ...services.credentials import ProviderStatus
-from ..deps import Svc
+from ..deps import Caller, Owner, Svc
 
 router = APIRouter(tags=["auth"])
 
@@ -30,7 +30,7 @@ def present(s: ProviderStatus) -> Credential:
 
 
 @router.get("/auth", response_model=CredentialList, summary="Providers and whether each is set")
-async def list_credentials(svc: Svc) -> CredentialList:
+async def list_credentials(svc: Svc, _: Owner) -> CredentialList:
     return CredentialList(providers=[present(s) for s in await svc.credentials.statuses()])
 
 
@@ -39,19 +39,19 @@ async def list_credentials(svc: Svc) -> CredentialList:
     response_model=Credential,
     summary="Set a provider's API key (stored encrypted; never returned)",
 )
-async def set_credential(provider: str, body: CredentialSet, svc: Svc) -> Credential:
+async def set_credential(provider: str, body: CredentialSet, svc: Svc, _: Owner) -> Credential:
     return present(await svc.credentials.set(provider, body.key, body.base_url))
 
 
 @router.delete("/auth/{provider}", status_code=204, summary="Forget a provider's key")
-async def delete_credential(provider: str, svc: Svc) -> Response:
+async def delete_credential(provider: str, svc: Svc, _: Owner) -> Response:
     await svc.credentials.delete(provider)
     return Response(status_code=204)
 
 
 @router.get("/boxes/{ref}/auth", response_model=BoxAuth, summary="Providers attached to a box")
-async def box_auth(ref: str, svc: Svc) -> BoxAuth:
-    return BoxAuth(providers=await svc.credentials.attached(ref))
+async def box_auth(ref: str, svc: Svc, caller: Caller) -> BoxAuth:
+    return BoxAuth(providers=await svc.credentials.attached(ref, caller))
 
 
 @router.put(
@@ -59,13 +59,13 @@ async def box_auth(ref: str, svc: Svc) -> BoxAuth:
     response_model=BoxAuth,
     summary="Attach a provider's key to a box: its commands get the key's environment",
 )
-async def attach(ref: str, provider: str, svc: Svc) -> BoxAuth:
-    return BoxAuth(providers=await svc.credentials.attach(ref, provider))
+async def attach(ref: str, provider: str, svc: Svc, caller: Caller) -> BoxAuth:
+    return BoxAuth(providers=await svc.credentials.attach(ref, provider, caller))
 
 
 @router.delete("/boxes/{ref}/auth/{provider}", response_model=BoxAuth, summary="Detach it")
-async def detach(ref: str, provider: str, svc: Svc) -> BoxAuth:
-    return BoxAuth(providers=await svc.credentials.detach(ref, provider))
+async def detach(ref: str, provider: str, svc: Svc, caller: Caller) -> BoxAuth:
+    return BoxAuth(providers=await svc.credentials.detach(ref, provider, caller))
 
 
 @router.get("/agents", response_model=AgentList, summary="Coding agents in the box image")

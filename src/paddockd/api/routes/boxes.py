@@ -10,14 +10,20 @@ from fastapi import APIRouter, Query, Response
 from paddock._models import Box as BoxModel
 from paddock._models import BoxCreate, BoxList, ExtendRequest, NetworkSpec
 
+from ...domain.accounts import User
 from ...domain.box import Box
 from ...domain.network import policy
-from ..deps import Services, Svc
+from ..deps import Caller, Services, Svc
 
 router = APIRouter(prefix="/boxes", tags=["boxes"])
 
 
-async def present(svc: Services, box: Box) -> BoxModel:
+async def present(
+    svc: Services, box: Box, caller: User, owners: dict[str | None, str] | None = None
+) -> BoxModel:
+    """The box as `caller` sees it; `owners` (usernames by id) saves a lookup per box in
+    a list."""
+    names = owners if owners is not None else await svc.accounts.owners()
     return BoxModel(
         id=box.id,
         name=box.name,
@@ -36,11 +42,14 @@ async def present(svc: Services, box: Box) -> BoxModel:
         agent=box.agent,
         profile=await svc.system.profile(),
         message=box.message,
+        owner=names.get(box.owner_id, "(removed user)"),
+        # By name: boxes from before accounts (no owner id) are the owner's too.
+        mine=names.get(box.owner_id) == caller.username,
     )
 
 
 @router.post("", status_code=201, response_model=BoxModel, summary="Create and start a box")
-async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
+async def create_box(body: BoxCreate, svc: Svc, caller: Caller) -> BoxModel:
     mode = body.network or ("allowlist" if body.allow else None)
     box = await svc.boxes.create(
         body.name,
@@ -50,33 +59,36 @@ async def create_box(body: BoxCreate, svc: Svc) -> BoxModel:
         body.drives,
         network=policy(mode, body.allow) if mode else None,
         agent=body.agent,
+        caller=caller,
     )
-    return await present(svc, box)
+    return await present(svc, box, caller)
 
 
 @router.get("", response_model=BoxList, summary="List boxes")
-async def list_boxes(svc: Svc) -> BoxList:
-    return BoxList(boxes=[await present(svc, b) for b in await svc.boxes.listed()])
+async def list_boxes(svc: Svc, caller: Caller) -> BoxList:
+    owners = await svc.accounts.owners()
+    boxes = await svc.boxes.listed(caller)
+    return BoxList(boxes=[await present(svc, b, caller, owners) for b in boxes])
 
 
 @router.get("/{ref}", response_model=BoxModel, summary="Show a box (by name, id or id prefix)")
-async def get_box(ref: str, svc: Svc) -> BoxModel:
-    return await present(svc, await svc.boxes.resolve(ref))
+async def get_box(ref: str, svc: Svc, caller: Caller) -> BoxModel:
+    return await present(svc, await svc.boxes.resolve(ref, caller), caller)
 
 
 @router.post("/{ref}/stop", response_model=BoxModel, summary="Stop a box and snapshot its files")
-async def stop_box(ref: str, svc: Svc) -> BoxModel:
-    return await present(svc, await svc.boxes.stop(ref))
+async def stop_box(ref: str, svc: Svc, caller: Caller) -> BoxModel:
+    return await present(svc, await svc.boxes.stop(ref, caller), caller)
 
 
 @router.post("/{ref}/resume", response_model=BoxModel, summary="Start a stopped box again")
-async def resume_box(ref: str, svc: Svc) -> BoxModel:
-    return await present(svc, await svc.boxes.resume(ref))
+async def resume_box(ref: str, svc: Svc, caller: Caller) -> BoxModel:
+    return await present(svc, await svc.boxes.resume(ref, caller), caller)
 
 
 @router.post("/{ref}/extend", response_model=BoxModel, summary="Set a new TTL, counted from now")
-async def extend_box(ref: str, body: ExtendRequest, svc: Svc) -> BoxModel:
-    return await present(svc, await svc.boxes.extend(ref, body.ttl))
+async def extend_box(ref: str, body: ExtendRequest, svc: Svc, caller: Caller) -> BoxModel:
+    return await present(svc, await svc.boxes.extend(ref, body.ttl, caller), caller)
 
 
 @router.get(
@@ -88,12 +100,13 @@ async def extend_box(ref: str, body: ExtendRequest, svc: Svc) -> BoxModel:
 async def box_logs(
     ref: str,
     svc: Svc,
+    caller: Caller,
     tail: Annotated[int, Query(ge=0, description="only the last N lines (0: all)")] = 0,
 ) -> Response:
-    return Response(await svc.boxes.logs(ref, tail), media_type="text/plain; charset=utf-8")
+    return Response(await svc.boxes.logs(ref, tail, caller), media_type="text/plain; charset=utf-8")
 
 
 @router.delete("/{ref}", status_code=204, summary="Delete a box, its container and snapshots")
-async def delete_box(ref: str, svc: Svc, force: bool = False) -> Response:
-    await svc.boxes.delete(ref, force)
+async def delete_box(ref: str, svc: Svc, caller: Caller, force: bool = False) -> Response:
+    await svc.boxes.delete(ref, force, caller)
     return Response(status_code=204)

@@ -20,7 +20,7 @@ from paddock._models import DesktopAction, DesktopLink, DesktopRequest
 from ...desktop.viewonly import ViewOnlyFilter
 from ...domain.errors import PaddockError
 from ...services.desktop import parse_size
-from ..deps import Svc, services
+from ..deps import Caller, Svc, services
 
 router = APIRouter(prefix="/boxes", tags=["desktop"])
 ws_router = APIRouter(prefix="/boxes", tags=["desktop"])
@@ -33,9 +33,11 @@ PAGE = Path(__file__).parent.parent.parent / "desktop" / "page.html"
     response_model=DesktopLink,
     summary="Start the box's desktop if need be and give a browser link to it",
 )
-async def desktop_link(ref: str, body: DesktopRequest, request: Request, svc: Svc) -> DesktopLink:
+async def desktop_link(
+    ref: str, body: DesktopRequest, request: Request, svc: Svc, caller: Caller
+) -> DesktopLink:
     size = parse_size(body.size) if body.size else None
-    box, token, grant = await svc.desktop.link(ref, body.view_only, size)
+    box, token, grant = await svc.desktop.link(ref, body.view_only, size, caller)
     url = f"{str(request.base_url).rstrip('/')}/desktop/{box.id}?token={token}"
     return DesktopLink(
         url=url,
@@ -51,14 +53,16 @@ async def desktop_link(ref: str, body: DesktopRequest, request: Request, svc: Sv
     response_class=Response,
     responses={200: {"content": {"image/png": {}}}},
 )
-async def screenshot(ref: str, svc: Svc, size: str | None = None) -> Response:
-    png = await svc.desktop.screenshot(ref, parse_size(size) if size else None)
+async def screenshot(ref: str, svc: Svc, caller: Caller, size: str | None = None) -> Response:
+    png = await svc.desktop.screenshot(ref, parse_size(size) if size else None, caller)
     return Response(png, media_type="image/png")
 
 
 @router.post("/{ref}/desktop/input", status_code=204, summary="Click, type or press keys")
-async def desktop_input(ref: str, body: DesktopAction, svc: Svc) -> Response:
-    await svc.desktop.act(ref, body.action, body.x, body.y, body.button, body.text, body.keys)
+async def desktop_input(ref: str, body: DesktopAction, svc: Svc, caller: Caller) -> Response:
+    await svc.desktop.act(
+        ref, body.action, body.x, body.y, body.button, body.text, body.keys, caller
+    )
     return Response(status_code=204)
 
 

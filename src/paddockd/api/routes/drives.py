@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 
 from paddock._models import Drive, DriveCreate, DriveList
 
-from ..deps import Svc
+from ..deps import Svc, owner
 
-router = APIRouter(prefix="/drives", tags=["drives"])
+# Drives are the owner's for now: they have no owner of their own to tell members' apart.
+router = APIRouter(prefix="/drives", tags=["drives"], dependencies=[Depends(owner)])
 
 
 @router.get("", response_model=DriveList, summary="Drives, their size and the boxes using them")

@@ -18,7 +18,7 @@ from paddock._models import ExecRequest, ExecResult
 from ...domain.errors import PaddockError
 from ...runtime.base import ExecProcess
 from ...services.desktop import detached
-from ..deps import Svc, authenticate, services
+from ..deps import Caller, Svc, authenticate, services
 from ..errors import error_body
 
 router = APIRouter(prefix="/boxes", tags=["exec"])
@@ -57,18 +57,18 @@ async def _frames_of(proc: ExecProcess) -> AsyncIterator[bytes]:
     responses={200: {"content": {_frames.MEDIA_TYPE: {}, "application/json": {}}}},
 )
 async def exec_command(
-    ref: str, body: ExecRequest, svc: Svc, wait: bool = False
+    ref: str, body: ExecRequest, svc: Svc, caller: Caller, wait: bool = False
 ) -> StreamingResponse | ExecResult:
     cmd, env = body.cmd, body.env
     if body.desktop:
         # On the box's desktop (started if need be); detached: back once it started.
-        env = {**await svc.desktop.session_env(ref), **env}
+        env = {**await svc.desktop.session_env(ref, caller), **env}
         if body.detach:
             cmd, wait = detached(cmd), True
     if wait:
-        code, out, err = await svc.boxes.run(ref, cmd, body.user, env, body.workdir)
+        code, out, err = await svc.boxes.run(ref, cmd, body.user, env, body.workdir, caller)
         return ExecResult(exit_code=code, stdout=out, stderr=err)
-    proc = await svc.boxes.exec(ref, cmd, env, body.workdir, body.user)
+    proc = await svc.boxes.exec(ref, cmd, env, body.workdir, body.user, caller=caller)
     return StreamingResponse(_frames_of(proc), media_type=_frames.MEDIA_TYPE)
 
 
@@ -78,11 +78,19 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
     are controls: {"type": "resize", "cols", "rows"} or {"type": "eof"}."""
     await ws.accept()
     try:
-        await authenticate(ws)
+        caller = await authenticate(ws)
         req = _EXEC_REQUEST.validate_json(await ws.receive_text())
         size = (req.cols, req.rows) if req.cols and req.rows else None
         proc = await services(ws).boxes.exec(
-            ref, req.cmd, req.env, req.workdir, req.user, tty=req.tty, stdin=True, size=size
+            ref,
+            req.cmd,
+            req.env,
+            req.workdir,
+            req.user,
+            tty=req.tty,
+            stdin=True,
+            size=size,
+            caller=caller,
         )
     except PaddockError as exc:
         await ws.send_bytes(_frames.encode_json(_frames.ERROR, error_body(exc.code, exc.message)))

@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from paddock._models import PushResult
 
 from ...domain.errors import InvalidRequest
-from ..deps import Svc
+from ..deps import Caller, Svc
 
 router = APIRouter(prefix="/boxes", tags=["files"])
 _OWNER_RE = re.compile(r"^(\d{1,10}):(\d{1,10})$")
@@ -31,12 +31,14 @@ _OWNER_RE = re.compile(r"^(\d{1,10}):(\d{1,10})$")
     },
 )
 async def push_files(
-    ref: str, path: str, request: Request, svc: Svc, owner: str = "1000:1000"
+    ref: str, path: str, request: Request, svc: Svc, caller: Caller, owner: str = "1000:1000"
 ) -> PushResult:
     match = _OWNER_RE.match(owner)
     if not match:
         raise InvalidRequest(f"owner must be UID:GID, not {owner!r}")
-    dest, size = await svc.boxes.push(ref, path, (int(match[1]), int(match[2])), request.stream())
+    dest, size = await svc.boxes.push(
+        ref, path, (int(match[1]), int(match[2])), request.stream(), caller
+    )
     return PushResult(path=dest, bytes=size)
 
 
@@ -46,8 +48,8 @@ async def push_files(
     response_class=StreamingResponse,
     responses={200: {"content": {"application/x-tar": {}}}},
 )
-async def pull_files(ref: str, path: str, svc: Svc) -> StreamingResponse:
-    chunks, stat = await svc.boxes.pull(ref, path)
+async def pull_files(ref: str, path: str, svc: Svc, caller: Caller) -> StreamingResponse:
+    chunks, stat = await svc.boxes.pull(ref, path, caller)
     header = base64.b64encode(json.dumps(stat).encode()).decode()
     return StreamingResponse(
         chunks, media_type="application/x-tar", headers={"X-Paddock-Stat": header}
@@ -55,5 +57,5 @@ async def pull_files(ref: str, path: str, svc: Svc) -> StreamingResponse:
 
 
 @router.get("/{ref}/files/stat", summary="Does a path exist in the box, and what is it")
-async def stat_path(ref: str, path: str, svc: Svc) -> dict[str, Any]:
-    return await svc.boxes.stat(ref, path)
+async def stat_path(ref: str, path: str, svc: Svc, caller: Caller) -> dict[str, Any]:
+    return await svc.boxes.stat(ref, path, caller)

@@ -11,14 +11,14 @@ from paddock._models import EgressLog, NetworkSpec, NetworkSuggestion
 
 from ...domain.network import policy
 from ...services.egress import line
-from ..deps import Svc
+from ..deps import Caller, Svc
 
 router = APIRouter(prefix="/boxes", tags=["network"])
 
 
 @router.get("/{ref}/network", response_model=NetworkSpec, summary="A box's egress policy")
-async def get_network(ref: str, svc: Svc) -> NetworkSpec:
-    box = await svc.boxes.resolve(ref)
+async def get_network(ref: str, svc: Svc, caller: Caller) -> NetworkSpec:
+    box = await svc.boxes.resolve(ref, caller)
     return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
 
 
@@ -27,8 +27,10 @@ async def get_network(ref: str, svc: Svc) -> NetworkSpec:
     response_model=NetworkSpec,
     summary="Set a box's egress policy (applies at once; a bad one changes nothing)",
 )
-async def set_network(ref: str, body: NetworkSpec, svc: Svc) -> NetworkSpec:
-    box = await svc.boxes.set_network(ref, policy(body.mode, body.allow))
+async def set_network(ref: str, body: NetworkSpec, svc: Svc, caller: Caller) -> NetworkSpec:
+    # The box first: to whoever may not see it, it is missing whatever policy they sent.
+    ref = (await svc.boxes.resolve(ref, caller)).id
+    box = await svc.boxes.set_network(ref, policy(body.mode, body.allow), caller)
     return NetworkSpec(mode=box.network.mode, allow=list(box.network.allow))
 
 
@@ -39,12 +41,12 @@ async def set_network(ref: str, body: NetworkSpec, svc: Svc) -> NetworkSpec:
     responses={200: {"content": {"application/x-ndjson": {}}}},
 )
 async def egress_log(
-    ref: str, svc: Svc, limit: int = 0, follow: bool = False
+    ref: str, svc: Svc, caller: Caller, limit: int = 0, follow: bool = False
 ) -> EgressLog | StreamingResponse:
     if not follow:
-        events = await svc.egress.events(ref, max(limit, 0))
+        events = await svc.egress.events(ref, max(limit, 0), caller)
         return EgressLog(events=events)
-    events, live = await svc.egress.follow(ref, max(limit, 0))
+    events, live = await svc.egress.follow(ref, max(limit, 0), caller)
 
     async def stream() -> AsyncIterator[bytes]:
         for event in events:
@@ -60,6 +62,6 @@ async def egress_log(
     response_model=NetworkSuggestion,
     summary="An allowlist covering what the box reached, from its egress log",
 )
-async def suggest(ref: str, svc: Svc) -> NetworkSuggestion:
-    allow, based_on = await svc.egress.suggest(ref)
+async def suggest(ref: str, svc: Svc, caller: Caller) -> NetworkSuggestion:
+    allow, based_on = await svc.egress.suggest(ref, caller)
     return NetworkSuggestion(allow=allow, based_on=based_on)

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from paddock._models import RunInfo, RunList, RunRequest
 
 from ...domain.runs import Run
-from ..deps import Svc
+from ..deps import Caller, Svc
 
 router = APIRouter(tags=["runs"])
 
@@ -42,21 +42,21 @@ def present(run: Run) -> RunInfo:
     response_model=RunInfo,
     summary="Run a coding agent headless in the box (it goes on if the client leaves)",
 )
-async def start_run(ref: str, body: RunRequest, svc: Svc) -> RunInfo:
+async def start_run(ref: str, body: RunRequest, svc: Svc, caller: Caller) -> RunInfo:
     run = await svc.runs.start(
-        ref, body.agent, body.instruction, body.workdir, body.model, body.json
+        ref, body.agent, body.instruction, body.workdir, body.model, body.json, caller
     )
     return present(run)
 
 
 @router.get("/boxes/{ref}/runs", response_model=RunList, summary="A box's agent runs")
-async def list_runs(ref: str, svc: Svc) -> RunList:
-    return RunList(runs=[present(r) for r in await svc.runs.list(ref)])
+async def list_runs(ref: str, svc: Svc, caller: Caller) -> RunList:
+    return RunList(runs=[present(r) for r in await svc.runs.list(ref, caller)])
 
 
 @router.get("/runs/{run_id}", response_model=RunInfo, summary="One run")
-async def get_run(run_id: str, svc: Svc) -> RunInfo:
-    return present(await svc.runs.get(run_id))
+async def get_run(run_id: str, svc: Svc, caller: Caller) -> RunInfo:
+    return present(await svc.runs.get(run_id, caller))
 
 
 @router.get(
@@ -65,16 +65,16 @@ async def get_run(run_id: str, svc: Svc) -> RunInfo:
     response_class=StreamingResponse,
     responses={200: {"content": {"application/x-ndjson": {}}}},
 )
-async def run_log(run_id: str, svc: Svc, follow: bool = True) -> StreamingResponse:
-    await svc.runs.get(run_id)  # a 404 before the stream starts
+async def run_log(run_id: str, svc: Svc, caller: Caller, follow: bool = True) -> StreamingResponse:
+    await svc.runs.get(run_id, caller)  # a 404 before the stream starts
 
     async def events() -> AsyncIterator[bytes]:
-        async for event in svc.runs.follow(run_id, live=follow):
+        async for event in svc.runs.follow(run_id, live=follow, caller=caller):
             yield json.dumps(event).encode() + b"\n"
 
     return StreamingResponse(events(), media_type="application/x-ndjson")
 
 
 @router.post("/runs/{run_id}/stop", response_model=RunInfo, summary="Stop a run")
-async def stop_run(run_id: str, svc: Svc) -> RunInfo:
-    return present(await svc.runs.stop(run_id))
+async def stop_run(run_id: str, svc: Svc, caller: Caller) -> RunInfo:
+    return present(await svc.runs.stop(run_id, caller))

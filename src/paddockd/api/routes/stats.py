@@ -6,18 +6,18 @@ from fastapi import APIRouter
 
 from paddock._models import BoxStats, BoxStatsList
 
-from ..deps import Svc
+from ..deps import Caller, Svc
 
 router = APIRouter(tags=["stats"])
 
 
 @router.get("/stats", response_model=BoxStatsList, summary="Every box's CPU, memory, disk, pids")
-async def all_stats(svc: Svc) -> BoxStatsList:
-    return BoxStatsList(boxes=await svc.stats.all())
+async def all_stats(svc: Svc, caller: Caller) -> BoxStatsList:
+    return BoxStatsList(boxes=await svc.stats.all(caller))
 
 
 @router.get(
     "/boxes/{ref}/stats", response_model=BoxStats, summary="A box's CPU, memory, disk, pids"
 )
-async def box_stats(ref: str, svc: Svc) -> BoxStats:
-    return await svc.stats.one(ref)
+async def box_stats(ref: str, svc: Svc, caller: Caller) -> BoxStats:
+    return await svc.stats.one(ref, caller)

@@ -1,6 +1,6 @@
-"""The web pages of accounts: the owner's one-time setup, login, logout and the account
-page (change password). Plain HTML forms, no script: the dashboard comes on top of the
-session these pages start.
+"""The web pages of accounts: the owner's one-time setup, members' invitations, login,
+logout and the account page (change password). Plain HTML forms, no script: the
+dashboard comes on top of the session these pages start.
 
 Forms carry a CSRF token: the session's own once logged in; before that (setup, login)
 a random value in a cookie and the form alike, so another site cannot log a browser into
@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import secrets
 import time
+from dataclasses import dataclass
 from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
@@ -108,60 +109,107 @@ async def _signed_form(request: Request, svc: Svc) -> tuple[Session | None, dict
     return session, form
 
 
-# -- the owner's setup ------------------------------------------------------------------
-_DEAD = {
-    "used": "This setup link has been used: the owner account exists.",
-    "expired": "This setup link has expired. On the server, `paddockd setup-link` makes a new one.",
-    "unknown": "This setup link is not valid (or a newer one replaced it).",
-}
+# -- the owner's setup and members' invitations ------------------------------------------
+@dataclass(frozen=True)
+class _Link:
+    """A one-time link that creates an account: the owner's setup link or an invitation."""
+
+    kind: str  # as stored: "setup" or "invite"
+    title: str
+    intro: str
+    button: str
+    dead: dict[str, str]
 
 
-def _setup_form(token: str, csrf: str, error: str = "", username: str = "") -> str:
+_SETUP = _Link(
+    "setup",
+    "Set up Paddock",
+    "Create the owner account of this Paddock server. This link works once.",
+    "Create the owner",
+    {
+        "used": "This setup link has been used: the owner account exists.",
+        "expired": "This setup link has expired. "
+        "On the server, `paddockd setup-link` makes a new one.",
+        "unknown": "This setup link is not valid (or a newer one replaced it).",
+    },
+)
+_INVITE = _Link(
+    "invite",
+    "Join Paddock",
+    "You are invited to this Paddock server: choose a username and a password. "
+    "This link works once.",
+    "Create my account",
+    {
+        "used": "This invitation has been used.",
+        "expired": "This invitation has expired: ask the owner for a new one.",
+        "unknown": "This invitation is not valid.",
+    },
+)
+
+
+def _account_form(link: _Link, token: str, csrf: str, error: str = "", username: str = "") -> str:
     return (
-        "<p>Create the owner account of this Paddock server. This link works once.</p>"
-        f"{_message(error)}<form method=post action='/setup/{html.escape(token)}'>"
+        f"<p>{html.escape(link.intro)}</p>"
+        f"{_message(error)}<form method=post action='/{link.kind}/{html.escape(token)}'>"
         f"{_hidden(csrf)}{_field('username', 'Username', value=username)}"
         f"{_field('new', 'Password (12 characters or more)', 'password')}"
         f"{_field('again', 'Password again', 'password')}"
-        "<button type=submit>Create the owner</button></form>"
+        f"<button type=submit>{html.escape(link.button)}</button></form>"
     )
 
 
-async def _dead_link(svc: Svc, token: str) -> HTMLResponse | None:
-    state = "used" if await svc.accounts.has_owner() else await svc.accounts.link_state(token)
+async def _dead_link(svc: Svc, link: _Link, token: str) -> HTMLResponse | None:
+    owner_made = link.kind == "setup" and await svc.accounts.has_owner()
+    state = "used" if owner_made else await svc.accounts.link_state(token, link.kind)
     if state == "valid":
         return None
-    body = f"{_message(_DEAD[state])}<p><a href=/login>Log in</a></p>"
-    return _page("Setup link", body, 404 if state == "unknown" else 410)
+    body = f"{_message(link.dead[state])}<p><a href=/login>Log in</a></p>"
+    return _page(link.title, body, 404 if state == "unknown" else 410)
 
 
-@router.get("/setup/{token}")
-async def setup_page(token: str, request: Request, svc: Svc) -> Response:
-    if (dead := await _dead_link(svc, token)) is not None:
+async def _link_page(link: _Link, token: str, request: Request, svc: Svc) -> Response:
+    if (dead := await _dead_link(svc, link, token)) is not None:
         return dead
     csrf = secrets.token_urlsafe(24)
-    return _with_login_csrf(request, _page("Set up Paddock", _setup_form(token, csrf)), csrf)
+    return _with_login_csrf(request, _page(link.title, _account_form(link, token, csrf)), csrf)
 
 
-@router.post("/setup/{token}")
-async def setup(token: str, request: Request, svc: Svc) -> Response:
-    if (dead := await _dead_link(svc, token)) is not None:
+async def _link_submit(link: _Link, token: str, request: Request, svc: Svc) -> Response:
+    if (dead := await _dead_link(svc, link, token)) is not None:
         return dead
     form = await _form(request)
     csrf = secrets.token_urlsafe(24)
     if not _login_csrf_ok(request, form):
-        page = _page(
-            "Set up Paddock", _setup_form(token, csrf, "The form expired; try again."), 400
-        )
-        return _with_login_csrf(request, page, csrf)
+        text = _account_form(link, token, csrf, "The form expired; try again.")
+        return _with_login_csrf(request, _page(link.title, text, 400), csrf)
     try:
-        user = await svc.accounts.create_owner(
-            token, form.get("username", ""), form.get("new", ""), form.get("again", "")
+        user = await svc.accounts.create_account(
+            link.kind, token, form.get("username", ""), form.get("new", ""), form.get("again", "")
         )
     except PaddockError as exc:
-        text = _setup_form(token, csrf, exc.message, form.get("username", ""))
-        return _with_login_csrf(request, _page("Set up Paddock", text, 400), csrf)
+        text = _account_form(link, token, csrf, exc.message, form.get("username", ""))
+        return _with_login_csrf(request, _page(link.title, text, 400), csrf)
     return RedirectResponse(f"/login?created={user.username}", 303)
+
+
+@router.get("/setup/{token}")
+async def setup_page(token: str, request: Request, svc: Svc) -> Response:
+    return await _link_page(_SETUP, token, request, svc)
+
+
+@router.post("/setup/{token}")
+async def setup(token: str, request: Request, svc: Svc) -> Response:
+    return await _link_submit(_SETUP, token, request, svc)
+
+
+@router.get("/invite/{token}")
+async def invite_page(token: str, request: Request, svc: Svc) -> Response:
+    return await _link_page(_INVITE, token, request, svc)
+
+
+@router.post("/invite/{token}")
+async def join(token: str, request: Request, svc: Svc) -> Response:
+    return await _link_submit(_INVITE, token, request, svc)
 
 
 # -- login and logout -------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""The owner's administration of people, and everyone's API tokens.
+
+Members join by a one-time invitation link (7 days) and see only their own boxes. Removing
+one ends their sessions, revokes their tokens and stops their boxes, which stay (the owner
+deletes them, or not)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..domain.accounts import Role, User
+from ..domain.box import BoxState
+from ..domain.errors import InvalidRequest, NotFound, PaddockError
+from ..store.accounts import AccountRepository
+from ..store.tokens import TokenInfo, TokenRepository
+from .boxes import BoxService
+
+log = logging.getLogger(__name__)
+
+INVITE_TTL = 7 * 24 * 3600.0
+MAX_TOKEN_NAME = 128
+
+
+@dataclass(frozen=True)
+class Member:
+    user: User
+    joined: float
+    boxes: int
+
+
+@dataclass(frozen=True)
+class Removed:
+    user: User
+    tokens: int
+    stopped: list[str]
+
+
+class TokenService:
+    """A user's own API tokens (the owner: everyone's). Tokens made on the server have no
+    user and are the owner's."""
+
+    def __init__(self, tokens: TokenRepository) -> None:
+        self._tokens = tokens
+
+    async def listed(self, caller: User) -> list[TokenInfo]:
+        return await self._tokens.listed(caller.stored_id, everyone=caller.is_owner)
+
+    async def create(self, caller: User, name: str) -> tuple[str, TokenInfo]:
+        name = name.strip()
+        if not name or len(name) > MAX_TOKEN_NAME or not name.isprintable():
+            raise InvalidRequest(f"a token's name is 1-{MAX_TOKEN_NAME} printable characters")
+        token = await self._tokens.create(name, caller.stored_id)
+        mine = await self._tokens.listed(caller.stored_id)
+        return token, mine[-1]
+
+    async def revoke(self, caller: User, token_id: str) -> None:
+        if not await self._tokens.revoke(token_id, caller.stored_id, everyone=caller.is_owner):
+            raise NotFound(f"no token {token_id!r} (see `paddock token ls`)")
+
+
+class MemberService:
+    def __init__(
+        self,
+        accounts: AccountRepository,
+        tokens: TokenRepository,
+        boxes: BoxService,
+        public_url: Callable[[], str],
+    ) -> None:
+        self._accounts = accounts
+        self._tokens = tokens
+        self._boxes = boxes
+        self._public_url = public_url
+
+    async def invite(self, role: str = Role.MEMBER.value) -> tuple[str, Role, float]:
+        """(the link, the role it gives, when it expires)."""
+        try:
+            wanted = Role(role)
+        except ValueError:
+            raise InvalidRequest(f"unknown role {role!r}: member or owner") from None
+        token, expires = await self._accounts.new_invite(wanted, INVITE_TTL)
+        return f"{self._public_url().rstrip('/')}/invite/{token}", wanted, expires
+
+    async def listed(self) -> list[Member]:
+        boxes = await self._boxes.listed()
+        return [
+            Member(user, joined, sum(1 for b in boxes if b.owner_id == user.id))
+            for user, joined in await self._accounts.users()
+        ]
+
+    async def remove(self, caller: User, username: str) -> Removed:
+        if username.strip().lower() == caller.username and caller.id:
+            raise InvalidRequest("you cannot remove yourself")
+        user = await self._accounts.remove_user(username.strip().lower())
+        if user is None:
+            raise NotFound(f"no user {username!r} (see `paddock members ls`)")
+        # Locked out first (sessions went with the user; tokens now), then their boxes stop.
+        revoked = await self._tokens.revoke_all(user.id)
+        stopped = []
+        for box in await self._boxes.all():
+            if box.owner_id == user.id and box.state in (BoxState.RUNNING, BoxState.CREATING):
+                # One box that cannot stop now must not keep the others running.
+                with contextlib.suppress(PaddockError):
+                    await self._boxes.stop(box.id)
+                    stopped.append(box.name)
+        log.info(
+            "removed user %s: %d token(s) revoked, stopped %s", user.username, revoked, stopped
+        )
+        return Removed(user, revoked, stopped)

@@ -1,0 +1,289 @@
+"""Members against a real paddockd: a member's view is their own boxes only, checked for
+every box route of the committed OpenAPI spec with real requests; every guarded route
+refuses a missing or revoked token; invitations are single-use, expire and refuse weak
+passwords; removing a member locks them out and keeps their boxes for the owner."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from paddock import Client, NotFound
+
+from ..harness import Server
+from .test_accounts import PASSWORD, create_owner, csrf_of, log_in, web
+
+SPEC = json.loads((Path(__file__).resolve().parents[2] / "spec" / "openapi.json").read_text())
+PUBLIC = {"/v1/health", "/v1/device/code", "/v1/device/token"}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def join(server: Server, url: str, username: str, password: str = PASSWORD) -> httpx.Response:
+    with web(server) as browser:
+        form = browser.get(url)
+        fields = {"username": username, "new": password, "again": password}
+        return browser.post(url, data={"csrf": csrf_of(form.text), **fields})
+
+
+def invite(server: Server, role: str = "member") -> str:
+    done = httpx.post(
+        f"{server.url}/v1/members/invites", json={"role": role}, headers=bearer(server.token)
+    )
+    assert done.status_code == 201, done.text
+    url: str = done.json()["url"]
+    # The link is made for the public address; the test's server is this one.
+    return server.url + url[url.index("/invite/") :]
+
+
+def member_token(server: Server, username: str) -> str:
+    """Join by invitation, log in on the web, and make a token through the session (as a
+    person would on the dashboard)."""
+    assert join(server, invite(server), username).status_code == 303
+    with web(server) as browser:
+        assert log_in(server, browser, username).status_code == 303
+        csrf = csrf_of(browser.get("/account").text)
+        made = browser.post("/v1/tokens", json={"name": "laptop"}, headers={"X-CSRF-Token": csrf})
+        assert made.status_code == 201, made.text
+        token: str = made.json()["token"]
+        return token
+
+
+def db(server: Server) -> sqlite3.Connection:
+    return sqlite3.connect(server.dir / "data" / "paddock.db")
+
+
+# -- requests derived from the spec ------------------------------------------------------
+def _schema(node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = SPEC["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def sample(node: dict[str, Any]) -> Any:
+    """A small value that the schema accepts: the route itself must then answer."""
+    node = _schema(node)
+    if "anyOf" in node:
+        return sample(next(n for n in node["anyOf"] if n.get("type") != "null"))
+    if "enum" in node:
+        return node["enum"][0]
+    kind = node.get("type")
+    if kind == "object":
+        return {key: sample(node["properties"][key]) for key in node.get("required", [])}
+    if kind == "array":
+        return [sample(node.get("items", {}))]
+    return {"integer": 1, "number": 1, "boolean": False}.get(str(kind), "x")
+
+
+def requests_of(template: str, params: dict[str, str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(method, path, httpx request arguments) for every operation of a path template."""
+    path = re.sub(r"\{(\w+)\}", lambda m: params[m.group(1)], template)
+    for method, op in SPEC["paths"][template].items():
+        kwargs: dict[str, Any] = {
+            "params": {
+                p["name"]: sample(p["schema"])
+                for p in op.get("parameters", [])
+                if p["in"] == "query" and p.get("required")
+            }
+        }
+        content = op.get("requestBody", {}).get("content", {})
+        if "application/json" in content:
+            kwargs["json"] = sample(content["application/json"]["schema"])
+        elif content:
+            kwargs["content"] = b""
+            kwargs["headers"] = {"Content-Type": next(iter(content))}
+        yield method.upper(), path, kwargs
+
+
+@pytest.fixture(scope="module")
+def two_users(engine: None, workdir: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
+    """A server with an owner (its test token acts as them) and a member, bob."""
+    server = Server(workdir / "members", upstream_dns=dns_stub.address)
+    try:
+        create_owner(server)
+        yield server, member_token(server, "bob")
+    finally:
+        server.close()
+
+
+def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server, str]) -> None:
+    server, bob = two_users
+    with server.client() as owner:
+        box = owner.create_box("owners-box", ttl=900)
+        owner.snapshot_box(box.name, label="kept")
+    # A run of the owner's box, as the run service records one.
+    with db(server) as conn:
+        conn.execute(
+            "INSERT INTO runs (id, box_id, box_name, agent, instruction, workdir, status, "
+            "started_at) VALUES ('abc123', ?, ?, 'claude', 'hi', '/config', 'done', ?)",
+            (box.id, box.name, time.time()),
+        )
+    try:
+        checked = []
+        with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
+            for template in SPEC["paths"]:
+                if "{ref}" not in template and "{run_id}" not in template:
+                    continue
+                for ref in (box.name, box.id, box.id[:6]):
+                    params = {"ref": ref, "run_id": "abc123", "snap": "1", "provider": "openai"}
+                    for method, path, kwargs in requests_of(template, params):
+                        answer = member.request(method, path, **kwargs)
+                        assert answer.status_code == 404, (method, path, answer.text)
+                        assert answer.json()["error"]["code"] == "not_found"
+                        checked.append((method, template))
+            # Every such operation of the spec was sent (and there are many).
+            assert len(set(checked)) == len(checked) // 3 > 25
+        # The interactive exec (a WebSocket, outside the spec) likewise.
+        with Client(url=server.url, token=bob) as member_sdk:
+            session = member_sdk.exec_session(box.name, ["true"])
+            with pytest.raises(NotFound):
+                list(session)
+            session.close()
+        with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
+            # Lists leave it out; the member's own work is unaffected.
+            assert member.get("/v1/boxes").json()["boxes"] == []
+            assert member.get("/v1/stats").json()["boxes"] == []
+        with server.client() as owner:
+            # Nothing the member sent changed it, and the owner still reaches all of it.
+            still = owner.get_box(box.id)
+            assert still.state == "running" and still.network.mode == box.network.mode
+            assert [s.label for s in owner.list_snapshots(box.name)] == ["kept"]
+            assert owner.get_run("abc123").box == box.name
+    finally:
+        with server.client() as owner:
+            owner.delete_box(box.name, force=True)
+
+
+def test_a_members_own_box_is_theirs_and_the_owner_sees_it(two_users: tuple[Server, str]) -> None:
+    server, bob = two_users
+    with Client(url=server.url, token=bob) as member:
+        mine = member.create_box("bobs-box", ttl=900)
+        try:
+            assert mine.owner == "bob" and mine.mine
+            assert member.exec(mine.name, ["true"]).exit_code == 0
+            assert [b.name for b in member.list_boxes()] == ["bobs-box"]
+            with server.client() as owner:
+                seen = {b.name: b for b in owner.list_boxes()}
+                assert seen["bobs-box"].owner == "bob" and not seen["bobs-box"].mine
+            # The owner's administration is refused outright (it concerns no one's box).
+            for method, path in [
+                ("GET", "/v1/members"),
+                ("GET", "/v1/drives"),
+                ("GET", "/v1/auth"),
+            ]:
+                refused = httpx.request(method, server.url + path, headers=bearer(bob))
+                assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+        finally:
+            member.delete_box(mine.name, force=True)
+
+
+def guarded_routes() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for template in SPEC["paths"]:
+        if template in PUBLIC:
+            continue
+        params = {name: "x" for name in re.findall(r"\{(\w+)\}", template)}
+        yield from requests_of(template, params)
+
+
+def test_every_guarded_route_refuses_no_token_and_a_revoked_one(
+    two_users: tuple[Server, str],
+) -> None:
+    server, bob = two_users
+    with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=30) as member:
+        made = member.post("/v1/tokens", json={"name": "short-lived"}).json()
+        doomed = made["token"]
+        # Used once, so its verification is cached: the revoke must still be at once.
+        assert httpx.get(f"{server.url}/v1/boxes", headers=bearer(doomed)).status_code == 200
+        assert made["id"] in [t["id"] for t in member.get("/v1/tokens").json()["tokens"]]
+        assert member.delete(f"/v1/tokens/{made['id']}").status_code == 204
+        # Another user's token is missing to a member, as a missing one.
+        owners = httpx.get(f"{server.url}/v1/tokens", headers=bearer(server.token)).json()
+        others = [t["id"] for t in owners["tokens"] if t["user"] != "bob"]
+        assert others and member.delete(f"/v1/tokens/{others[0]}").status_code == 404
+    # The CLI's view (the owner's: everyone's tokens, with whose).
+    made_by_cli = server.cli("token", "create", "ci", check=True).stdout.strip()
+    listed = server.cli("token", "ls", check=True).stdout
+    assert made_by_cli.startswith("pdk_") and "ci" in listed and "bob" in listed
+    assert "short-lived" not in listed
+    checked = 0
+    with httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        for method, path, kwargs in guarded_routes():
+            for headers in ({}, bearer(doomed), bearer("pdk_not-a-token")):
+                answer = anonymous.request(
+                    method, path, **{**kwargs, "headers": {**kwargs.get("headers", {}), **headers}}
+                )
+                assert answer.status_code == 401, (method, path, headers, answer.text)
+            checked += 1
+    assert checked > 40
+
+
+def test_invitations_are_single_use_expire_and_refuse_weak_passwords(
+    two_users: tuple[Server, str],
+) -> None:
+    server, _ = two_users
+    link = invite(server)
+    weak = join(server, link, "carol", "short")
+    assert weak.status_code == 400 and "at least 12" in weak.text
+    taken = join(server, link, "bob")
+    assert taken.status_code == 400 and "taken" in taken.text
+    assert join(server, link, "carol").status_code == 303  # the refusals spent nothing
+    for again in (httpx.get(link), httpx.post(link, data={"username": "dave"})):
+        assert again.status_code == 410 and "has been used" in again.text
+    expired = invite(server)
+    with db(server) as conn:
+        conn.execute("UPDATE links SET expires_at = ? WHERE used_at IS NULL", (time.time() - 1,))
+    gone = httpx.get(expired)
+    assert gone.status_code == 410 and "expired" in gone.text
+    assert httpx.get(server.url + "/invite/not-a-link").status_code == 404
+    # An owner's invitation makes an owner; a setup link cannot make a second one.
+    assert join(server, invite(server, "owner"), "erin").status_code == 303
+    members = httpx.get(f"{server.url}/v1/members", headers=bearer(server.token)).json()
+    roles = {m["username"]: m["role"] for m in members["members"]}
+    assert roles == {"ada": "owner", "bob": "member", "carol": "member", "erin": "owner"}
+
+
+def test_removing_a_member_locks_them_out_and_keeps_their_boxes(
+    two_users: tuple[Server, str],
+) -> None:
+    server, _ = two_users
+    token = member_token(server, "frank")
+    with Client(url=server.url, token=token) as frank:
+        box = frank.create_box("franks-box", ttl=900)
+    with web(server) as browser:
+        assert log_in(server, browser, "frank").status_code == 303
+        assert browser.get("/account").status_code == 200
+        removed = httpx.delete(
+            f"{server.url}/v1/members/frank", headers=bearer(server.token), timeout=120
+        )
+        assert removed.status_code == 200, removed.text
+        assert removed.json() == {
+            "username": "frank",
+            "tokens_revoked": 1,
+            "boxes_stopped": ["franks-box"],
+        }
+        assert browser.get("/account").status_code == 303  # the session is gone
+    answer = httpx.get(f"{server.url}/v1/boxes", headers=bearer(token))
+    assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized"
+    with web(server) as browser:
+        assert log_in(server, browser, "frank").status_code != 303
+    # The owner's view from the CLI: whose each box is, and only theirs with --mine.
+    listed = server.cli("ls", check=True).stdout
+    assert "OWNER" in listed and "(removed user)" in listed
+    assert "franks-box" not in server.cli("ls", "--mine", check=True).stdout
+    assert "frank" not in server.cli("members", "ls", check=True).stdout
+    with server.client() as owner:
+        kept = owner.get_box(box.id)
+        assert kept.state == "stopped" and kept.owner == "(removed user)"
+        owner.delete_box(box.id)
+    gone = httpx.delete(f"{server.url}/v1/members/frank", headers=bearer(server.token))
+    assert gone.status_code == 404

@@ -35,7 +35,7 @@ class Login:
         }
         self.env = {**env, "PADDOCK_CONFIG": str(self.settings), "HOME": str(home)}
         self.proc = subprocess.Popen(
-            [PADDOCK, "login", server.url],
+            [PADDOCK, "login", server.url, "--web"],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

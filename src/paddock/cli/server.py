@@ -29,6 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--with-token", action="store_true", help="ask for a token at a prompt, not in a browser"
     )
+    p.add_argument(
+        "--web",
+        action="store_true",
+        help="log in in a browser even without a terminal (print the link, wait for approval)",
+    )
     p.set_defaults(run=cmd_login)
 
     p = sub.add_parser(
@@ -67,7 +72,8 @@ def _token(from_stdin: bool) -> str:
     elif not sys.stdin.isatty():
         raise UsageError(
             "no terminal to ask for the token on: pipe it in with "
-            "`paddock login URL --token-stdin`, or set PADDOCK_TOKEN"
+            "`paddock login URL --token-stdin`, set PADDOCK_TOKEN, or log in in a browser "
+            "with `paddock login URL --web`"
         )
     else:
         import getpass
@@ -109,10 +115,13 @@ def cmd_login(args: argparse.Namespace) -> int:
     from .. import Client
 
     url = args.server_url.rstrip("/")
-    if args.token_stdin or args.with_token or os.environ.get("PADDOCK_TOKEN"):
-        token = _token(args.token_stdin)
-    else:
+    browser = args.web or (sys.stdin.isatty() and not (args.token_stdin or args.with_token))
+    if browser and not os.environ.get("PADDOCK_TOKEN"):
         token = _device_login(url)
+    else:
+        # Without a terminal nobody may be there to approve: a script says how it logs in
+        # (as `gh auth login` asks for --with-token or --web).
+        token = _token(args.token_stdin)
     with Client(url=url, token=token) as c:
         status = c.status()
     cfg = ClientConfig.load(apply_env=False)

@@ -108,7 +108,7 @@ def test_state_files_are_0600_in_0700_folders(server: Server, session: Session) 
         data / "paddock.db",
         data / "credentials.key",
         data / "desktop.key",
-        data / "runs" / f"{session.run_id}.json",
+        data / "runs" / f"{session.run_id}.log",  # its record is in the database
         data / "boxes" / session.box_id / "egress.jsonl",
     ]
     for path in expected:

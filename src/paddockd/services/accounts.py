@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio.to_thread
@@ -39,22 +40,31 @@ class _Failures:
 
 @dataclass
 class Throttle:
-    """Growing waits after repeated failures, per key (an address, a username)."""
+    """Growing waits after repeated failures, per key (an address, a username). A flood
+    of made-up usernames must not grow it without bound: past `limit` keys, those quiet
+    for FORGET_AFTER go."""
 
-    now: object = time.monotonic
+    now: Callable[[], float] = time.monotonic
+    limit: int = 10_000
     _seen: dict[str, _Failures] = field(default_factory=lambda: defaultdict(_Failures))
 
     def _clock(self) -> float:
-        return float(self.now())  # type: ignore[operator]
+        return float(self.now())
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
     def wait(self, *keys: str) -> float:
         now = self._clock()
-        return max(
-            (self._seen[k].blocked_until - now for k in keys if k in self._seen), default=0.0
-        )
+        left = (self._seen[k].blocked_until - now for k in keys if k in self._seen)
+        return max([0.0, *left])
 
     def failed(self, *keys: str) -> None:
         now = self._clock()
+        if len(self._seen) >= self.limit:
+            quiet = [k for k, s in self._seen.items() if now - s.last > FORGET_AFTER]
+            for key in quiet:
+                del self._seen[key]
         for key in keys:
             seen = self._seen[key]
             if now - seen.last > FORGET_AFTER:

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..domain.accounts import User
-from ..domain.errors import InvalidRequest, NotFound
+from ..domain.errors import InvalidRequest, NotFound, TooManyAttempts
 from ..store.devices import DeviceRepository, Grant
 from ..store.tokens import TokenRepository
 
 TTL = 600  # seconds to approve
 INTERVAL = 2  # seconds between polls
+MAX_WAITING = 10  # per client address
 # No vowels (no words), no look-alikes (0/O, 1/I): 20^8, about 2.6e10 codes.
 _ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 
@@ -42,6 +43,13 @@ class DeviceService:
         self.public_url = public_url
 
     async def start(self, client: str, address: str) -> Started:
+        # The call needs no token: one address may not fill the table.
+        if await self._repo.waiting(address[:64]) >= MAX_WAITING:
+            raise TooManyAttempts(
+                f"{MAX_WAITING} device logins from this address already wait for approval; "
+                "finish one or wait for them to expire",
+                details={"retry_after": TTL},
+            )
         client = " ".join(client.split())[:128] or "paddock CLI"
         user_code = normalize("".join(secrets.choice(_ALPHABET) for _ in range(8)))
         device_code = secrets.token_urlsafe(32)

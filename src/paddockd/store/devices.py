@@ -68,6 +68,23 @@ class DeviceRepository:
 
         await self._db.run(work)
 
+    async def waiting(self, address: str) -> int:
+        """How many unexpired grants from `address` wait for a decision."""
+
+        def work(conn: Connection) -> int:
+            count = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(device_grants)
+                .where(
+                    device_grants.c.address == address,
+                    device_grants.c.status == "pending",
+                    device_grants.c.expires_at > time.time(),
+                )
+            ).scalar_one()
+            return int(count)
+
+        return await self._db.run(work)
+
     async def by_user_code(self, user_code: str) -> Grant | None:
         def work(conn: Connection) -> Grant | None:
             row = conn.execute(

@@ -142,33 +142,48 @@ def start_detached(cfg: EngineConfig, wait: float = 60.0) -> None:
 def _start(cfg: EngineConfig, wait: float) -> bool:
     if is_running(cfg):  # another process started it while this one waited for the lock
         return True
+    # An engine still shutting down keeps its pidfile, and a new one would refuse to start.
+    _wait_for_exit(_pid(cfg), wait)
     args = daemon_args(cfg, prepare(cfg))
     with open(cfg.log_file, "ab") as log:
-        subprocess.Popen(
+        daemon = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
         )
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if is_running(cfg):
             return True
+        if daemon.poll() is not None:
+            return False  # it gave up: its log says why
         time.sleep(0.2)
     return False
 
 
-def stop(cfg: EngineConfig, wait: float = 30.0) -> bool:
+def _pid(cfg: EngineConfig) -> int | None:
     try:
-        pid = int(Path(cfg.pidfile).read_text().strip())
+        return int(Path(cfg.pidfile).read_text().strip())
     except (OSError, ValueError):
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
+        return None
+
+
+def _wait_for_exit(pid: int | None, wait: float) -> bool:
+    """True once `pid` is gone (or there was none), False if it outlived `wait`."""
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+    while pid is not None and time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
         time.sleep(0.2)
-    return False
+    return pid is None or time.monotonic() < deadline
+
+
+def stop(cfg: EngineConfig, wait: float = 30.0) -> bool:
+    pid = _pid(cfg)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    return _wait_for_exit(pid, wait)

@@ -8,6 +8,7 @@ exists, and every refusal reads the same.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -90,9 +91,13 @@ class AccountService:
         self._repo = repo
         self._hasher = PasswordHasher()
         self._throttle = throttle or Throttle()
-        # Verifying against this when the username is unknown costs what a real check
-        # costs: timing does not tell which usernames exist.
-        self._decoy = self._hasher.hash("paddock-decoy-password")
+
+    @functools.cached_property
+    def _decoy(self) -> str:
+        """Verified against when the username is unknown, so that costs what a real check
+        costs and timing does not tell which usernames exist. Made on first use: the
+        `paddockd setup-link` command and start-up need no ~0.2 s hash."""
+        return self._hasher.hash("paddock-decoy-password")
 
     def new_setup_link(self, ttl: float = SETUP_LINK_TTL) -> str:
         return self._repo.new_setup_link_sync(ttl)
@@ -143,13 +148,16 @@ class AccountService:
                 details={"retry_after": int(wait) + 1},
             )
         found = await self._repo.credentials(name) if len(password) <= 1024 else None
-        stored = found[1] if found else self._decoy
-        ok = await anyio.to_thread.run_sync(self._check, stored, password[:1024])
+        # The decoy is made (once) off the event loop too: hashing is the slow part.
+        stored = found[1] if found else None
+        ok = await anyio.to_thread.run_sync(
+            lambda: self._check(stored or self._decoy, password[:1024])
+        )
         if not ok or found is None:
             self._throttle.failed(*keys)
             raise Unauthorized(REFUSED)
         self._throttle.succeeded(*keys)
-        if self._hasher.check_needs_rehash(stored):
+        if self._hasher.check_needs_rehash(found[1]):
             hashed = await anyio.to_thread.run_sync(self._hasher.hash, password)
             await self._repo.set_password(found[0].id, hashed)
         cookie, csrf = await self._repo.new_session(found[0].id)

@@ -489,9 +489,13 @@ class _Base:
         return Call(_Request("GET", "/v1/tokens"), _model("TokenList", "tokens"))
 
     @operation
-    def create_token(self, name: str) -> Call[NewToken]:
-        """A new API token of yours; `token` is shown this once."""
-        return Call(_Request("POST", "/v1/tokens", json={"name": name}), _model("NewToken"))
+    def create_token(self, name: str, expires_in: int | None = None) -> Call[NewToken]:
+        """A new API token of yours, valid `expires_in` seconds (None: until revoked);
+        `token` is shown this once."""
+        body: dict[str, Any] = {"name": name}
+        if expires_in is not None:
+            body["expires_in"] = expires_in
+        return Call(_Request("POST", "/v1/tokens", json=body), _model("NewToken"))
 
     @operation
     def delete_token(self, token_id: str) -> Call[None]:
@@ -508,6 +512,20 @@ class _Base:
     def list_members(self) -> Call[list[Member]]:
         """Everyone with an account (owner only)."""
         return Call(_Request("GET", "/v1/members"), _model("MemberList", "members"))
+
+    @operation
+    def set_member_limits(
+        self,
+        username: str,
+        max_boxes: int | None = None,
+        max_cpus: float | None = None,
+        max_memory_mb: int | None = None,
+    ) -> Call[Member]:
+        """Replace a member's limits; each None means no limit of their own (owner only).
+        Running boxes keep running: the limits apply to the next create or resume."""
+        path = "/v1/members/" + quote(username, safe="") + "/limits"
+        body = {"max_boxes": max_boxes, "max_cpus": max_cpus, "max_memory_mb": max_memory_mb}
+        return Call(_Request("PUT", path, json=body), _model("Member"))
 
     @operation
     def remove_member(self, username: str) -> Call[MemberRemoved]:

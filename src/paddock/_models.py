@@ -437,7 +437,10 @@ class DeviceToken:
 
 @dataclass
 class TokenCreate:
+    """`expires_in`: seconds the token stays valid (60 to 10 years); absent: until revoked."""
+
     name: str
+    expires_in: int | None = None
 
 
 @dataclass
@@ -450,6 +453,7 @@ class TokenInfo:
     created_at: datetime
     last_used_at: datetime | None = None
     user: str | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass
@@ -465,6 +469,7 @@ class NewToken:
     name: str
     token: str
     created_at: datetime
+    expires_at: datetime | None = None
 
 
 @dataclass
@@ -482,11 +487,22 @@ class Invite:
 
 
 @dataclass
+class MemberLimits:
+    """What a member may claim (null: no limit of their own; the server's capacity still
+    applies): boxes running or stopped, and CPUs and memory (MiB) of running boxes."""
+
+    max_boxes: int | None = None
+    max_cpus: float | None = None
+    max_memory_mb: int | None = None
+
+
+@dataclass
 class Member:
     username: str
     role: str
     created_at: datetime
     boxes: int
+    limits: MemberLimits = field(default_factory=MemberLimits)
 
 
 @dataclass

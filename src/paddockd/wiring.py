@@ -105,7 +105,10 @@ def wire(
         retention=cfg.snapshot_retention,
     )
     drives = DriveService(repo, runtime, cfg.instance)
-    boxes = BoxService(cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives)
+    accounts = AccountRepository(db)
+    boxes = BoxService(
+        cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives, accounts.limits
+    )
     system = SystemService(
         boxes,
         runtime,
@@ -124,7 +127,6 @@ def wire(
         boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
     )
     tokens = TokenRepository(db)
-    accounts = AccountRepository(db)
 
     def public_url() -> str:
         return frontdoor.public_url(cfg.port)

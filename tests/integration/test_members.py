@@ -287,3 +287,79 @@ def test_removing_a_member_locks_them_out_and_keeps_their_boxes(
         owner.delete_box(box.id)
     gone = httpx.delete(f"{server.url}/v1/members/frank", headers=bearer(server.token))
     assert gone.status_code == 404
+
+
+def test_a_members_limits_refuse_by_name_and_the_owner_has_none(
+    two_users: tuple[Server, str],
+) -> None:
+    server, _ = two_users
+    token = member_token(server, "gina")
+    set_by_cli = server.cli(
+        "members", "limits", "gina", "--max-boxes", "1", "--max-memory", "1g", check=True
+    )
+    assert "1 boxes, 1024 MiB" in set_by_cli.stderr
+    assert "1 boxes, 1024 MiB" in server.cli("members", "ls", check=True).stdout
+    with Client(url=server.url, token=token) as gina:
+        box = gina.create_box("ginas-box", ttl=900)
+        try:
+            refused = httpx.post(
+                f"{server.url}/v1/boxes", json={"name": "ginas-second"}, headers=bearer(token)
+            )
+            assert refused.status_code == 409, refused.text
+            error = refused.json()["error"]
+            assert error["code"] == "capacity_exceeded" and "limit is 1 box" in error["message"]
+            assert error["details"] == {"limit": "max_boxes", "value": 1}
+            # Lifting one limit keeps the other; the memory limit now speaks.
+            server.cli("members", "limits", "gina", "--max-boxes", "none", check=True)
+            second = httpx.post(
+                f"{server.url}/v1/boxes", json={"name": "ginas-second"}, headers=bearer(token)
+            )
+            assert second.status_code == 409 and "MiB of memory" in second.text
+            # A stopped box frees its memory for a resume, and the limit holds the resume.
+            gina.stop_box(box.name)
+            made = gina.create_box("ginas-second", ttl=900)
+            with pytest.raises(Exception, match="MiB of memory"):
+                gina.resume_box(box.name)
+            gina.delete_box(made.name, force=True)
+        finally:
+            gina.delete_box(box.name, force=True)
+    # Bad input changes nothing; an owner has no limits to set.
+    for argv, message in [
+        (["--max-cpus", "0"], "not a number of CPUs"),
+        (["--max-memory", "lots"], "not a memory size"),
+    ]:
+        bad = server.cli("members", "limits", "gina", *argv)
+        assert bad.returncode == 2 and message in bad.stderr
+    owner = server.cli("members", "limits", "ada", "--max-boxes", "3")
+    assert owner.returncode != 0 and "owners have no limits" in owner.stderr
+    nobody = httpx.put(
+        f"{server.url}/v1/members/nobody/limits", json={}, headers=bearer(server.token)
+    )
+    assert nobody.status_code == 404
+    assert "1024 MiB" in server.cli("members", "ls", check=True).stdout
+
+
+def test_an_expiring_token_stops_working_when_it_expires(two_users: tuple[Server, str]) -> None:
+    server, bob = two_users
+    made = server.cli("token", "create", "short", "--expires", "2h", "--json", check=True)
+    token = json.loads(made.stdout)
+    assert token["expires_at"] is not None
+    assert httpx.get(f"{server.url}/v1/boxes", headers=bearer(token["token"])).status_code == 200
+    assert "in 1h" in server.cli("token", "ls", check=True).stdout
+    # Time passes (in the database: a test cannot wait two hours) for a token not yet seen.
+    unseen = httpx.post(
+        f"{server.url}/v1/tokens", json={"name": "unseen", "expires_in": 60}, headers=bearer(bob)
+    ).json()
+    with db(server) as conn:
+        conn.execute(
+            "UPDATE tokens SET expires_at = ? WHERE id = ?", (time.time() - 1, unseen["id"])
+        )
+    answer = httpx.get(f"{server.url}/v1/boxes", headers=bearer(unseen["token"]))
+    assert answer.status_code == 401
+    assert "expired" in server.cli("token", "ls", check=True).stdout
+    too_short = httpx.post(
+        f"{server.url}/v1/tokens", json={"name": "x", "expires_in": 5}, headers=bearer(bob)
+    )
+    assert too_short.status_code == 400 and "expires in" in too_short.text
+    bad = server.cli("token", "create", "x", "--expires", "soon")
+    assert bad.returncode == 2 and "invalid duration 'soon'" in bad.stderr

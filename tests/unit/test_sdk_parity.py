@@ -67,6 +67,7 @@ OPERATIONS = {
     ("POST", "/v1/members/invites"): "invite_member",
     ("GET", "/v1/members"): "list_members",
     ("DELETE", "/v1/members/{username}"): "remove_member",
+    ("PUT", "/v1/members/{username}/limits"): "set_member_limits",
 }
 # Methods over the same operations, or purely local: each says what it builds on.
 CONVENIENCES = {

@@ -26,6 +26,7 @@ import type {
   Drive,
   Invite,
   Member,
+  MemberLimits,
   MemberRemoved,
   NewToken,
   TokenInfo,
@@ -339,9 +340,11 @@ export class Client {
       .tokens;
   }
 
-  /** A new API token of yours; `token` is shown this once. */
-  createToken(name: string): Promise<NewToken> {
-    return this.#call({ method: "POST", path: "/v1/tokens", json: { name } });
+  /** A new API token of yours, valid `expiresIn` seconds (omitted: until revoked);
+   * `token` is shown this once. */
+  createToken(name: string, expiresIn?: number): Promise<NewToken> {
+    const json = expiresIn === undefined ? { name } : { name, expires_in: expiresIn };
+    return this.#call({ method: "POST", path: "/v1/tokens", json });
   }
 
   /** Revoke a token: it stops working at once. */
@@ -352,6 +355,20 @@ export class Client {
   /** A one-time link (7 days) that creates an account with `role` (owner only). */
   inviteMember(role: "member" | "owner" = "member"): Promise<Invite> {
     return this.#call({ method: "POST", path: "/v1/members/invites", json: { role } });
+  }
+
+  /** Replace a member's limits; each null or omitted means no limit of their own (owner
+   * only). Running boxes keep running: the limits apply to the next create or resume. */
+  setMemberLimits(username: string, limits: MemberLimits): Promise<Member> {
+    return this.#call({
+      method: "PUT",
+      path: `/v1/members/${seg(username)}/limits`,
+      json: {
+        max_boxes: limits.max_boxes ?? null,
+        max_cpus: limits.max_cpus ?? null,
+        max_memory_mb: limits.max_memory_mb ?? null,
+      },
+    });
   }
 
   /** Everyone with an account (owner only). */

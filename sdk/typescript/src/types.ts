@@ -29,6 +29,7 @@ export type TokenInfo = Schemas["TokenInfo"];
 export type NewToken = Schemas["NewToken"];
 export type Invite = Schemas["Invite"];
 export type Member = Schemas["Member"];
+export type MemberLimits = Schemas["MemberLimits"];
 export type MemberRemoved = Schemas["MemberRemoved"];
 export type EngineStatus = Schemas["EngineStatus"];
 export type Capacity = Schemas["Capacity"];

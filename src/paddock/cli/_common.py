@@ -54,6 +54,23 @@ def set_current(name: str | None) -> None:
     cfg.save()
 
 
+def seconds_arg(what: str = "duration", zero: str = "") -> Callable[[str], int]:
+    """An argparse type for a duration (a TTL, a token's lifetime): seconds, or a number
+    with s/m/h/d. `zero`: what 0 means, for the message."""
+
+    def parse(text: str) -> int:
+        units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+        number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+        # Digits only: int() would also take "-5", " 5" and "5_0".
+        if not number.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"invalid {what} {text!r}: use seconds{zero}, or e.g. 90m, 2h, 1d"
+            )
+        return int(number) * unit
+
+    return parse
+
+
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

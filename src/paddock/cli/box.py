@@ -7,7 +7,7 @@ import sys
 
 from .._config import ClientConfig
 from .._exceptions import AuthenticationFailed, ConnectionFailed, InvalidRequest, PaddockError
-from ._common import EXIT_ERROR, add_json, box_ref, client, examples, set_current
+from ._common import EXIT_ERROR, add_json, box_ref, client, examples, seconds_arg, set_current
 from ._output import duration, emit_json, note, since, table, until
 
 TYPE_CHECKING = False
@@ -18,16 +18,7 @@ if TYPE_CHECKING:
     from .._models import Box
 
 
-def _ttl(text: str) -> int:
-    """Seconds, or a number with s/m/h/d."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
-    # Digits only: int() would also take "-5", " 5" and "5_0".
-    if not number.isdigit():
-        raise argparse.ArgumentTypeError(
-            f"invalid TTL {text!r}: use seconds (0: no limit), or e.g. 90m, 2h, 1d"
-        )
-    return int(number) * unit
+_ttl = seconds_arg("TTL", " (0: no limit)")
 
 
 def _count(text: str) -> int:

@@ -4,9 +4,17 @@ ls|create|rm` (everyone, for their own tokens)."""
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 
-from ._common import add_json, client, nested
-from ._output import emit_json, note, since, table
+from .._exceptions import NotFound
+from ._common import add_json, client, examples, nested, seconds_arg
+from ._output import emit_json, note, since, table, until
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._models import Member
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,6 +32,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     ls = members.add_parser("ls", help="everyone with an account")
     add_json(ls)
     ls.set_defaults(run=cmd_ls)
+    lim = members.add_parser(
+        "limits",
+        help="set what a member may claim: boxes, CPUs, memory",
+        description="Set a member's limits; flags left out keep their value, `none` lifts "
+        "one. Boxes count running or stopped; CPUs and memory count running boxes. Running "
+        "boxes keep running: the limits apply to the next `new` or `resume`.",
+        epilog=examples(
+            "paddock members limits ana --max-boxes 3 --max-memory 8g",
+            "paddock members limits ana --max-cpus none",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    lim.add_argument("username", metavar="USER")
+    lim.add_argument("--max-boxes", type=_limit(int, "a number of boxes"), metavar="N|none")
+    lim.add_argument("--max-cpus", type=_limit(float, "a number of CPUs"), metavar="N|none")
+    lim.add_argument("--max-memory", type=_memory, metavar="SIZE|none", help="e.g. 8g, 512m")
+    add_json(lim)
+    lim.set_defaults(run=cmd_limits)
     rm = members.add_parser(
         "rm", help="remove an account: sessions end, tokens are revoked, boxes stop (kept)"
     )
@@ -43,6 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tls.set_defaults(run=cmd_token_ls)
     tc = token.add_parser("create", help="a new token, printed once on stdout")
     tc.add_argument("name", metavar="NAME", help="what it is for, e.g. ci or laptop")
+    tc.add_argument(
+        "--expires",
+        type=seconds_arg(),
+        metavar="DURATION",
+        help="stop working after this long, e.g. 12h or 30d (default: until revoked)",
+    )
     add_json(tc)
     tc.set_defaults(run=cmd_token_create)
     trm = token.add_parser("rm", help="revoke a token (at once)")
@@ -63,6 +95,72 @@ def cmd_invite(args: argparse.Namespace) -> int:
     return 0
 
 
+_NONE = -1  # "none" on the command line: lift the limit (argparse's None means: not given)
+
+
+def _limit(kind: Callable[[str], float], what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        if text.lower() == "none":
+            return _NONE
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (or `none`)")
+        return value
+
+    return parse
+
+
+def _memory(text: str) -> int:
+    """MiB: a plain number, or with m/g."""
+    if text.lower() == "none":
+        return _NONE
+    units = {"m": 1, "g": 1024}
+    low = text.lower().removesuffix("ib").removesuffix("b")
+    number, unit = (low[:-1], units[low[-1]]) if low and low[-1] in units else (low, 1)
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a memory size like 8g or 512m")
+    return int(number) * unit
+
+
+def _limits_text(m: Member) -> str:
+    lim = m.limits
+    parts = [
+        f"{lim.max_boxes} boxes" if lim.max_boxes else "",
+        f"{lim.max_cpus:g} CPU" if lim.max_cpus else "",
+        f"{lim.max_memory_mb} MiB" if lim.max_memory_mb else "",
+    ]
+    return ", ".join(p for p in parts if p) or "-"
+
+
+def cmd_limits(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        name = args.username.strip().lower()
+        found = next((m for m in c.list_members() if m.username == name), None)
+        if found is None:
+            raise NotFound(f"no user {args.username!r} (see `paddock members ls`)")
+        now = found.limits
+
+        def pick(given: float | None, current: float | None) -> float | None:
+            return current if given is None else None if given == _NONE else given
+
+        boxes = pick(args.max_boxes, now.max_boxes)
+        memory = pick(args.max_memory, now.max_memory_mb)
+        member = c.set_member_limits(
+            found.username,
+            max_boxes=int(boxes) if boxes is not None else None,
+            max_cpus=pick(args.max_cpus, now.max_cpus),
+            max_memory_mb=int(memory) if memory is not None else None,
+        )
+    if args.json:
+        emit_json(member)
+        return 0
+    note(f"{member.username}'s limits: {_limits_text(member)}")
+    return 0
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         members = c.list_members()
@@ -70,8 +168,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         emit_json(members)
         return 0
     table(
-        ["USER", "ROLE", "JOINED", "BOXES"],
-        [[m.username, m.role, since(m.created_at), str(m.boxes)] for m in members],
+        ["USER", "ROLE", "JOINED", "BOXES", "LIMITS"],
+        [[m.username, m.role, since(m.created_at), str(m.boxes), _limits_text(m)] for m in members],
     )
     return 0
 
@@ -97,7 +195,7 @@ def cmd_token_ls(args: argparse.Namespace) -> int:
         emit_json(tokens)
         return 0
     table(
-        ["ID", "NAME", "USER", "CREATED", "LAST USED"],
+        ["ID", "NAME", "USER", "CREATED", "LAST USED", "EXPIRES"],
         [
             [
                 t.id,
@@ -105,6 +203,7 @@ def cmd_token_ls(args: argparse.Namespace) -> int:
                 t.user or "(server)",
                 since(t.created_at),
                 since(t.last_used_at) if t.last_used_at else "never",
+                _expiry(t.expires_at),
             ]
             for t in tokens
         ],
@@ -112,14 +211,24 @@ def cmd_token_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _expiry(at: datetime | None) -> str:
+    if at is None:
+        return "never"
+    return "expired" if at <= datetime.now(timezone.utc) else until(at)
+
+
 def cmd_token_create(args: argparse.Namespace) -> int:
     with client(args) as c:
-        made = c.create_token(args.name)
+        made = c.create_token(args.name, args.expires)
     if args.json:
         emit_json(made)
         return 0
     print(made.token)
-    note(f"token {made.id} ({made.name}): shown this once; `paddock token rm {made.id}` revokes it")
+    lasts = f"expires {until(made.expires_at)}" if made.expires_at else "valid until revoked"
+    note(
+        f"token {made.id} ({made.name}), {lasts}: shown this once; "
+        f"`paddock token rm {made.id}` revokes it"
+    )
     return 0
 
 

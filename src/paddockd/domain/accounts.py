@@ -36,6 +36,29 @@ class User:
         return self.id or None
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A member's share of the server, set by the owner (None: no limit of its own; the
+    server's capacity still applies). Boxes count whether running or stopped (they hold
+    disk); CPU and memory count the boxes that are running."""
+
+    max_boxes: int | None = None
+    max_cpus: float | None = None
+    max_memory_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("max_boxes", self.max_boxes),
+            ("max_cpus", self.max_cpus),
+            ("max_memory_mb", self.max_memory_mb),
+        ):
+            if value is not None and value <= 0:
+                raise InvalidRequest(f"{name} is a positive number, or null for no limit")
+
+
+NO_LIMITS = Limits()
+
+
 # Who a token made on the server (`paddockd token create`, no user) acts as while no owner
 # account exists yet: the owner, with no id. Once the owner exists, such tokens act as them.
 SERVER = User(id="", username="owner", role=Role.OWNER)

@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import posixpath
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from .. import faults
 from ..config import Config
-from ..domain.accounts import User, owner_only, sees
+from ..domain.accounts import NO_LIMITS, Limits, Role, User, owner_only, sees
 from ..domain.agents import check_agent
 from ..domain.box import (
     Box,
@@ -31,7 +31,7 @@ from ..domain.network import NetworkPolicy, policy
 from ..domain.snapshot import parse_drive
 from ..runtime.base import ExecProcess, ExecSpec, Runtime
 from ..store.boxes import BoxRepository
-from .capacity import Capacity
+from .capacity import Capacity, check_limits
 from .drives import DriveService
 from .reconciler import Reconciler
 
@@ -101,6 +101,7 @@ class BoxService:
         capacity: Capacity,
         now: Callable[[], datetime],
         drives: DriveService,
+        limits_of: Callable[[str], Awaitable[Limits]] | None = None,
     ) -> None:
         self._cfg = cfg
         self._repo = repo
@@ -109,6 +110,8 @@ class BoxService:
         self.capacity = capacity
         self._now = now
         self._drives = drives
+        # A member's limits, by user id (the owner has none).
+        self._limits_of = limits_of
         # Capacity is checked and claimed under one lock, so two concurrent `new`s can never
         # both take the last slot.
         self._claim = asyncio.Lock()
@@ -199,6 +202,7 @@ class BoxService:
             elif validate_name(name) in taken:
                 raise Conflict(f"a box named {name!r} already exists")
             self.capacity.check(boxes, box_type)
+            await self._check_limits(caller, boxes, box_type, new=True)
             self.capacity.check_disk("a new box")
             box = Box(
                 id=new_box_id(),
@@ -240,9 +244,11 @@ class BoxService:
         if desired == Desired.RUNNING:
             now = self._now()
             async with self._claim:
-                self.capacity.check(
-                    [b for b in await self._repo.all() if b.id != box.id], self._type_of(box)
-                )
+                others = [b for b in await self._repo.all() if b.id != box.id]
+                self.capacity.check(others, self._type_of(box))
+                if box.owner_id:
+                    owner = User(box.owner_id, "", Role.MEMBER)
+                    await self._check_limits(owner, others, self._type_of(box), new=False)
                 wanted = await self._repo.update(
                     box, desired=desired, started_at=now, expires_at=wanted.deadline_from(now)
                 )
@@ -251,6 +257,16 @@ class BoxService:
             wanted = await self._repo.update(box, desired=desired)
         result = await self._reconciler.reconcile(box.id)
         return result if result is not None else wanted
+
+    async def _check_limits(
+        self, caller: User | None, boxes: list[Box], want: BoxType, new: bool
+    ) -> None:
+        if caller is None or not caller.id or self._limits_of is None:
+            return
+        limits = await self._limits_of(caller.id)
+        if limits != NO_LIMITS:
+            own = [b for b in boxes if b.owner_id == caller.id and b.desired != Desired.DELETED]
+            check_limits(limits, own, want, new)
 
     def _type_of(self, box: Box) -> BoxType:
         return BoxType(box.type, box.cpus, box.memory_mb, box.pids, disk_mb=box.disk_mb)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 from ..config import Config
+from ..domain.accounts import Limits
 from ..domain.box import Box, BoxType, Desired
 from ..domain.errors import CapacityExceeded, StorageLow
 
@@ -62,3 +63,29 @@ class Capacity:
                 "(`paddock ls`), or choose a smaller type (`paddock types`).",
                 details={"cpus_left": self.cpus - cpus, "memory_mb_left": self.memory_mb - memory},
             )
+
+
+def check_limits(limits: Limits, own: list[Box], want: BoxType, new: bool) -> None:
+    """Refuse what would take a member past the limits the owner set them. `own`: the
+    member's boxes (besides the one asked for); `new`: a box to be made, not resumed."""
+    if new and limits.max_boxes is not None and len(own) >= limits.max_boxes:
+        raise CapacityExceeded(
+            f"your limit is {limits.max_boxes} box(es) and you have {len(own)}: remove one "
+            "(`paddock ls`, `paddock rm`), or ask the server's owner to raise the limit",
+            details={"limit": "max_boxes", "value": limits.max_boxes},
+        )
+    cpus, memory = Capacity.used(own)
+    if limits.max_cpus is not None and cpus + want.cpus > limits.max_cpus + 1e-9:
+        raise CapacityExceeded(
+            f"your limit is {limits.max_cpus:g} CPU for running boxes: {cpus:g} in use, and "
+            f"a {want.name} box needs {want.cpus:g}. Stop a box or choose a smaller type "
+            "(`paddock types`), or ask the server's owner to raise the limit",
+            details={"limit": "max_cpus", "value": limits.max_cpus},
+        )
+    if limits.max_memory_mb is not None and memory + want.memory_mb > limits.max_memory_mb:
+        raise CapacityExceeded(
+            f"your limit is {limits.max_memory_mb} MiB of memory for running boxes: {memory} "
+            f"MiB in use, and a {want.name} box needs {want.memory_mb}. Stop a box or choose "
+            "a smaller type (`paddock types`), or ask the server's owner to raise the limit",
+            details={"limit": "max_memory_mb", "value": limits.max_memory_mb},
+        )

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..domain.accounts import Role, User
+from ..domain.accounts import NO_LIMITS, Limits, Role, User
 from ..domain.box import BoxState
 from ..domain.errors import InvalidRequest, NotFound, PaddockError
 from ..store.accounts import AccountRepository
@@ -22,6 +23,8 @@ log = logging.getLogger(__name__)
 
 INVITE_TTL = 7 * 24 * 3600.0
 MAX_TOKEN_NAME = 128
+# An expiring token lives a minute at least (less is a typo) and ten years at most.
+TOKEN_LIFETIME = (60, 3650 * 86400)
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Member:
     user: User
     joined: float
     boxes: int
+    limits: Limits = NO_LIMITS
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,22 @@ class TokenService:
     async def listed(self, caller: User) -> list[TokenInfo]:
         return await self._tokens.listed(caller.stored_id, everyone=caller.is_owner)
 
-    async def create(self, caller: User, name: str) -> tuple[str, TokenInfo]:
+    async def create(
+        self, caller: User, name: str, expires_in: int | None = None
+    ) -> tuple[str, TokenInfo]:
+        """A new token of the caller's, valid `expires_in` seconds (None: until revoked)."""
         name = name.strip()
         if not name or len(name) > MAX_TOKEN_NAME or not name.isprintable():
             raise InvalidRequest(f"a token's name is 1-{MAX_TOKEN_NAME} printable characters")
-        token = await self._tokens.create(name, caller.stored_id)
+        expires_at = None
+        if expires_in is not None:
+            low, high = TOKEN_LIFETIME
+            if not low <= expires_in <= high:
+                raise InvalidRequest(
+                    f"a token expires in {low} s to {high // 86400} days (omit it: never)"
+                )
+            expires_at = time.time() + expires_in
+        token = await self._tokens.create(name, caller.stored_id, expires_at)
         mine = await self._tokens.listed(caller.stored_id)
         return token, mine[-1]
 
@@ -85,10 +100,28 @@ class MemberService:
 
     async def listed(self) -> list[Member]:
         boxes = await self._boxes.listed()
+        limits = await self._accounts.all_limits()
         return [
-            Member(user, joined, sum(1 for b in boxes if b.owner_id == user.id))
+            Member(
+                user,
+                joined,
+                sum(1 for b in boxes if b.owner_id == user.id),
+                limits.get(user.id, NO_LIMITS),
+            )
             for user, joined in await self._accounts.users()
         ]
+
+    async def set_limits(self, username: str, limits: Limits) -> Member:
+        """Replace a member's limits (each None: none). Boxes already running keep running;
+        the limits apply to the next `new` or `resume`."""
+        name = username.strip().lower()
+        found = next((m for m in await self.listed() if m.user.username == name), None)
+        if found is None:
+            raise NotFound(f"no user {username!r} (see `paddock members ls`)")
+        if found.user.is_owner:
+            raise InvalidRequest(f"{found.user.username} is an owner: owners have no limits")
+        await self._accounts.set_limits(name, limits)
+        return Member(found.user, found.joined, found.boxes, limits)
 
     async def remove(self, caller: User, username: str) -> Removed:
         if username.strip().lower() == caller.username and caller.id:

@@ -10,8 +10,10 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..domain.accounts import Role, User
+from ..domain.accounts import NO_LIMITS, Limits, Role, User
 from .db import Database, links, sessions, users
+
+_LIMIT_COLUMNS = (users.c.max_boxes, users.c.max_cpus, users.c.max_memory_mb)
 
 
 class UsernameTaken(Exception):
@@ -102,6 +104,48 @@ class AccountRepository:
                 (User(r[0], r[1], Role(r[2])), float(r[3]))
                 for r in conn.execute(query.order_by(users.c.created_at))
             ]
+
+        return await self._db.run(work)
+
+    async def limits(self, user_id: str) -> Limits:
+        """The limits the owner set this user (an owner has none)."""
+
+        def work(conn: Connection) -> Limits:
+            row = conn.execute(
+                sa.select(users.c.role, *_LIMIT_COLUMNS).where(users.c.id == user_id)
+            ).first()
+            return NO_LIMITS if row is None or row[0] == Role.OWNER.value else Limits(*row[1:])
+
+        return await self._db.run(work)
+
+    async def all_limits(self) -> dict[str, Limits]:
+        def work(conn: Connection) -> dict[str, Limits]:
+            query = sa.select(users.c.id, *_LIMIT_COLUMNS)
+            return {row[0]: Limits(*row[1:]) for row in conn.execute(query)}
+
+        return await self._db.run(work)
+
+    async def set_limits(self, username: str, limits: Limits) -> User | None:
+        """Replace a user's limits; None if there is no such user."""
+
+        def work(conn: Connection) -> User | None:
+            row = conn.execute(
+                sa.select(users.c.id, users.c.username, users.c.role).where(
+                    users.c.username == username
+                )
+            ).first()
+            if row is None:
+                return None
+            conn.execute(
+                users.update()
+                .where(users.c.id == row[0])
+                .values(
+                    max_boxes=limits.max_boxes,
+                    max_cpus=limits.max_cpus,
+                    max_memory_mb=limits.max_memory_mb,
+                )
+            )
+            return User(row[0], row[1], Role(row[2]))
 
         return await self._db.run(work)
 

@@ -62,6 +62,7 @@ tokens = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("last_used_at", sa.Float),
     sa.Column("user_id", sa.String(32), index=True),  # None: made on the server, the owner's
+    sa.Column("expires_at", sa.Float),  # None: until revoked
 )
 
 credentials = sa.Table(
@@ -105,6 +106,10 @@ users = sa.Table(
     sa.Column("password_hash", sa.Text, nullable=False),  # argon2id, never the password
     sa.Column("role", sa.String(16), nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    # A member's capacity limits (None: only the server's own capacity applies).
+    sa.Column("max_boxes", sa.Integer),
+    sa.Column("max_cpus", sa.Float),
+    sa.Column("max_memory_mb", sa.Integer),
 )
 
 sessions = sa.Table(
@@ -243,6 +248,15 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX ix_boxes_owner_id ON boxes (owner_id)",
             "ALTER TABLE links ADD COLUMN role VARCHAR(16)",
             "CREATE INDEX ix_tokens_user_id ON tokens (user_id)",
+        ],
+    ),
+    (
+        11,
+        [
+            "ALTER TABLE tokens ADD COLUMN expires_at FLOAT",
+            "ALTER TABLE users ADD COLUMN max_boxes INTEGER",
+            "ALTER TABLE users ADD COLUMN max_cpus FLOAT",
+            "ALTER TABLE users ADD COLUMN max_memory_mb INTEGER",
         ],
     ),
 ]

@@ -17,6 +17,10 @@ from .db import Database, tokens, users
 PREFIX = "pdk_"
 
 
+def _expired(expires_at: float | None) -> bool:
+    return expires_at is not None and expires_at <= time.time()
+
+
 def _hash(token: str) -> str:
     # Tokens are 256-bit random strings, so a fast hash is enough (no dictionary to attack).
     return hashlib.sha256(token.encode()).hexdigest()
@@ -29,21 +33,25 @@ class TokenInfo:
     created_at: float
     last_used_at: float | None
     user_id: str | None
+    expires_at: float | None = None
 
 
 class TokenRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
-        # digest -> (when it was last checked against the database, whose it is). Keeps a
-        # write off the hot path of every request; revoking drops the entry, so a revoke
-        # (paddockd is one process) takes effect at once.
-        self._recent: dict[str, tuple[float, User]] = {}
+        # digest -> (when it was last checked against the database, whose it is, when it
+        # expires). Keeps a write off the hot path of every request; revoking drops the
+        # entry, so a revoke (paddockd is one process) takes effect at once.
+        self._recent: dict[str, tuple[float, User, float | None]] = {}
 
     CACHE_SECONDS = 60.0
 
-    def create_sync(self, name: str, user_id: str | None = None) -> str:
+    def create_sync(
+        self, name: str, user_id: str | None = None, expires_at: float | None = None
+    ) -> str:
         """Mint a token (the `paddockd token create` admin command: no user, acts as the
-        owner; a device login or `paddock token create`: that user's)."""
+        owner; a device login or `paddock token create`: that user's), valid until
+        `expires_at` (None: until revoked)."""
         token = PREFIX + secrets.token_urlsafe(32)
         with self._db.engine.begin() as conn:
             conn.execute(
@@ -53,12 +61,15 @@ class TokenRepository:
                     hash=_hash(token),
                     created_at=time.time(),
                     user_id=user_id,
+                    expires_at=expires_at,
                 )
             )
         return token
 
-    async def create(self, name: str, user_id: str | None = None) -> str:
-        return await anyio.to_thread.run_sync(self.create_sync, name, user_id)
+    async def create(
+        self, name: str, user_id: str | None = None, expires_at: float | None = None
+    ) -> str:
+        return await anyio.to_thread.run_sync(self.create_sync, name, user_id, expires_at)
 
     async def verify(self, token: str) -> User | None:
         """Whose the token is, or None if it is not (or no longer) valid. A token with no
@@ -67,14 +78,21 @@ class TokenRepository:
         now = time.monotonic()
         cached = self._recent.get(digest)
         if cached is not None and now - cached[0] < self.CACHE_SECONDS:
-            return cached[1]
+            if not _expired(cached[2]):
+                return cached[1]
+            self._recent.pop(digest, None)
+            return None
+        expiry: list[float | None] = [None]
 
         def work(conn: Connection) -> User | None:
             row = conn.execute(
-                sa.select(tokens.c.id, tokens.c.user_id).where(tokens.c.hash == digest)
+                sa.select(tokens.c.id, tokens.c.user_id, tokens.c.expires_at).where(
+                    tokens.c.hash == digest
+                )
             ).first()
-            if row is None:
+            if row is None or _expired(row[2]):
                 return None
+            expiry[0] = row[2]
             user_id = row[1]
             wanted = users.c.id == user_id if user_id else users.c.role == Role.OWNER.value
             found = conn.execute(
@@ -89,7 +107,7 @@ class TokenRepository:
 
         user = await self._db.run(work)
         if user is not None:
-            self._recent[digest] = (now, user)
+            self._recent[digest] = (now, user, expiry[0])
         else:
             self._recent.pop(digest, None)
         return user
@@ -104,6 +122,7 @@ class TokenRepository:
                 tokens.c.created_at,
                 tokens.c.last_used_at,
                 tokens.c.user_id,
+                tokens.c.expires_at,
             ).order_by(tokens.c.created_at)
             if not everyone:
                 query = query.where(

@@ -11,6 +11,7 @@ from paddock._models import (
     Invite,
     InviteCreate,
     Member,
+    MemberLimits,
     MemberList,
     MemberRemoved,
     NewToken,
@@ -19,6 +20,8 @@ from paddock._models import (
     TokenList,
 )
 
+from ...domain.accounts import Limits
+from ...services.members import Member as Stored
 from ...store.tokens import TokenInfo as StoredToken
 from ..deps import Caller, Owner, Svc, owner
 
@@ -38,6 +41,7 @@ def _token(t: StoredToken, names: dict[str, str]) -> TokenInfo:
         created_at=datetime.fromtimestamp(t.created_at, timezone.utc),
         last_used_at=_time(t.last_used_at),
         user=names.get(t.user_id, t.user_id) if t.user_id else None,
+        expires_at=_time(t.expires_at),
     )
 
 
@@ -55,9 +59,15 @@ async def list_tokens(svc: Svc, caller: Caller) -> TokenList:
     "/tokens", status_code=201, response_model=NewToken, summary="Make an API token of yours"
 )
 async def create_token(body: TokenCreate, svc: Svc, caller: Caller) -> NewToken:
-    token, info = await svc.user_tokens.create(caller, body.name)
+    token, info = await svc.user_tokens.create(caller, body.name, body.expires_in)
     created = datetime.fromtimestamp(info.created_at, timezone.utc)
-    return NewToken(id=info.id, name=info.name, token=token, created_at=created)
+    return NewToken(
+        id=info.id,
+        name=info.name,
+        token=token,
+        created_at=created,
+        expires_at=_time(info.expires_at),
+    )
 
 
 @router.delete("/tokens/{token_id}", status_code=204, summary="Revoke a token (at once)")
@@ -76,19 +86,29 @@ async def invite(body: InviteCreate, svc: Svc) -> Invite:
     )
 
 
+def _member(m: Stored) -> Member:
+    return Member(
+        username=m.user.username,
+        role=m.user.role.value,
+        created_at=datetime.fromtimestamp(m.joined, timezone.utc),
+        boxes=m.boxes,
+        limits=MemberLimits(m.limits.max_boxes, m.limits.max_cpus, m.limits.max_memory_mb),
+    )
+
+
 @admin.get("", response_model=MemberList, summary="Everyone with an account")
 async def list_members(svc: Svc) -> MemberList:
-    return MemberList(
-        members=[
-            Member(
-                username=m.user.username,
-                role=m.user.role.value,
-                created_at=datetime.fromtimestamp(m.joined, timezone.utc),
-                boxes=m.boxes,
-            )
-            for m in await svc.members.listed()
-        ]
-    )
+    return MemberList(members=[_member(m) for m in await svc.members.listed()])
+
+
+@admin.put(
+    "/{username}/limits",
+    response_model=Member,
+    summary="Set a member's limits (each null: none); running boxes are not stopped",
+)
+async def set_member_limits(username: str, body: MemberLimits, svc: Svc) -> Member:
+    limits = Limits(body.max_boxes, body.max_cpus, body.max_memory_mb)
+    return _member(await svc.members.set_limits(username, limits))
 
 
 @admin.delete(

@@ -18,16 +18,23 @@ die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 usage() {
     cat <<'USAGE'
 Usage: ./install.sh [--hostname HOST [--tls acme|internal] [--email ADDRESS]]
+       ./install.sh --uninstall [--yes] [--purge] [--dry-run]
 
 Brings Paddock up on this machine (as root; safe to run again). Without --hostname,
 paddockd serves http://127.0.0.1:7423 to this machine only. With --hostname, Caddy
 serves https://HOST on ports 80 and 443 in front of it (a certificate from Let's
 Encrypt/ZeroSSL: HOST's DNS must point here and both ports be reachable), or with
 --tls internal from Caddy's own CA (tests, private networks).
+
+--uninstall stops and removes Paddock: its services and units, every box (the engine's
+data root: images, boxes' files, snapshots, drives), Caddy's configuration, the CLI and
+/opt/paddock. It keeps /var/lib/paddock (database, keys, certificates), the settings in
+/etc/paddock/paddockd.toml and the logs, unless --purge. It asks first; --yes does not
+(scripts); --dry-run only prints what it would do. Debian packages stay installed.
 USAGE
 }
 
-HOST_NAME="" TLS=acme EMAIL=""
+HOST_NAME="" TLS=acme EMAIL="" UNINSTALL=false YES=false PURGE=false DRY=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --hostname) HOST_NAME=${2:-}; shift 2 || die "--hostname needs a value" ;;
@@ -36,13 +43,27 @@ while [ $# -gt 0 ]; do
         --tls=*) TLS=${1#*=}; shift ;;
         --email) EMAIL=${2:-}; shift 2 || die "--email needs a value" ;;
         --email=*) EMAIL=${1#*=}; shift ;;
+        --uninstall) UNINSTALL=true; shift ;;
+        --yes|-y) YES=true; shift ;;
+        --purge) PURGE=true; shift ;;
+        --dry-run) DRY=true; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown option: $1" ;;
     esac
 done
 
+if ! $UNINSTALL; then
+    { $YES || $PURGE || $DRY; } && die "--yes, --purge and --dry-run go with --uninstall"
+fi
 # Everything that can be checked is, before anything changes.
 [ "$(id -u)" = 0 ] || die "run as root (sudo ./install.sh)"
+if $UNINSTALL; then
+    [ -z "$HOST_NAME" ] || die "--uninstall takes no --hostname"
+    # shellcheck source=deploy/uninstall.sh
+    . "$HERE/deploy/uninstall.sh"
+    uninstall
+    exit 0
+fi
 [ "$(uname -s)" = Linux ] || die "the Paddock server runs on Linux"
 case "$(uname -m)" in x86_64|aarch64) ;; *) die "unsupported architecture $(uname -m) (amd64 and arm64 are)" ;; esac
 command -v apt-get >/dev/null || die "this installer needs Debian 12 or Ubuntu 22.04+ (apt-get)"

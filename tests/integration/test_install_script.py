@@ -1,0 +1,80 @@
+"""install.sh refuses bad options before it changes anything, and `--uninstall` asks
+first: without a terminal it needs --yes, and --dry-run names every step and does none.
+(A real uninstall would remove the installation this suite runs on.)"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL = ROOT / "install.sh"
+
+
+def install(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(INSTALL), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+def fingerprint() -> str:
+    """What an uninstall would change: the programs, units, settings, engine files, rules."""
+    seen = []
+    for path in (
+        "/usr/local/bin/paddock",
+        "/usr/local/bin/paddockd",
+        "/opt/paddock/bin/paddock-supervise",
+        "/etc/paddock/paddockd.toml",
+        "/var/lib/paddock/engine.xfs",
+    ):
+        p = Path(path)
+        seen.append(f"{path}:{p.exists()}:{p.stat().st_mtime if p.exists() else ''}")
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    seen.append(tables)
+    return hashlib.sha256("\n".join(seen).encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hostname", "https://paddock.example.com"], "without a scheme"),
+        (["--hostname", "paddock.example.com/x"], "without a port or path"),
+        (["--hostname", "10.1.2.3"], "is an IP address"),
+        (["--hostname", "not_a host"], "is not a hostname"),
+        (["--hostname", "paddock.example.com", "--tls", "selfsigned"], "--tls is acme or internal"),
+        (["--purge"], "go with --uninstall"),
+        (["--uninstall", "--hostname", "paddock.example.com"], "takes no --hostname"),
+        (["--frobnicate"], "unknown option"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_changes(args: list[str], message: str) -> None:
+    before = fingerprint()
+    done = install(*args)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+    assert fingerprint() == before
+
+
+def test_uninstall_without_a_terminal_needs_yes_and_dry_run_changes_nothing() -> None:
+    before = fingerprint()
+    refused = install("--uninstall")
+    assert refused.returncode != 0 and "add --yes to confirm" in refused.stderr
+    assert "every box, snapshot and drive" in refused.stdout  # the plan is shown first
+    dry = install("--uninstall", "--purge", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    for step in (
+        "rm -rf --one-file-system -- /var/lib/paddock/engine",
+        "rm -rf --one-file-system -- /opt/paddock",
+        "nft delete table inet paddock",
+        "rm -rf --one-file-system -- /var/lib/paddock\n",
+        "userdel paddock",
+    ):
+        assert step in dry.stdout, (step, dry.stdout)
+    assert "nothing was changed" in dry.stdout
+    assert fingerprint() == before

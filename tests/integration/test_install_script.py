@@ -5,6 +5,7 @@ first: without a terminal it needs --yes, and --dry-run names every step and doe
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -78,3 +79,31 @@ def test_uninstall_without_a_terminal_needs_yes_and_dry_run_changes_nothing() ->
         assert step in dry.stdout, (step, dry.stdout)
     assert "nothing was changed" in dry.stdout
     assert fingerprint() == before
+
+
+UNITS = sorted((ROOT / "deploy" / "systemd").glob("*.service"))
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_units_are_valid_start_at_boot_and_restart(tmp_path: Path) -> None:
+    """This machine has no running systemd; its unit checker still reads every setting and
+    refuses what systemd would (unknown keys, bad values, missing programs)."""
+    assert {u.name for u in UNITS} == {
+        "paddock-caddy.service",
+        "paddock-engine.service",
+        "paddockd.service",
+    }
+    for unit in UNITS:
+        shutil.copy(unit, tmp_path / unit.name)
+        text = unit.read_text()
+        assert "WantedBy=multi-user.target" in text and "\nRestart=" in text, unit.name
+    checked = subprocess.run(
+        ["systemd-analyze", "verify", *(str(tmp_path / u.name) for u in UNITS)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+    # install.sh enables all three (Caddy's only with --hostname).
+    script = INSTALL.read_text()
+    assert "enable --now lxcfs.service paddock-engine.service paddockd.service" in script
+    assert "systemctl enable paddock-caddy.service" in script

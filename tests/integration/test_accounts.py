@@ -156,7 +156,9 @@ def test_behind_https_the_cookies_are_secure(make_server: type[Server]) -> None:
     https = {"X-Forwarded-Proto": "https"}  # as Caddy sends it, from loopback
     page = httpx.get(f"{server.url}/login", headers=https)
     login_cookie = page.headers["set-cookie"]
-    assert login_cookie.startswith("paddock_login_csrf=") and "Secure" in login_cookie
+    # The __Host- prefix: no subdomain (a preview's PORT-BOX.HOST) can plant one.
+    assert login_cookie.startswith("__Host-paddock_login_csrf=") and "Secure" in login_cookie
+    assert "Path=/" in login_cookie and "Domain" not in login_cookie
     # (A client on plain HTTP would not send a Secure cookie back: pass it by hand.)
     done = httpx.post(
         f"{server.url}/login",
@@ -165,9 +167,19 @@ def test_behind_https_the_cookies_are_secure(make_server: type[Server]) -> None:
     )
     assert done.status_code == 303, done.text
     cookie = next(
-        c for c in done.headers.get_list("set-cookie") if c.startswith("paddock_session=")
+        c for c in done.headers.get_list("set-cookie") if c.startswith("__Host-paddock_session=")
     )
-    assert "Secure" in cookie and "HttpOnly" in cookie
+    assert "Secure" in cookie and "HttpOnly" in cookie and "Path=/" in cookie
+    # A same-named cookie without the prefix (as a subdomain could set) is not a session.
+    value = cookie.split(";")[0].split("=", 1)[1]
+    planted = httpx.get(f"{server.url}/v1/boxes", headers=https, cookies={"paddock_session": value})
+    assert planted.status_code == 401
+    assert (
+        httpx.get(
+            f"{server.url}/v1/boxes", headers=https, cookies={"__Host-paddock_session": value}
+        ).status_code
+        == 200
+    )
 
 
 def test_failed_logins_slow_down_and_never_say_which_part_was_wrong(

@@ -55,6 +55,22 @@ def services(conn: HTTPConnection) -> Services:
 
 
 SESSION_COOKIE = "paddock_session"
+
+
+def cookie_name(base: str, secure: bool) -> str:
+    """Under HTTPS, `__Host-` + base: a browser takes such a cookie only from this very host
+    (Secure, Path=/, no Domain), so a preview served on a subdomain (PORT-BOX.HOST) cannot
+    plant a session or login cookie of its choosing on the server's own host."""
+    return "__Host-" + base if secure else base
+
+
+def is_secure(conn: HTTPConnection) -> bool:
+    # Behind Caddy, uvicorn takes the scheme from X-Forwarded-Proto (loopback peers only).
+    return conn.url.scheme in ("https", "wss")
+
+
+def session_cookie(conn: HTTPConnection) -> str:
+    return conn.cookies.get(cookie_name(SESSION_COOKIE, is_secure(conn)), "")
 CSRF_HEADER = "x-csrf-token"
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -65,7 +81,7 @@ async def authenticate(conn: HTTPConnection) -> User:
     CSRF token (header X-CSRF-Token) and a WebSocket a same-origin Origin."""
     header = conn.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    cookie = conn.cookies.get(SESSION_COOKIE)
+    cookie = session_cookie(conn)
     if not header and cookie:
         return await _session_auth(conn, cookie)
     if scheme.lower() != "bearer" or not token:

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ...domain.errors import PaddockError, TooManyAttempts
 from ...services.accounts import SESSION_MAX, Session
-from ..deps import SESSION_COOKIE, Svc
+from ..deps import SESSION_COOKIE, Svc, cookie_name, is_secure, session_cookie
 
 router = APIRouter(include_in_schema=False)
 
@@ -77,24 +77,31 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 def _secure(request: Request) -> bool:
-    # Behind Caddy, uvicorn takes the scheme from X-Forwarded-Proto (loopback peers only).
-    return request.url.scheme == "https"
+    return is_secure(request)
+
+
+def _name(request: Request, base: str) -> str:
+    return cookie_name(base, _secure(request))
 
 
 def _with_login_csrf(request: Request, page: HTMLResponse, token: str) -> HTMLResponse:
     page.set_cookie(
-        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=_secure(request)
+        _name(request, LOGIN_CSRF_COOKIE),
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
     )
     return page
 
 
 def _login_csrf_ok(request: Request, form: dict[str, str]) -> bool:
-    cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    cookie = request.cookies.get(_name(request, LOGIN_CSRF_COOKIE), "")
     return bool(cookie) and secrets.compare_digest(cookie, form.get("csrf", ""))
 
 
 async def _session(request: Request, svc: Svc) -> Session | None:
-    return await svc.accounts.session(request.cookies.get(SESSION_COOKIE, ""))
+    return await svc.accounts.session(session_cookie(request))
 
 
 async def _signed_form(request: Request, svc: Svc) -> tuple[Session | None, dict[str, str] | None]:
@@ -259,14 +266,14 @@ async def login(request: Request, svc: Svc) -> Response:
         return _with_login_csrf(request, page, csrf)
     done = RedirectResponse(_next(form.get("next", "/account")), 303)
     done.set_cookie(
-        SESSION_COOKIE,
+        _name(request, SESSION_COOKIE),
         cookie,
         max_age=int(SESSION_MAX),
         httponly=True,
         samesite="lax",
         secure=_secure(request),
     )
-    done.delete_cookie(LOGIN_CSRF_COOKIE)
+    done.delete_cookie(_name(request, LOGIN_CSRF_COOKIE), secure=_secure(request))
     return done
 
 
@@ -276,9 +283,9 @@ async def logout(request: Request, svc: Svc) -> Response:
     if session is not None and form is None:
         return _page("Log out", _message("The form expired; go back and try again."), 400)
     if session is not None:
-        await svc.accounts.logout(request.cookies.get(SESSION_COOKIE, ""))
+        await svc.accounts.logout(session_cookie(request))
     done = RedirectResponse("/login", 303)
-    done.delete_cookie(SESSION_COOKIE)
+    done.delete_cookie(_name(request, SESSION_COOKIE), secure=_secure(request))
     return done
 
 
@@ -316,7 +323,7 @@ async def change_password(request: Request, svc: Svc) -> Response:
     try:
         await svc.accounts.change_password(
             session.user,
-            request.cookies.get(SESSION_COOKIE, ""),
+            session_cookie(request),
             form.get("password", ""),
             form.get("new", ""),
             form.get("again", ""),

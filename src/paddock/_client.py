@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         NetworkSpec,
         NetworkSuggestion,
         NewToken,
+        Preview,
         PushResult,
         RunInfo,
         ServerStatus,
@@ -481,6 +482,31 @@ class _Base:
     @operation
     def delete_drive(self, name: str) -> Call[None]:
         return Call(_Request("DELETE", "/v1/drives/" + quote(name, safe="")))
+
+    # -- previews -----------------------------------------------------------------------
+    @operation
+    def create_preview(
+        self, ref: str, port: int, public: bool = False, ttl: int | None = None
+    ) -> Call[Preview]:
+        """A URL for the web server on `port` in the box (on its 0.0.0.0 or 127.0.0.1).
+        Private unless `public`: the URL carries a secret. `ttl`: seconds until it ends
+        (None: until removed). Asking again for the same port makes a new URL; the old
+        one dies."""
+        body: dict[str, Any] = {"port": port, "public": public}
+        if ttl:
+            body["ttl"] = ttl
+        return Call(_Request("POST", _box(ref) + "/previews", json=body), _model("Preview"))
+
+    @operation
+    def list_previews(self, ref: str | None = None) -> Call[list[Preview]]:
+        """Your previews (the owner: everyone's), or one box's."""
+        path = _box(ref) + "/previews" if ref else "/v1/previews"
+        return Call(_Request("GET", path), _model("PreviewList", "previews"))
+
+    @operation
+    def delete_preview(self, preview_id: str) -> Call[None]:
+        """End a preview: its URL stops working at once."""
+        return Call(_Request("DELETE", "/v1/previews/" + quote(preview_id, safe="")))
 
     # -- tokens and members ---------------------------------------------------------------
     @operation

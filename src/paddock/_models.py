@@ -249,6 +249,38 @@ class DriveCreate:
 
 
 @dataclass
+class PreviewCreate:
+    """`port`: where the box's web server listens (on 0.0.0.0 or 127.0.0.1). `public`: open
+    to anyone with the URL, no secret in it. `ttl`: seconds until it ends (0 or absent:
+    until removed)."""
+
+    port: int
+    public: bool = False
+    ttl: int | None = None
+
+
+@dataclass
+class Preview:
+    """A URL for a web server in a box. A private one's `url` carries its secret (a
+    browser trades it for a cookie on first use); the box's owner, logged in, needs none
+    on the path form."""
+
+    id: str
+    box: str
+    box_id: str
+    port: int
+    public: bool
+    url: str
+    created_at: datetime
+    expires_at: datetime | None = None
+
+
+@dataclass
+class PreviewList:
+    previews: list[Preview]
+
+
+@dataclass
 class BoxList:
     boxes: list[Box]
 

@@ -202,13 +202,13 @@ def _setup_link(cfg: config.Config) -> int:
     if repo.has_owner_sync():
         print(
             "paddockd: the owner account exists already; log in at "
-            f"{frontdoor.public_url(cfg.port)}/login",
+            f"{(cfg.public_url or frontdoor.public_url(cfg.port))}/login",
             file=sys.stderr,
         )
         return 1
     token = AccountService(repo).new_setup_link()
     hours = int(SETUP_LINK_TTL // 3600)
-    print(f"{frontdoor.public_url(cfg.port)}/setup/{token}")
+    print(f"{(cfg.public_url or frontdoor.public_url(cfg.port))}/setup/{token}")
     print(f"(creates the owner account; works once, for {hours} hours)", file=sys.stderr)
     return 0
 

@@ -101,6 +101,9 @@ class DesktopConfig:
 class Config:
     host: str = "127.0.0.1"
     port: int = 7423
+    # The address people use, in links paddockd prints (setup, invites, previews): "" takes
+    # it from the front door `paddockd configure` set up, else http://127.0.0.1:PORT.
+    public_url: str = ""
     # Containers are labelled with it, so two servers on one engine (say, tests beside an
     # installed server) never reconcile each other's boxes away.
     instance: str = "default"

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 
@@ -24,6 +25,7 @@ from .runtime import datafs, engine
 from .runtime.base import BoxEngine, BoxNetwork
 from .runtime.lxcfs import Lxcfs
 from .services.accounts import AccountService
+from .services.activity import Activity
 from .services.agents import AgentService
 from .services.background import Background, Schedule
 from .services.boxes import BoxService
@@ -35,6 +37,7 @@ from .services.drives import DriveService
 from .services.egress import EgressLog, EgressService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
+from .services.previews import PreviewService
 from .services.reaper import Reaper
 from .services.reconciler import Reconciler
 from .services.runs import RunService
@@ -43,9 +46,10 @@ from .services.stats import StatsService
 from .services.system import SystemService
 from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
-from .store.credentials import CredentialRepository
+from .store.credentials import CredentialRepository, load_key
 from .store.db import Database
 from .store.devices import DeviceRepository
+from .store.previews import PreviewRepository
 from .store.runs import RunRepository
 from .store.tokens import TokenRepository
 
@@ -129,7 +133,23 @@ def wire(
     tokens = TokenRepository(db)
 
     def public_url() -> str:
-        return frontdoor.public_url(cfg.port)
+        return cfg.public_url or frontdoor.public_url(cfg.port)
+
+    def hostname() -> str | None:
+        """The server's own hostname behind HTTPS: previews get PORT-BOX.HOSTNAME."""
+        split = urlsplit(public_url())
+        return split.hostname if split.scheme == "https" else None
+
+    activity = Activity()
+    previews = PreviewService(
+        PreviewRepository(db),
+        boxes,
+        runtime,
+        load_key(cfg.data_dir / "preview.key"),
+        public_url,
+        hostname,
+        activity,
+    )
 
     services = Services(
         config=cfg,
@@ -155,6 +175,7 @@ def wire(
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
         members=MemberService(accounts, tokens, boxes, public_url),
+        previews=previews,
     )
     reaper = Reaper(boxes, now)
     sweeper = ImageSweeper(

@@ -68,6 +68,10 @@ OPERATIONS = {
     ("GET", "/v1/members"): "list_members",
     ("DELETE", "/v1/members/{username}"): "remove_member",
     ("PUT", "/v1/members/{username}/limits"): "set_member_limits",
+    ("POST", "/v1/boxes/{ref}/previews"): "create_preview",
+    ("GET", "/v1/boxes/{ref}/previews"): "list_previews",
+    ("GET", "/v1/previews"): "list_previews",
+    ("DELETE", "/v1/previews/{preview_id}"): "delete_preview",
 }
 # Methods over the same operations, or purely local: each says what it builds on.
 CONVENIENCES = {

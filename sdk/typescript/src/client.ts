@@ -27,6 +27,7 @@ import type {
   Invite,
   Member,
   MemberLimits,
+  Preview,
   MemberRemoved,
   NewToken,
   TokenInfo,
@@ -331,6 +332,31 @@ export class Client {
 
   async deleteDrive(name: string): Promise<void> {
     await this.#call({ method: "DELETE", path: `/v1/drives/${seg(name)}` });
+  }
+
+  // -- previews -------------------------------------------------------------------------
+  /** A URL for the web server on `port` in the box (on its 0.0.0.0 or 127.0.0.1). Private
+   * unless `public`: the URL carries a secret. `ttl`: seconds until it ends (omitted: until
+   * removed). Asking again for the same port makes a new URL; the old one dies. */
+  createPreview(
+    ref: string,
+    port: number,
+    options: { public?: boolean; ttl?: number } = {},
+  ): Promise<Preview> {
+    const json: Record<string, unknown> = { port, public: options.public ?? false };
+    if (options.ttl) json.ttl = options.ttl;
+    return this.#call({ method: "POST", path: `${this.#box(ref)}/previews`, json });
+  }
+
+  /** Your previews (the owner: everyone's), or one box's. */
+  async listPreviews(ref?: string): Promise<Preview[]> {
+    const path = ref === undefined ? "/v1/previews" : `${this.#box(ref)}/previews`;
+    return (await this.#call<{ previews: Preview[] }>({ method: "GET", path })).previews;
+  }
+
+  /** End a preview: its URL stops working at once. */
+  async deletePreview(previewId: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/previews/${seg(previewId)}` });
   }
 
   // -- tokens and members ---------------------------------------------------------------

@@ -30,6 +30,7 @@ export type NewToken = Schemas["NewToken"];
 export type Invite = Schemas["Invite"];
 export type Member = Schemas["Member"];
 export type MemberLimits = Schemas["MemberLimits"];
+export type Preview = Schemas["Preview"];
 export type MemberRemoved = Schemas["MemberRemoved"];
 export type EngineStatus = Schemas["EngineStatus"];
 export type Capacity = Schemas["Capacity"];

@@ -42,6 +42,7 @@ COMMANDS = {
     **dict.fromkeys(["push", "pull", "cp"], "files"),
     **dict.fromkeys(["snapshot", "snapshots", "restore", "fork"], "snapshot"),
     "drive": "drive",
+    "host": "host",
     "network": "network",
     **dict.fromkeys(["desktop", "screenshot"], "desktop"),
     "skill": "skill",

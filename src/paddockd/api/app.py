@@ -14,6 +14,7 @@ from .. import __version__
 from . import errors
 from .deps import Services
 from .gate import BodyLimit, TokenGate
+from .preview_proxy import PreviewProxy
 from .routes import (
     auth,
     boxes,
@@ -25,6 +26,7 @@ from .routes import (
     images,
     members,
     network,
+    previews,
     runs,
     snapshots,
     stats,
@@ -64,6 +66,7 @@ def create_app(
     # body is read: a route dependency would run only after FastAPI read the body.
     app.include_router(system.public, prefix=API, responses=errors.ERROR_RESPONSES)
     app.include_router(devices.public, prefix=API, responses=errors.ERROR_RESPONSES)
+    app.include_router(previews.public, prefix=API)
     modules = (
         system,
         boxes,
@@ -77,6 +80,7 @@ def create_app(
         auth,
         runs,
         stats,
+        previews,
     )
     app.include_router(members.router, prefix=API, responses=errors.ERROR_RESPONSES)
     app.include_router(members.admin, prefix=API, responses=errors.ERROR_RESPONSES)
@@ -101,8 +105,10 @@ def create_app(
     app.add_middleware(BodyLimit, limit=MAX_JSON_BODY, streaming=uploads)
     public = [
         API + r.path
-        for r in (*system.public.routes, *devices.public.routes)
+        for r in (*system.public.routes, *devices.public.routes, *previews.public.routes)
         if isinstance(r, APIRoute)
     ]
     app.add_middleware(TokenGate, prefix=API, public=public)
+    # Outermost: a preview's requests are the box's, never the API's (no token, no cap).
+    app.add_middleware(PreviewProxy)
     return app

@@ -21,6 +21,7 @@ from ..services.devices import DeviceService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
 from ..services.members import MemberService, TokenService
+from ..services.previews import PreviewService
 from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
 from ..services.stats import StatsService
@@ -47,6 +48,7 @@ class Services:
     devices: DeviceService
     user_tokens: TokenService
     members: MemberService
+    previews: PreviewService
 
 
 def services(conn: HTTPConnection) -> Services:
@@ -71,6 +73,8 @@ def is_secure(conn: HTTPConnection) -> bool:
 
 def session_cookie(conn: HTTPConnection) -> str:
     return conn.cookies.get(cookie_name(SESSION_COOKIE, is_secure(conn)), "")
+
+
 CSRF_HEADER = "x-csrf-token"
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -86,6 +86,7 @@ class Box:
     agent: str | None = None  # default agent of `paddock prompt` in this box
     disk_mb: int = 0  # from its type; enforced where the engine's filesystem has quotas
     owner_id: str | None = None  # the user whose box it is; None: the owner's
+    idle_stop: int = 0  # seconds without use after which it stops (0: never)
 
     @property
     def source_image(self) -> str:

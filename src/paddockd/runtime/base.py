@@ -82,6 +82,7 @@ class ContainerInfo:
     ip: str = ""
     mac: str = ""
     views: bool = False  # LXCFS's /proc files are bound in (see runtime/lxcfs.py)
+    pid: int = 0  # the host pid of its init while it runs (from inspect; 0 in listings)
 
 
 @dataclass(frozen=True)

@@ -447,8 +447,10 @@ class DockerRuntime:
     def _info(data: dict[str, Any]) -> ContainerInfo:
         labels = (data.get("Config") or {}).get("Labels") or data.get("Labels") or {}
         state = data.get("State")
+        pid = 0
         if isinstance(state, dict):
             running, status = bool(state.get("Running")), str(state.get("Status", ""))
+            pid = int(state.get("Pid") or 0)
         else:
             running, status = state == "running", str(state or "")
         image = str((data.get("Config") or {}).get("Image") or data.get("Image") or "")
@@ -463,6 +465,7 @@ class DockerRuntime:
             str(attached.get("IPAddress") or ""),
             str(attached.get("MacAddress") or ""),
             views=bool(labels.get(LABEL_VIEWS)),
+            pid=pid,
         )
 
     async def inspect(self, cid: str) -> ContainerInfo | None:

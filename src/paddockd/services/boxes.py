@@ -132,6 +132,10 @@ class BoxService:
     async def all(self) -> list[Box]:
         return await self._repo.all()
 
+    async def get(self, box_id: str) -> Box | None:
+        """A box by its exact id, whoever's it is (for paddockd's own use)."""
+        return await self._repo.get(box_id)
+
     async def listed(self, caller: User | None = None) -> list[Box]:
         """The boxes a user sees: their own (the owner: all), not those whose deletion is
         finishing in the background."""

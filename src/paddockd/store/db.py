@@ -38,6 +38,7 @@ boxes = sa.Table(
     sa.Column("agent", sa.String(32)),
     sa.Column("disk_mb", sa.Integer, nullable=False, server_default="0"),
     sa.Column("owner_id", sa.String(32), index=True),  # None: the owner's
+    sa.Column("idle_stop", sa.Integer, nullable=False, server_default="0"),
 )
 
 snapshots = sa.Table(
@@ -150,6 +151,20 @@ device_grants = sa.Table(
     sa.Column("user_id", sa.String(32)),
 )
 
+# Preview URLs: a box's port reachable from a browser (domain/previews.py).
+previews = sa.Table(
+    "previews",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("box_id", sa.String(32), nullable=False, index=True),
+    sa.Column("port", sa.Integer, nullable=False),
+    sa.Column("public", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float),
+    sa.Column("owner_id", sa.String(32)),
+    sa.UniqueConstraint("box_id", "port"),
+)
+
 # Ordered, append-only. Each entry is plain DDL so an old database can always be brought
 # forward, whatever the tables above look like today.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -257,6 +272,18 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE users ADD COLUMN max_boxes INTEGER",
             "ALTER TABLE users ADD COLUMN max_cpus FLOAT",
             "ALTER TABLE users ADD COLUMN max_memory_mb INTEGER",
+        ],
+    ),
+    (
+        13,
+        [
+            """CREATE TABLE previews (
+                id VARCHAR(32) PRIMARY KEY, box_id VARCHAR(32) NOT NULL,
+                port INTEGER NOT NULL, public BOOLEAN NOT NULL, created_at FLOAT NOT NULL,
+                expires_at FLOAT, owner_id VARCHAR(32), UNIQUE (box_id, port))""",
+            "CREATE INDEX ix_previews_box_id ON previews (box_id)",
+            # How long a box may sit unused before it is stopped (0: never).
+            "ALTER TABLE boxes ADD COLUMN idle_stop INTEGER NOT NULL DEFAULT 0",
         ],
     ),
 ]

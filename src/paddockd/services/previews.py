@@ -1,0 +1,230 @@
+"""Preview URLs: make, list and remove them; decide who may use one; open a connection to
+the box's port for the proxy (api/preview_proxy.py), waking a stopped box.
+
+paddockd reaches the port on the box's own loopback, through a socket made in the box's
+network namespace (runtime/netns.py): no route from the host to box addresses, and a
+server the box binds to 127.0.0.1 is reachable too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from ..domain.accounts import User, sees
+from ..domain.box import Box, BoxState, Desired
+from ..domain.errors import InvalidState, NotFound, PaddockError
+from ..domain.previews import (
+    TOKEN_PARAM,
+    Preview,
+    Target,
+    check_secret,
+    secret,
+    target_of,
+    validate_port,
+    validate_ttl,
+)
+from ..runtime.base import Runtime
+from ..runtime.netns import NetNamespace
+from ..store.previews import PreviewRepository
+from .activity import Activity
+from .boxes import BoxService
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 5.0
+
+
+class Waking(PaddockError):
+    """The box was stopped; it is starting for this request."""
+
+    code = "waking"
+
+
+@dataclass(frozen=True)
+class Listed:
+    preview: Preview
+    box: Box
+    url: str
+
+
+class PreviewService:
+    def __init__(
+        self,
+        repo: PreviewRepository,
+        boxes: BoxService,
+        runtime: Runtime,
+        key: bytes,
+        public_url: Callable[[], str],
+        hostname: Callable[[], str | None],
+        activity: Activity,
+    ) -> None:
+        self._repo = repo
+        self._boxes = boxes
+        self._rt = runtime
+        self._key = key
+        self._public_url = public_url
+        self.hostname = hostname
+        self._activity = activity
+        # box id -> (container id, its namespace): checked once per container start.
+        self._namespaces: dict[str, tuple[str, NetNamespace]] = {}
+        self._waking: dict[str, asyncio.Task[None]] = {}
+
+    # -- the owner's side -----------------------------------------------------------------
+    async def create(
+        self, ref: str, port: int, public: bool, ttl: int | None, caller: User | None
+    ) -> Listed:
+        box = await self._boxes.resolve(ref, caller)
+        validate_port(port)
+        lasts = validate_ttl(ttl)
+        now = time.time()
+        preview = Preview(
+            id=secrets.token_hex(8),
+            box_id=box.id,
+            port=port,
+            public=public,
+            created_at=now,
+            expires_at=now + lasts if lasts else None,
+            owner_id=box.owner_id,
+        )
+        await self._repo.put(preview)
+        return Listed(preview, box, self.url(preview))
+
+    async def listed(self, caller: User | None, ref: str | None = None) -> list[Listed]:
+        boxes = {b.id: b for b in await self._boxes.listed(caller)}
+        wanted = (await self._boxes.resolve(ref, caller)).id if ref else None
+        return [
+            Listed(p, boxes[p.box_id], self.url(p))
+            for p in await self._repo.all()
+            if p.box_id in boxes and not p.expired() and wanted in (None, p.box_id)
+        ]
+
+    async def delete(self, preview_id: str, caller: User | None) -> None:
+        preview = await self._repo.get(preview_id)
+        if preview is None or not await self._boxes.visible(preview.box_id, caller):
+            raise NotFound(f"no preview {preview_id!r} (see `paddock host ls`)")
+        await self._repo.delete(preview_id)
+
+    def url(self, preview: Preview) -> str:
+        host = self.hostname()
+        base = self._public_url().rstrip("/")
+        if host:
+            scheme, _, rest = base.partition("://")
+            port = rest.partition(":")[2]
+            address = f"{scheme}://{preview.port}-{preview.box_id}.{host}"
+            address += f":{port}/" if port else "/"
+        else:
+            address = f"{base}/preview/{preview.box_id}/{preview.port}/"
+        if not preview.public:
+            address += f"?{TOKEN_PARAM}={secret(self._key, preview.id)}"
+        return address
+
+    # -- the proxy's side -----------------------------------------------------------------
+    async def has_domain(self, domain: str) -> bool:
+        """Whether `domain` names a live preview (Caddy asks before a certificate)."""
+        target = target_of(domain, "", self.hostname())
+        return target is not None and await self.find(target) is not None
+
+    async def find(self, target: Target) -> Preview | None:
+        preview = await self._repo.find(target.box_id, target.port)
+        return None if preview is None or preview.expired() else preview
+
+    def activity_of(self, preview: Preview) -> AbstractContextManager[None]:
+        """Held while a WebSocket to the box is open: the box is in use."""
+        return self._activity.busy(preview.box_id)
+
+    def secret_ok(self, preview: Preview, given: str) -> bool:
+        return check_secret(self._key, preview.id, given)
+
+    async def owner_may(self, preview: Preview, user: User | None) -> bool:
+        """Whether a logged-in `user` may use a private preview: the box is theirs (or they
+        are an owner)."""
+        return user is not None and sees(user, preview.owner_id)
+
+    async def connect(self, preview: Preview, wake: bool = True) -> socket.socket:
+        """A connected socket to the preview's port on the box's loopback. A stopped box
+        is started when `wake` (Waking is raised meanwhile)."""
+        box = await self._boxes.get(preview.box_id)
+        if box is None or box.desired == Desired.DELETED:
+            raise NotFound("no such preview")
+        self._activity.touch(box.id)
+        if box.state != BoxState.RUNNING:
+            if box.desired == Desired.STOPPED and wake:
+                self._wake(box)
+            if box.desired == Desired.RUNNING or wake:
+                raise Waking(f"box {box.name} is starting")
+            raise InvalidState(f"box {box.name} is {box.state.value}")
+        ns = await self._namespace(box)
+        sock = await anyio.to_thread.run_sync(ns.socket)
+        try:
+            sock.setblocking(False)
+            loop = asyncio.get_running_loop()
+            await asyncio.wait_for(
+                loop.sock_connect(sock, ("127.0.0.1", preview.port)), CONNECT_TIMEOUT
+            )
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    async def _namespace(self, box: Box) -> NetNamespace:
+        """The box's network namespace, opened once per container start and kept."""
+        cid = box.container_id or ""
+        # A resumed box's container has a new init, so a new namespace.
+        started = f"{cid}@{box.started_at}"
+        cached = self._namespaces.get(box.id)
+        if cached is not None and cached[0] == started and not cached[1].closed:
+            return cached[1]
+        self.forget(box.id)
+        before = await self._rt.inspect(cid)
+        if before is None or not before.running or not before.pid:
+            raise InvalidState(f"box {box.name} is not running")
+        ns = await anyio.to_thread.run_sync(NetNamespace.of_pid, before.pid)
+        # The pid was read before the namespace was opened: had the box's init died in
+        # between and the pid gone to another process, the engine would now say so.
+        after = await self._rt.inspect(cid)
+        if after is None or not after.running or after.pid != before.pid:
+            ns.close()
+            raise InvalidState(f"box {box.name} is not running")
+        self._namespaces[box.id] = (started, ns)
+        return ns
+
+    def forget(self, box_id: str) -> None:
+        """Drop the box's namespace handle (it stopped or went)."""
+        cached = self._namespaces.pop(box_id, None)
+        if cached is not None:
+            cached[1].close()
+
+    def _wake(self, box: Box) -> None:
+        if box.id in self._waking:
+            return
+
+        async def resume() -> None:
+            try:
+                await self._boxes.resume(box.id)
+            except PaddockError as exc:
+                log.warning("preview: could not wake box %s: %s", box.name, exc.message)
+            finally:
+                self._waking.pop(box.id, None)
+
+        self._waking[box.id] = asyncio.get_running_loop().create_task(resume())
+
+    async def close(self) -> None:
+        for task in list(self._waking.values()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        for box_id in list(self._namespaces):
+            self.forget(box_id)
+
+    async def sweep(self) -> int:
+        """Remove expired previews (their URLs already refuse)."""
+        return await self._repo.delete_expired(time.time())

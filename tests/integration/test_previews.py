@@ -1,0 +1,176 @@
+"""Preview URLs against a real paddockd and a real box: a web app bound to the box's own
+127.0.0.1 answers through the path form; private without the secret or the owner's
+session, public when made so, dead after removal or expiry; paddockd's cookies never reach
+the app nor come back from it; server-sent events stream; WebSockets echo; a stopped box
+wakes for its preview."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ..harness import Server
+
+APP = Path(__file__).parent / "data" / "preview_app.py"
+PORT = 8080
+SERVICE = f"""#!/bin/sh
+exec python3 /opt/preview_app.py {PORT}
+"""
+
+
+@pytest.fixture(scope="module")
+def served(engine: None, workdir: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
+    """A server, and a box whose app starts with the box (a service of its init)."""
+    server = Server(workdir / "previews", upstream_dns=dns_stub.address)
+    try:
+        server.cli("new", "--name", "web", "--ttl", "1800", check=True)
+        server.cli("push", "web", str(APP), "--to", "/opt/preview_app.py", check=True)
+        server.cli(
+            "exec",
+            "-u",
+            "root",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "cat > /etc/paddock/services.d/preview-app && chmod +x /etc/paddock/services.d/preview-app"
+            " && (setsid /etc/paddock/services.d/preview-app >/dev/null 2>&1 &)",
+            stdin=SERVICE.encode(),
+            check=True,
+        )
+        yield server, "web"
+    finally:
+        server.close()
+
+
+def make(
+    server: Server, box: str, *, public: bool = False, ttl: int | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"port": PORT, "public": public}
+    if ttl:
+        body["ttl"] = ttl
+    made = httpx.post(
+        f"{server.url}/v1/boxes/{box}/previews",
+        json=body,
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
+    assert made.status_code == 201, made.text
+    return dict(made.json())
+
+
+def wait_up(url: str, client: httpx.Client) -> httpx.Response:
+    deadline = time.monotonic() + 60
+    while True:
+        answer = client.get(url)
+        if answer.status_code not in (502, 503) or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.3)
+
+
+def test_a_private_preview_needs_its_secret_then_keeps_it_in_a_cookie(
+    served: tuple[Server, str],
+) -> None:
+    server, box = served
+    preview = make(server, box)
+    url: str = preview["url"]
+    assert url.startswith(f"{server.url}/preview/{preview['box_id']}/{PORT}/?paddock_preview=")
+    bare = url.split("?")[0]
+    with httpx.Client(timeout=30) as anonymous:
+        refused = anonymous.get(bare + "headers")
+        assert refused.status_code == 401 and "private" in refused.text
+        forged = anonymous.get(bare + "headers?paddock_preview=not-the-secret")
+        assert forged.status_code == 401
+    with httpx.Client(timeout=30, follow_redirects=False) as browser:
+        first = wait_up(url, browser)
+        assert (
+            first.status_code == 303
+            and first.headers["location"] == f"/preview/{preview['box_id']}/{PORT}/"
+        )
+        cookie = first.headers["set-cookie"]
+        assert "HttpOnly" in cookie and f"Path=/preview/{preview['box_id']}/{PORT}/" in cookie
+        seen = browser.get(
+            bare + "headers?x=1",
+            headers={"Cookie": cookie.split(";")[0] + "; paddock_session=stolen; mine=kept"},
+        )
+        assert seen.status_code == 200, seen.text
+        got = seen.json()
+        # The app sees its own path, the original host, X-Forwarded-*, and no secrets.
+        assert got["path"] == "/headers?x=1"
+        assert got["headers"]["host"] == f"127.0.0.1:{server.port}"
+        assert got["headers"]["x-forwarded-proto"] == "http"
+        assert got["headers"]["x-forwarded-prefix"] == f"/preview/{preview['box_id']}/{PORT}"
+        assert got["headers"]["cookie"] == "mine=kept"
+        assert "paddock_preview" not in json.dumps(got)
+        # Path-form pages share paddockd's origin: they are sandboxed away from it.
+        assert "sandbox" in seen.headers["content-security-policy"]
+        # The app may set its cookies, never paddockd's.
+        set_by_app = browser.get(bare + "cookie", headers={"Cookie": cookie.split(";")[0]})
+        assert set_by_app.headers.get_list("set-cookie") == ["app=1; Path=/"]
+        posted = browser.post(
+            bare + "echo", content=b"x" * 3_000_000, headers={"Cookie": cookie.split(";")[0]}
+        )
+        assert posted.status_code == 200 and len(posted.content) == 3_000_000
+        # The same secret does not open another port's preview.
+        other = browser.get(
+            f"{server.url}/preview/{preview['box_id']}/8081/?paddock_preview={url.split('=')[1]}"
+        )
+        assert other.status_code == 404
+
+
+def test_public_previews_streams_websockets_and_the_end_of_a_preview(
+    served: tuple[Server, str],
+) -> None:
+    server, box = served
+    preview = make(server, box, public=True)
+    url: str = preview["url"]
+    assert "paddock_preview" not in url
+    with httpx.Client(timeout=30) as anyone:
+        assert wait_up(url + "headers", anyone).status_code == 200
+        # Server-sent events arrive as they are sent, not at the end.
+        arrivals = []
+        with anyone.stream("GET", url + "sse") as events:
+            for line in events.iter_lines():
+                if line.startswith("data:"):
+                    arrivals.append(time.monotonic())
+        assert len(arrivals) == 3 and arrivals[2] - arrivals[0] > 0.4
+
+    async def echo() -> str:
+        from websockets.asyncio.client import connect
+
+        ws_url = url.replace("http://", "ws://") + "ws"
+        async with connect(ws_url, proxy=None) as ws:
+            await ws.send("hello")
+            return str(await ws.recv())
+
+    assert asyncio.run(echo()) == "echo:hello"
+    listed = server.cli("host", "ls", "--json", check=True)
+    assert [p["id"] for p in json.loads(listed.stdout)] == [preview["id"]]
+    server.cli("host", "rm", preview["id"], check=True)
+    assert httpx.get(url + "headers").status_code == 404
+    # Expiry: a preview past its time answers as one that never was.
+    later = make(server, box, public=True, ttl=600)
+    with sqlite3.connect(server.dir / "data" / "paddock.db") as conn:
+        conn.execute(
+            "UPDATE previews SET expires_at = ? WHERE id = ?", (time.time() - 1, later["id"])
+        )
+    assert httpx.get(later["url"] + "headers").status_code == 404
+
+
+def test_a_stopped_box_wakes_for_its_preview(served: tuple[Server, str]) -> None:
+    server, box = served
+    preview = make(server, box, public=True)
+    server.cli("stop", box, check=True)
+    with httpx.Client(timeout=30) as anyone:
+        holding = anyone.get(preview["url"] + "headers")
+        assert holding.status_code == 503 and holding.headers["refresh"] == "2"
+        woke = wait_up(preview["url"] + "headers", anyone)
+        assert woke.status_code == 200, woke.text
+    assert server.client().get_box(box).state == "running"

@@ -480,8 +480,11 @@ class _Base:
         return Call(_Request("GET", "/v1/drives"), _model("DriveList", "drives"))
 
     @operation
-    def delete_drive(self, name: str) -> Call[None]:
-        return Call(_Request("DELETE", "/v1/drives/" + quote(name, safe="")))
+    def delete_drive(self, name: str, *, owner: str | None = None) -> Call[None]:
+        """Delete your drive `name`; the owner names someone else's with `owner` (their
+        username, or a removed account's `owner_id` from `list_drives`)."""
+        params = {"owner": owner} if owner else None
+        return Call(_Request("DELETE", "/v1/drives/" + quote(name, safe=""), params))
 
     # -- previews -----------------------------------------------------------------------
     @operation

@@ -4,7 +4,7 @@ PaddockError
 ├── ConnectionFailed      the server could not be reached
 ├── AuthenticationFailed  401: missing or wrong token
 │   └── TooManyAttempts   429: failed logins; wait details['retry_after'] seconds
-├── Forbidden             403: the owner's administration (members, drives, keys), asked by a member
+├── Forbidden             403: the owner's administration (members), asked by a member
 ├── NotFound              404: unknown box, type, path …
 ├── InvalidRequest        400/422: bad names, sizes, paths, TTLs
 │   └── PayloadTooLarge   413: a request body over the route's cap (JSON: 1 MiB)

@@ -233,9 +233,16 @@ class ForkRequest:
 
 @dataclass
 class Drive:
+    """Drives are per user, so the owner may see several of one name. `owner`: whose it
+    is, a username ("(removed user)" once the account is gone); `owner_id`: their id (None
+    for the owner's), which names a removed account's drive."""
+
     name: str
     size_bytes: int
     boxes: list[str]
+    owner: str | None = None
+    owner_id: str | None = None
+    mine: bool = True  # whether it is the caller's own (the owner also sees others')
 
 
 @dataclass

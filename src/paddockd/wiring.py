@@ -98,6 +98,8 @@ def wire(
     upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
     resolver = DnsFilter(network, upstreams, egress_log.dns)
     repo = BoxRepository(db)
+    accounts_repo = AccountRepository(db)
+    accounts = AccountService(accounts_repo)
     reconciler = Reconciler(
         repo,
         runtime,
@@ -106,12 +108,12 @@ def wire(
         boxes_dir=cfg.boxes_dir,
         stop_timeout=cfg.stop_timeout,
         now=now,
+        holders=accounts.holders,
         retention=cfg.snapshot_retention,
     )
-    drives = DriveService(repo, runtime, cfg.instance)
-    accounts = AccountRepository(db)
+    drives = DriveService(repo, runtime, cfg.instance, accounts)
     boxes = BoxService(
-        cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives, accounts.limits
+        cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives, accounts_repo.limits
     )
     system = SystemService(
         boxes,
@@ -124,7 +126,7 @@ def wire(
         disk_limits=(lambda: datafs.describe(cfg.engine)) if cfg.engine.manage else None,
     )
     credentials = CredentialService(
-        CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes
+        CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes, accounts
     )
     boxes.environment = credentials
     runs = RunService(
@@ -171,10 +173,10 @@ def wire(
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
         stats=StatsService(boxes, runtime),
-        accounts=AccountService(accounts),
+        accounts=accounts,
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
-        members=MemberService(accounts, tokens, boxes, public_url),
+        members=MemberService(accounts_repo, tokens, boxes, credentials, public_url),
         previews=previews,
     )
     reaper = Reaper(boxes, now)

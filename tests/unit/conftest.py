@@ -12,6 +12,7 @@ import pytest
 
 from paddockd.api.deps import Services
 from paddockd.config import Config, EngineConfig
+from paddockd.domain.accounts import User
 from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.boxes import BoxService
@@ -84,3 +85,31 @@ def world(tmp_path: Path) -> Iterator[World]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+PASSWORD = "correct horse battery staple"
+
+
+@dataclass(frozen=True)
+class People:
+    """The accounts of `people`: an owner (ada) and two members (bob, carol)."""
+
+    owner: User
+    bob: User
+    carol: User
+
+
+async def join(world: World, username: str) -> User:
+    """A member, joined by an invitation as a person would."""
+    link, _, _ = await world.services.members.invite()
+    token = link.rsplit("/", 1)[1]
+    return await world.services.accounts.create_account(
+        "invite", token, username, PASSWORD, PASSWORD
+    )
+
+
+@pytest.fixture
+async def people(world: World) -> People:
+    setup = world.services.accounts.new_setup_link()
+    owner = await world.services.accounts.create_owner(setup, "ada", PASSWORD, PASSWORD)
+    return People(owner, await join(world, "bob"), await join(world, "carol"))

@@ -330,8 +330,15 @@ export class Client {
     return (await this.#call<{ drives: Drive[] }>({ method: "GET", path: "/v1/drives" })).drives;
   }
 
-  async deleteDrive(name: string): Promise<void> {
-    await this.#call({ method: "DELETE", path: `/v1/drives/${seg(name)}` });
+  /** Delete your drive `name`; the owner names someone else's with `owner` (a username, or a
+   * removed account's `owner_id` from `listDrives`). */
+  async deleteDrive(name: string, options: { owner?: string } = {}): Promise<void> {
+    const query = options.owner ? { owner: options.owner } : undefined;
+    await this.#call({
+      method: "DELETE",
+      path: `/v1/drives/${seg(name)}`,
+      ...(query && { query }),
+    });
   }
 
   // -- previews -------------------------------------------------------------------------

@@ -16,9 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="model-provider API keys for the agents in boxes",
         description=f"Providers: {', '.join(PROVIDERS)}; --base-url points one at an OpenAI- "
         "or Anthropic-compatible endpoint. A key is read from a prompt or stdin, never from "
-        "the command line; the server stores it encrypted and never returns it. `attach` "
-        "gives a box's commands the key (e.g. ANTHROPIC_API_KEY), so `paddock shell BOX` can "
-        "run `claude` directly; no box gets a key it was not given.",
+        "the command line; the server stores it encrypted and never returns it. Keys are per "
+        "user: set, ls and rm act on yours. `attach` gives a box's commands its owner's key "
+        "(e.g. ANTHROPIC_API_KEY), so `paddock shell BOX` can run `claude` directly; no box "
+        "gets a key it was not given, nor anyone's but its owner's.",
         epilog=examples(
             "paddock auth set anthropic",
             "printenv OPENAI_API_KEY | paddock auth set openai --from-stdin",
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s = auth.add_parser(
         "set",
         help="store a provider's API key (from a prompt or stdin)",
-        description="Store a provider's API key on the server, encrypted. It is read from a "
+        description="Store your API key for a provider on the server, encrypted. It is read from a "
         "hidden prompt, or from stdin with --from-stdin; never from the command line.",
     )
     s.add_argument("provider", metavar="PROVIDER", help=", ".join(PROVIDERS))
@@ -40,16 +41,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.set_defaults(run=cmd_set)
     ls = auth.add_parser(
         "ls",
-        help="the providers, and which have a key",
-        description="Every provider: whether a key is set, its base URL, when it was last used.",
+        help="the providers, and which you have a key for",
+        description="Every provider: whether you set a key, its base URL, when it was last used.",
     )
     add_json(ls)
     ls.set_defaults(run=cmd_ls)
     rm = auth.add_parser(
         "rm",
-        help="remove a provider's key (and detach it from every box)",
-        description="Remove a provider's key from the server; every box it was attached to "
-        "loses it.",
+        help="remove your key for a provider (and detach it from every box)",
+        description="Remove your key for a provider from the server; every box of yours it "
+        "was attached to loses it.",
     )
     rm.add_argument("provider", metavar="PROVIDER")
     rm.set_defaults(run=cmd_rm)
@@ -68,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "agents",
         help="the coding agents in boxes, their versions, and whether they have a key",
         description=f"List the coding agents in the server's box image ({', '.join(AGENTS)}), "
-        "their versions, and whether an API key for one of their providers is set "
+        "their versions, and whether you have set an API key for one of their providers "
         "(`paddock auth set`). Upgrade them with `paddock image build --upgrade-agents`.",
     )
     add_json(p)

@@ -133,8 +133,8 @@ Caller = Annotated[User, Depends(caller)]
 
 
 def owner(user: Caller) -> User:
-    """The caller, if they are the server's owner: for administration (members, drives,
-    provider keys), which concerns no single user's resource and so reveals nothing."""
+    """The caller, if they are the server's owner: for administration (members), which
+    concerns no single user's resource and so reveals nothing."""
     if not user.is_owner:
         raise Forbidden("only the server's owner may do this")
     return user

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import Forbidden, InvalidRequest
+from .errors import InvalidRequest
 
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024  # argon2 takes any length; a cap keeps a login request cheap to refuse
@@ -34,6 +34,12 @@ class User:
         """What a row this user owns records: None for SERVER (rows with no owner are the
         owner's)."""
         return self.id or None
+
+    @property
+    def holder(self) -> str | None:
+        """Whose drives and provider keys this user's work uses: a member's own (their id);
+        None, the owner's, for every owner account and server token."""
+        return None if self.is_owner else self.id
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,24 @@ NO_LIMITS = Limits()
 SERVER = User(id="", username="owner", role=Role.OWNER)
 
 
-def owner_only(caller: User | None, why: str) -> None:
-    """Refuse a member what is the owner's alone (provider keys, drives: they have no
-    owner of their own yet, so every one is the owner's)."""
-    if caller is not None and not caller.is_owner:
-        raise Forbidden(why)
+def holder_of(caller: User | None) -> str | None:
+    """`caller.holder`; for paddockd itself (None), the owner's."""
+    return caller.holder if caller is not None else None
+
+
+@dataclass(frozen=True)
+class Holders:
+    """Whose drives and provider keys a box uses: its owner's, told apart as `User.holder`
+    tells them, given the ids of today's owner accounts. The owner accounts share one set,
+    the owner's (None): those made before accounts (and boxes with no owner id) are the
+    owner's with no account to hand them to, and every owner reaches everything anyway."""
+
+    owner_ids: frozenset[str]
+
+    def of(self, owner_id: str | None) -> str | None:
+        # A removed account is no owner now: its boxes use what is under its id, as a
+        # removed member's do (a removed owner account's boxes lose the owner's drives).
+        return None if owner_id is None or owner_id in self.owner_ids else owner_id
 
 
 def sees(caller: User | None, owner_id: str | None) -> bool:

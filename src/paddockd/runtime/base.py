@@ -16,6 +16,8 @@ LABEL_BOX = "paddock.box"
 LABEL_INSTANCE = "paddock.instance"
 LABEL_NAME = "paddock.name"
 LABEL_DRIVE = "paddock.drive"
+# On a member's drive: their user id. A drive without it is the owner's.
+LABEL_OWNER = "paddock.owner"
 # On boxes created with LXCFS's /proc views bound in.
 LABEL_VIEWS = "paddock.views"
 

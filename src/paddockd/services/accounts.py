@@ -18,7 +18,7 @@ import anyio.to_thread
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from ..domain.accounts import SERVER, User, validate_password, validate_username
+from ..domain.accounts import SERVER, Holders, User, validate_password, validate_username
 from ..domain.errors import InvalidRequest, TooManyAttempts, Unauthorized
 from ..store.accounts import AccountRepository, UsernameTaken
 
@@ -109,6 +109,12 @@ class AccountService:
         names: dict[str | None, str] = {u.id: u.username for u, _ in users}
         names[None] = next((u.username for u, _ in users if u.is_owner), SERVER.username)
         return names
+
+    async def holders(self) -> Holders:
+        return Holders(frozenset(u.id for u, _ in await self._repo.users() if u.is_owner))
+
+    async def named(self, username: str) -> User | None:
+        return next((u for u, _ in await self._repo.users() if u.username == username), None)
 
     async def has_owner(self) -> bool:
         return await self._repo.has_owner()

@@ -1,10 +1,11 @@
-"""Which coding agents the box image has, at which versions, and whether a provider key
-they can use is set."""
+"""Which coding agents the box image has, at which versions, and whether the caller has
+set a provider key they can use."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..domain.accounts import User
 from ..domain.agents import AGENTS, versions_from_label
 from ..runtime.base import Runtime
 from .credentials import CredentialService
@@ -29,10 +30,11 @@ class AgentService:
         self._image = image
         self._credentials = credentials
 
-    async def all(self) -> list[AgentStatus]:
+    async def all(self, caller: User | None = None) -> list[AgentStatus]:
         labels = await self._rt.image_labels(self._image) or {}
         versions = versions_from_label(labels.get(LABEL))
-        configured = {s.provider for s in await self._credentials.statuses() if s.configured}
+        statuses = await self._credentials.statuses(caller)
+        configured = {s.provider for s in statuses if s.configured}
         return [
             AgentStatus(
                 a.name,

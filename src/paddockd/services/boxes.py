@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from .. import faults
 from ..config import Config
-from ..domain.accounts import NO_LIMITS, Limits, Role, User, owner_only, sees
+from ..domain.accounts import NO_LIMITS, Limits, Role, User, holder_of, sees
 from ..domain.agents import check_agent
 from ..domain.box import (
     Box,
@@ -59,7 +59,7 @@ async def _crashing_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]
 
 
 class BoxEnvironment(Protocol):
-    async def env_for_box(self, box_id: str) -> dict[str, str]: ...
+    async def env_for_box(self, box: Box) -> dict[str, str]: ...
 
 
 def box_path(path: str) -> str:
@@ -191,12 +191,12 @@ class BoxService:
         ttl = validate_ttl(self._cfg.default_ttl if ttl is None else ttl)
         action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
         mounts = tuple(dict.fromkeys(drives))
-        if mounts:
-            owner_only(caller, "drives are the server owner's: a member cannot mount them")
         if len({parse_drive(d)[0] for d in mounts}) != len(mounts):
             raise InvalidRequest("a drive can be mounted only once per box")
         for spec in mounts:
-            await self._drives.ensure(parse_drive(spec)[0])
+            # The box is the caller's, so the drives are: a name another user has too
+            # makes or finds the caller's own drive of that name, never theirs.
+            await self._drives.ensure(parse_drive(spec)[0], holder_of(caller))
         now = self._now()
         async with self._claim:
             boxes = await self._repo.all()
@@ -384,7 +384,7 @@ class BoxService:
             raise InvalidRequest("command arguments cannot contain NUL bytes")
         box = await self._running(ref, caller)
         if self.environment is not None:
-            env = {**await self.environment.env_for_box(box.id), **env}
+            env = {**await self.environment.env_for_box(box), **env}
         if tty and size:
             # The engine's API (1.41) cannot size a TTY at creation, and a resize after start
             # races the command; so the terminal gets its size inside the box, first.

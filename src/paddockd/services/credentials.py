@@ -1,16 +1,23 @@
 """Model-provider credentials: set, list (never the secret), delete, attach to boxes, and
 the environment they become, only where asked: a box's execs once attached, or an
-agent run (issue 6's `prompt`)."""
+agent run (issue 6's `prompt`).
+
+Keys are per user: `auth set/ls/rm` act on the caller's own (the owner's for owner
+accounts and server tokens, see `Holders`). A box only ever gets its owner's keys, whoever
+attaches them or starts a run in it: the owner acting on a member's box gives it the
+member's key, never their own, so nobody's key reaches a box someone else owns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..domain.accounts import User, owner_only
+from ..domain.accounts import User, holder_of
 from ..domain.agents import shell_env
+from ..domain.box import Box
 from ..domain.credentials import PROVIDERS, check_base_url, check_key, provider
 from ..domain.errors import NotFound
 from ..store.credentials import CredentialRepository
+from .accounts import AccountService
 from .boxes import BoxService
 
 
@@ -23,17 +30,22 @@ class ProviderStatus:
 
 
 class CredentialService:
-    def __init__(self, repo: CredentialRepository, boxes: BoxService) -> None:
+    def __init__(
+        self, repo: CredentialRepository, boxes: BoxService, accounts: AccountService
+    ) -> None:
         self._repo = repo
         self._boxes = boxes
+        self._accounts = accounts
 
-    async def set(self, name: str, key: str, base_url: str | None = None) -> ProviderStatus:
+    async def set(
+        self, name: str, key: str, base_url: str | None = None, caller: User | None = None
+    ) -> ProviderStatus:
         p = provider(name)
-        await self._repo.put(p.name, check_key(key), check_base_url(base_url))
-        return next(s for s in await self.statuses() if s.provider == p.name)
+        await self._repo.put(holder_of(caller), p.name, check_key(key), check_base_url(base_url))
+        return next(s for s in await self.statuses(caller) if s.provider == p.name)
 
-    async def statuses(self) -> list[ProviderStatus]:
-        stored = {c.provider: c for c in await self._repo.all()}
+    async def statuses(self, caller: User | None = None) -> list[ProviderStatus]:
+        stored = {c.provider: c for c in await self._repo.all(holder_of(caller))}
         return [
             ProviderStatus(
                 name,
@@ -44,20 +56,43 @@ class CredentialService:
             for name in PROVIDERS
         ]
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, caller: User | None = None) -> None:
+        """Forget the caller's key; the boxes that had it attached (theirs: no other box
+        can have it) lose it."""
         p = provider(name)
-        if not await self._repo.delete(p.name):
+        holder = holder_of(caller)
+        if not await self._repo.delete(holder, await self._boxes_of(holder), p.name):
             raise NotFound(f"no credentials are set for {p.name}")
 
+    async def forget(self, user_id: str) -> int:
+        """Every key of a removed member's (nobody can manage or rightly use them now)."""
+        return await self._repo.delete(user_id, await self._boxes_of(user_id))
+
+    async def _boxes_of(self, holder: str | None) -> list[str]:
+        holders = await self._accounts.holders()
+        return [b.id for b in await self._boxes.all() if holders.of(b.owner_id) == holder]
+
     async def attach(self, ref: str, name: str, caller: User | None = None) -> list[str]:
-        """Give the box's commands this provider's key (and base URL) from now on."""
+        """Give the box's commands this provider's key (and base URL) from now on: the
+        key of the box's owner."""
         box = await self._boxes.resolve(ref, caller)
-        owner_only(caller, "provider keys are the server owner's: a member cannot attach them")
         p = provider(name)
-        if p.name not in {c.provider for c in await self._repo.all()}:
-            raise NotFound(f"no credentials are set for {p.name}: run `paddock auth set {p.name}`")
+        if p.name not in {c.provider for c in await self._repo.all(await self._box_holder(box))}:
+            raise NotFound(
+                f"no credentials are set for {p.name}: {await self.hint(box, caller, p.name)}"
+            )
         await self._repo.attach(box.id, p.name)
         return await self._repo.attached(box.id)
+
+    async def hint(self, box: Box, caller: User | None, name: str) -> str:
+        """How the box's owner's missing key gets set, as told to `caller`."""
+        if caller is None or await self._box_holder(box) == caller.holder:
+            return f"run `paddock auth set {name}`"
+        whose = (await self._accounts.owners()).get(box.owner_id, "its removed owner")
+        return f"box {box.name} gets only its owner's keys, and {whose} has not set one"
+
+    async def _box_holder(self, box: Box) -> str | None:
+        return (await self._accounts.holders()).of(box.owner_id)
 
     async def detach(self, ref: str, name: str, caller: User | None = None) -> list[str]:
         box = await self._boxes.resolve(ref, caller)
@@ -67,13 +102,15 @@ class CredentialService:
     async def attached(self, ref: str, caller: User | None = None) -> list[str]:
         return await self._repo.attached((await self._boxes.resolve(ref, caller)).id)
 
-    async def env_for_box(self, box_id: str) -> dict[str, str]:
-        names = await self._repo.attached(box_id)
-        return shell_env(await self.env_for(names)) if names else {}
+    async def env_for_box(self, box: Box) -> dict[str, str]:
+        names = await self._repo.attached(box.id)
+        return shell_env(await self.env_for(box, names)) if names else {}
 
-    async def env_for(self, names: list[str]) -> dict[str, str]:
+    async def env_for(self, box: Box, names: list[str]) -> dict[str, str]:
+        """The environment of these providers' keys: the box owner's."""
         env = {}
-        for name, (secret, base_url) in (await self._repo.secrets(names)).items():
+        secrets = await self._repo.secrets(await self._box_holder(box), names)
+        for name, (secret, base_url) in secrets.items():
             p = PROVIDERS[name]
             env[p.key_env] = secret
             if base_url:

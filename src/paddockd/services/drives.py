@@ -1,14 +1,23 @@
-"""Named drives: engine volumes mounted at /mnt/<name>; they outlive every box."""
+"""Named drives: engine volumes mounted at /mnt/<name>; they outlive every box.
+
+Drives are per user, like provider keys (see `Holders`): each member has their own, the
+owner accounts share the owner's, and names are per user, so two users may each have a
+`data`. A box mounts its owner's drives. A member sees only theirs; another's answers 404
+like one that does not exist. The owner sees everyone's and names a member's by adding
+`owner` (a username, or the id of a removed account, as `drive ls` shows it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .. import faults
+from ..domain.accounts import Holders, User, holder_of, sees
+from ..domain.box import Box
 from ..domain.errors import Conflict, NotFound
 from ..domain.snapshot import parse_drive, validate_drive_name
-from ..runtime.base import LABEL_DRIVE, LABEL_INSTANCE, Runtime, VolumeInfo
+from ..runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER, Runtime, VolumeInfo
 from ..store.boxes import BoxRepository
+from .accounts import AccountService
 from .reconciler import drive_volume
 
 
@@ -17,53 +26,82 @@ class DriveUsage:
     name: str
     size: int
     boxes: list[str]
+    holder: str | None  # whose: a member's id, None for the owner's
+
+
+def _volume_holder(volume: VolumeInfo) -> str | None:
+    # Volumes from before accounts have no owner label: they are the owner's.
+    return volume.labels.get(LABEL_OWNER) or None
+
+
+def _users(name: str, holder: str | None, boxes: list[Box], holders: Holders) -> list[str]:
+    """The boxes that mount the holder's drive `name` (a box mounts its owner's)."""
+    return [
+        b.name
+        for b in boxes
+        if holders.of(b.owner_id) == holder and name in (parse_drive(d)[0] for d in b.drives)
+    ]
+
+
+def _missing(name: str, owner: str | None) -> NotFound:
+    whose = f" of {owner}" if owner else ""
+    return NotFound(f"no drive named {name!r}{whose} (see `paddock drive ls`)")
 
 
 class DriveService:
-    def __init__(self, repo: BoxRepository, runtime: Runtime, instance: str) -> None:
+    def __init__(
+        self, repo: BoxRepository, runtime: Runtime, instance: str, accounts: AccountService
+    ) -> None:
         self._repo = repo
         self._rt = runtime
         self._labels = {LABEL_INSTANCE: instance}
+        self._accounts = accounts
 
-    async def _find(self, name: str) -> VolumeInfo | None:
+    async def _find(self, name: str, holder: str | None) -> VolumeInfo | None:
         found = await self._rt.volumes({**self._labels, LABEL_DRIVE: name})
-        return found[0] if found else None
+        return next((v for v in found if _volume_holder(v) == holder), None)
 
-    async def ensure(self, name: str) -> VolumeInfo:
-        """The drive, created empty (owned by the box user) if it does not exist yet."""
+    async def ensure(self, name: str, holder: str | None = None) -> VolumeInfo:
+        """The holder's drive, created empty (owned by the box user) if it does not exist
+        yet."""
         validate_drive_name(name)
-        return await self._find(name) or await self._rt.create_volume(
-            drive_volume(name), {**self._labels, LABEL_DRIVE: name}
+        labels = {**self._labels, LABEL_DRIVE: name}
+        if holder is not None:
+            labels[LABEL_OWNER] = holder
+        return await self._find(name, holder) or await self._rt.create_volume(
+            drive_volume(name, holder), labels
         )
 
-    async def create(self, name: str) -> DriveUsage:
+    async def create(self, name: str, caller: User | None = None) -> DriveUsage:
         validate_drive_name(name)
-        if await self._find(name):
+        holder = holder_of(caller)
+        if await self._find(name, holder):
             raise Conflict(f"a drive named {name!r} already exists")
-        await self.ensure(name)
+        await self.ensure(name, holder)
         faults.point("drive.created")
-        return DriveUsage(name, 0, [])
+        return DriveUsage(name, 0, [], holder)
 
-    async def users(self, name: str) -> list[str]:
-        return [
-            b.name for b in await self._repo.all() if name in (parse_drive(d)[0] for d in b.drives)
-        ]
-
-    async def all(self) -> list[DriveUsage]:
+    async def all(self, caller: User | None = None) -> list[DriveUsage]:
+        """The caller's drives (the owner: everyone's)."""
+        holders = await self._accounts.holders()
+        boxes = await self._repo.all()
         result = []
         for volume in await self._rt.volumes(self._labels):
-            name = volume.labels.get(LABEL_DRIVE)
-            if name:
+            name, holder = volume.labels.get(LABEL_DRIVE), _volume_holder(volume)
+            if name and sees(caller, holder):
                 size = await self._rt.volume_usage(volume)
-                result.append(DriveUsage(name, size, await self.users(name)))
-        return sorted(result, key=lambda d: d.name)
+                result.append(DriveUsage(name, size, _users(name, holder, boxes, holders), holder))
+        return sorted(result, key=lambda d: (d.name, d.holder or ""))
 
-    async def remove(self, name: str) -> None:
+    async def remove(self, name: str, caller: User | None = None, owner: str | None = None) -> None:
+        """Delete the caller's drive `name`, or `owner`'s (a username or a removed account's
+        id), which only the owner may name: to a member another's is missing."""
         validate_drive_name(name)
-        volume = await self._find(name)
+        holder = await self._holder_named(name, caller, owner)
+        volume = await self._find(name, holder)
         if volume is None:
-            raise NotFound(f"no drive named {name!r} (see `paddock drive ls`)")
-        users = await self.users(name)
+            raise _missing(name, owner)
+        users = _users(name, holder, await self._repo.all(), await self._accounts.holders())
         if users:
             raise Conflict(
                 f"drive {name} is used by box(es) {', '.join(users)}; remove them first",
@@ -71,3 +109,17 @@ class DriveService:
             )
         await self._rt.remove_volume(volume.name)
         faults.point("drive.removed")
+
+    async def _holder_named(self, name: str, caller: User | None, owner: str | None) -> str | None:
+        """Whose drive `name` the caller means: their own unless they name `owner`."""
+        mine = holder_of(caller)
+        if owner is None:
+            return mine
+        if caller is None or caller.is_owner:
+            user = await self._accounts.named(owner)
+            # A removed account's username is gone (and may be someone's again): its
+            # drives are named by its id.
+            return user.holder if user is not None else owner
+        if owner in (caller.username, caller.id):
+            return mine
+        raise _missing(name, owner)

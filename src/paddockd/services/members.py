@@ -1,8 +1,9 @@
 """The owner's administration of people, and everyone's API tokens.
 
-Members join by a one-time invitation link (7 days) and see only their own boxes. Removing
-one ends their sessions, revokes their tokens and stops their boxes, which stay (the owner
-deletes them, or not)."""
+Members join by a one-time invitation link (7 days) and see only their own boxes, drives
+and provider keys. Removing one ends their sessions, revokes their tokens, forgets their
+provider keys (secrets of a person no longer here, whom no one else may manage) and stops
+their boxes, which stay with their drives (the owner deletes them, or not)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..domain.errors import InvalidRequest, NotFound, PaddockError
 from ..store.accounts import AccountRepository
 from ..store.tokens import TokenInfo, TokenRepository
 from .boxes import BoxService
+from .credentials import CredentialService
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +84,13 @@ class MemberService:
         accounts: AccountRepository,
         tokens: TokenRepository,
         boxes: BoxService,
+        credentials: CredentialService,
         public_url: Callable[[], str],
     ) -> None:
         self._accounts = accounts
         self._tokens = tokens
         self._boxes = boxes
+        self._credentials = credentials
         self._public_url = public_url
 
     async def invite(self, role: str = Role.MEMBER.value) -> tuple[str, Role, float]:
@@ -131,6 +135,7 @@ class MemberService:
             raise NotFound(f"no user {username!r} (see `paddock members ls`)")
         # Locked out first (sessions went with the user; tokens now), then their boxes stop.
         revoked = await self._tokens.revoke_all(user.id)
+        forgotten = await self._credentials.forget(user.id)
         stopped = []
         for box in await self._boxes.all():
             if box.owner_id == user.id and box.state in (BoxState.RUNNING, BoxState.CREATING):
@@ -139,6 +144,10 @@ class MemberService:
                     await self._boxes.stop(box.id)
                     stopped.append(box.name)
         log.info(
-            "removed user %s: %d token(s) revoked, stopped %s", user.username, revoked, stopped
+            "removed user %s: %d token(s) revoked, %d provider key(s) forgotten, stopped %s",
+            user.username,
+            revoked,
+            forgotten,
+            stopped,
         )
         return Removed(user, revoked, stopped)

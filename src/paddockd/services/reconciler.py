@@ -13,7 +13,7 @@ import contextlib
 import logging
 import shutil
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import anyio.to_thread
 
 from .. import faults
+from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import InvalidState, PaddockError
 from ..domain.snapshot import Snapshot, parse_drive
@@ -41,8 +42,11 @@ log = logging.getLogger("paddockd.reconciler")
 SNAPSHOT_REPO = "paddock-snapshots/{box_id}"
 
 
-def drive_volume(name: str) -> str:
-    return f"paddock-drive-{name}"
+def drive_volume(name: str, holder: str | None = None) -> str:
+    """The engine volume of `holder`'s drive `name`. The owner's keep the name drives had
+    before accounts; a member's carries their id, after a prefix no drive name of the
+    owner's can make."""
+    return f"paddock-drive-{name}" if holder is None else f"paddock-user-{holder}-drive-{name}"
 
 
 def docker_volume(box_id: str) -> str:
@@ -60,9 +64,11 @@ class Reconciler:
         boxes_dir: Path,
         stop_timeout: int,
         now: Callable[[], datetime],
+        holders: Callable[[], Awaitable[Holders]],
         retention: int = 5,
     ) -> None:
         self._repo = repo
+        self._holders = holders
         self._rt = runtime
         self._net = network
         self._instance = instance
@@ -198,7 +204,7 @@ class Reconciler:
             if box.state != state:
                 box = await self._save(box, state=state)
             await self._remove_unrecorded(box)
-            created = await self._rt.create(self._spec(box, image))
+            created = await self._rt.create(await self._spec(box, image))
             faults.point("container.created")
             box = await self._save(box, container_id=created)
             info = None  # just created: not running yet
@@ -386,13 +392,14 @@ class Reconciler:
                 await self._rt.remove(box.container_id)
         return await self.reconcile(box_id)
 
-    def _spec(self, box: Box, image: str) -> ContainerSpec:
+    async def _spec(self, box: Box, image: str) -> ContainerSpec:
         # The box's Docker keeps its images and containers on a volume of its own: kept
         # across stop/resume, never in a snapshot, removed with the box.
         mounts = [Mount(docker_volume(box.id), "/var/lib/docker")]
+        holder = (await self._holders()).of(box.owner_id) if box.drives else None
         for spec in box.drives:
             name, read_only = parse_drive(spec)
-            mounts.append(Mount(drive_volume(name), f"/mnt/{name}", read_only))
+            mounts.append(Mount(drive_volume(name, holder), f"/mnt/{name}", read_only))
         return ContainerSpec(
             box_id=box.id,
             hostname=box.name,

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..domain.accounts import User, owner_only
+from ..domain.accounts import User
 from ..domain.agents import AGENTS
 from ..domain.errors import InvalidRequest, NotFound
 from ..domain.runs import Run, headless
@@ -97,16 +97,14 @@ class RunService:
         caller: User | None = None,
     ) -> Run:
         box = await self._boxes.running(ref, caller)
-        owner_only(caller, "agent runs use the server owner's provider keys: not for members yet")
         name = agent or box.agent or self.default_agent
         headless(name, instruction, model, as_json)  # bad input is refused before keys are read
         providers = list(AGENTS[name].providers)
-        env = await self._credentials.env_for(providers)
+        # The box owner's keys, whoever starts the run (see services/credentials.py).
+        env = await self._credentials.env_for(box, providers)
         if not env:
-            raise InvalidRequest(
-                f"{name} needs an API key for {' or '.join(providers)}: "
-                f"run `paddock auth set {providers[0]}`"
-            )
+            hint = await self._credentials.hint(box, caller, providers[0])
+            raise InvalidRequest(f"{name} needs an API key for {' or '.join(providers)}: {hint}")
         env = AGENTS[name].adapt(env)
         cmd = headless(name, instruction, model, as_json, env)
         run = Run(

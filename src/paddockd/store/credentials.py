@@ -33,30 +33,51 @@ def load_key(path: Path) -> bytes:
     return path.read_bytes().strip()
 
 
+def _whose(holder: str | None) -> sa.ColumnElement[bool]:
+    # The owner's keys are stored under '': SQLite lets NULLs repeat in a primary key.
+    return credentials.c.user_id == (holder or "")
+
+
 class CredentialRepository:
+    """Each holder's keys (see `Holders`): a member's id, or None for the owner's."""
+
     def __init__(self, db: Database, key_file: Path) -> None:
         self._db = db
         self._fernet = Fernet(load_key(key_file))
 
-    async def put(self, provider: str, secret: str, base_url: str | None) -> None:
+    async def put(
+        self, holder: str | None, provider: str, secret: str, base_url: str | None
+    ) -> None:
         sealed = self._fernet.encrypt(secret.encode())
         values = {"secret": sealed, "base_url": base_url, "created_at": time.time()}
 
         def work(conn: Connection) -> None:
-            conn.execute(credentials.delete().where(credentials.c.provider == provider))
-            conn.execute(credentials.insert().values(provider=provider, **values))
+            mine = _whose(holder) & (credentials.c.provider == provider)
+            conn.execute(credentials.delete().where(mine))
+            conn.execute(
+                credentials.insert().values(user_id=holder or "", provider=provider, **values)
+            )
 
         await self._db.run(work)
 
-    async def delete(self, provider: str) -> bool:
-        def work(conn: Connection) -> bool:
-            conn.execute(box_credentials.delete().where(box_credentials.c.provider == provider))
-            done = conn.execute(credentials.delete().where(credentials.c.provider == provider))
-            return bool(done.rowcount)
+    async def delete(
+        self, holder: str | None, box_ids: list[str], provider: str | None = None
+    ) -> int:
+        """Forget the holder's key for `provider` (None: every one of theirs) and detach it
+        from `box_ids`, their boxes; how many keys went."""
+
+        def work(conn: Connection) -> int:
+            mine: list[sa.ColumnElement[bool]] = [_whose(holder)]
+            attached: list[sa.ColumnElement[bool]] = [box_credentials.c.box_id.in_(box_ids)]
+            if provider is not None:
+                mine.append(credentials.c.provider == provider)
+                attached.append(box_credentials.c.provider == provider)
+            conn.execute(box_credentials.delete().where(*attached))
+            return int(conn.execute(credentials.delete().where(*mine)).rowcount)
 
         return await self._db.run(work)
 
-    async def all(self) -> list[StoredCredential]:
+    async def all(self, holder: str | None) -> list[StoredCredential]:
         def work(conn: Connection) -> list[StoredCredential]:
             rows = conn.execute(
                 sa.select(
@@ -64,27 +85,27 @@ class CredentialRepository:
                     credentials.c.base_url,
                     credentials.c.created_at,
                     credentials.c.last_used_at,
-                )
+                ).where(_whose(holder))
             )
             return [StoredCredential(*row) for row in rows]
 
         return await self._db.run(work)
 
-    async def secrets(self, providers: list[str]) -> dict[str, tuple[str, str | None]]:
-        """provider -> (secret, base URL) for those that are set; marks them used."""
+    async def secrets(
+        self, holder: str | None, providers: list[str]
+    ) -> dict[str, tuple[str, str | None]]:
+        """provider -> (secret, base URL) for the holder's keys that are set; marks them
+        used."""
 
         def work(conn: Connection) -> dict[str, tuple[str, str | None]]:
+            wanted = _whose(holder) & credentials.c.provider.in_(providers)
             rows = conn.execute(
                 sa.select(
                     credentials.c.provider, credentials.c.secret, credentials.c.base_url
-                ).where(credentials.c.provider.in_(providers))
+                ).where(wanted)
             ).all()
             if rows:
-                conn.execute(
-                    credentials.update()
-                    .where(credentials.c.provider.in_([r[0] for r in rows]))
-                    .values(last_used_at=time.time())
-                )
+                conn.execute(credentials.update().where(wanted).values(last_used_at=time.time()))
             return {r[0]: (self._open(r[1]), r[2]) for r in rows}
 
         return await self._db.run(work)

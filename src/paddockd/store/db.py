@@ -69,6 +69,9 @@ tokens = sa.Table(
 credentials = sa.Table(
     "credentials",
     metadata,
+    # Whose key: a member's id, or '' for the owner's (shared by owner accounts and server
+    # tokens; keys from before accounts). Not NULL: SQLite lets NULLs repeat in a key.
+    sa.Column("user_id", sa.String(32), primary_key=True, server_default=""),
     sa.Column("provider", sa.String(64), primary_key=True),
     sa.Column("secret", sa.LargeBinary, nullable=False),  # Fernet token, never clear text
     sa.Column("base_url", sa.Text),
@@ -272,6 +275,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE users ADD COLUMN max_boxes INTEGER",
             "ALTER TABLE users ADD COLUMN max_cpus FLOAT",
             "ALTER TABLE users ADD COLUMN max_memory_mb INTEGER",
+        ],
+    ),
+    (
+        12,
+        [
+            # Provider keys per user. SQLite cannot change a primary key in place: a new
+            # table, the keys copied as the owner's (''), the old one dropped.
+            """CREATE TABLE credentials_new (
+                user_id VARCHAR(32) NOT NULL DEFAULT '', provider VARCHAR(64) NOT NULL,
+                secret BLOB NOT NULL, base_url TEXT, created_at FLOAT NOT NULL,
+                last_used_at FLOAT, PRIMARY KEY (user_id, provider))""",
+            """INSERT INTO credentials_new
+                (user_id, provider, secret, base_url, created_at, last_used_at)
+                SELECT '', provider, secret, base_url, created_at, last_used_at
+                FROM credentials""",
+            "DROP TABLE credentials",
+            "ALTER TABLE credentials_new RENAME TO credentials",
         ],
     ),
     (

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 
 from paddockd.api.app import create_app
 
-from ..conftest import World
+from ..conftest import People, World
 
 SECRET = "sk-ant-test-0123456789abcdef"
 
@@ -87,3 +88,34 @@ def test_agents_list_versions_from_the_image_and_keys(api: TestClient, world: Wo
     assert agents["codex"]["version"] == "0.169.0" and not agents["codex"]["credentials"]
     assert agents["opencode"]["credentials"]  # any of its providers will do
     assert agents["kimi"]["version"] is None and not agents["kimi"]["credentials"]
+
+
+def test_members_keep_their_own_keys_and_drives(
+    api: TestClient, world: World, people: People, anyio_backend: str
+) -> None:
+    bob = {"Authorization": f"Bearer {world.services.tokens.create_sync('t', people.bob.id)}"}
+    owner = {"Authorization": f"Bearer {world.services.tokens.create_sync('t', people.owner.id)}"}
+    answers = [api.put("/v1/auth/anthropic", json={"key": SECRET}, headers=bob)]
+    answers.append(api.get("/v1/auth", headers=bob))
+    answers.append(api.get("/v1/auth", headers=owner))
+    answers.append(api.get("/v1/auth"))  # the server's token: the owner's keys
+    assert [a.status_code for a in answers] == [200] * 4
+    assert all(SECRET not in a.text for a in answers)
+
+    def configured(answer: Response) -> list[str]:
+        return [p["provider"] for p in answer.json()["providers"] if p["configured"]]
+
+    assert [configured(a) for a in answers[1:]] == [["anthropic"], [], []]
+    assert api.delete("/v1/auth/anthropic", headers=owner).status_code == 404
+    # Drives: a member's are theirs; the owner sees whose each is.
+    assert api.post("/v1/drives", json={"name": "data"}, headers=bob).status_code == 201
+    assert api.post("/v1/drives", json={"name": "data"}, headers=owner).status_code == 201
+    [mine] = api.get("/v1/drives", headers=bob).json()["drives"]
+    assert (mine["owner"], mine["owner_id"], mine["mine"]) == ("bob", people.bob.id, True)
+    everyone = {d["owner"]: d["mine"] for d in api.get("/v1/drives").json()["drives"]}
+    assert everyone == {"ada": True, "bob": False}
+    refused = api.delete("/v1/drives/data", params={"owner": "ada"}, headers=bob)
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+    assert api.delete("/v1/drives/data", params={"owner": "bob"}).status_code == 204
+    assert api.delete("/v1/drives/data", headers=bob).status_code == 404
+    assert [d["owner"] for d in api.get("/v1/drives").json()["drives"]] == ["ada"]

@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Providers and whether each is set */
+        /** Providers and whether you set a key for each */
         get: operations["list_credentials_v1_auth_get"];
         put?: never;
         post?: never;
@@ -46,10 +46,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Set a provider's API key (stored encrypted; never returned) */
+        /** Set your API key for a provider (stored encrypted; never returned) */
         put: operations["set_credential_v1_auth__provider__put"];
         post?: never;
-        /** Forget a provider's key */
+        /** Forget your key for a provider */
         delete: operations["delete_credential_v1_auth__provider__delete"];
         options?: never;
         head?: never;
@@ -117,7 +117,7 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Attach a provider's key to a box: its commands get the key's environment */
+        /** Attach the box owner's key for a provider: its commands get its environment */
         put: operations["attach_v1_boxes__ref__auth__provider__put"];
         post?: never;
         /** Detach it */
@@ -516,10 +516,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Drives, their size and the boxes using them */
+        /** Your drives (the owner: everyone's), their size and users */
         get: operations["list_drives_v1_drives_get"];
         put?: never;
-        /** Create an empty drive */
+        /** Create an empty drive of yours */
         post: operations["create_drive_v1_drives_post"];
         delete?: never;
         options?: never;
@@ -1127,12 +1127,26 @@ export interface components {
             /** Token */
             token?: string | null;
         };
-        /** Drive */
+        /**
+         * Drive
+         * @description Drives are per user, so the owner may see several of one name. `owner`: whose it
+         *     is, a username ("(removed user)" once the account is gone); `owner_id`: their id (None
+         *     for the owner's), which names a removed account's drive.
+         */
         Drive: {
             /** Boxes */
             boxes: string[];
+            /**
+             * Mine
+             * @default true
+             */
+            mine: boolean;
             /** Name */
             name: string;
+            /** Owner */
+            owner?: string | null;
+            /** Owner Id */
+            owner_id?: string | null;
             /** Size Bytes */
             size_bytes: number;
         };
@@ -7229,7 +7243,10 @@ export interface operations {
     };
     delete_drive_v1_drives__name__delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description whose drive (the owner's choice): a username, or a removed account's owner_id; yours if not given */
+                owner?: string | null;
+            };
             header?: never;
             path: {
                 name: string;

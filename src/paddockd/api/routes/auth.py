@@ -1,5 +1,6 @@
-"""/v1/auth: model-provider credentials (write-only secrets), and attaching them to boxes;
-/v1/agents: the coding agents in the box image and whether they have a key."""
+"""/v1/auth: the caller's own model-provider credentials (write-only secrets), and
+attaching them to boxes (a box gets its owner's); /v1/agents: the coding agents in the box
+image and whether the caller has a key for them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from paddock._models import (
 )
 
 from ...services.credentials import ProviderStatus
-from ..deps import Caller, Owner, Svc
+from ..deps import Caller, Svc
 
 router = APIRouter(tags=["auth"])
 
@@ -29,23 +30,27 @@ def present(s: ProviderStatus) -> Credential:
     )
 
 
-@router.get("/auth", response_model=CredentialList, summary="Providers and whether each is set")
-async def list_credentials(svc: Svc, _: Owner) -> CredentialList:
-    return CredentialList(providers=[present(s) for s in await svc.credentials.statuses()])
+@router.get(
+    "/auth", response_model=CredentialList, summary="Providers and whether you set a key for each"
+)
+async def list_credentials(svc: Svc, caller: Caller) -> CredentialList:
+    return CredentialList(providers=[present(s) for s in await svc.credentials.statuses(caller)])
 
 
 @router.put(
     "/auth/{provider}",
     response_model=Credential,
-    summary="Set a provider's API key (stored encrypted; never returned)",
+    summary="Set your API key for a provider (stored encrypted; never returned)",
 )
-async def set_credential(provider: str, body: CredentialSet, svc: Svc, _: Owner) -> Credential:
-    return present(await svc.credentials.set(provider, body.key, body.base_url))
+async def set_credential(
+    provider: str, body: CredentialSet, svc: Svc, caller: Caller
+) -> Credential:
+    return present(await svc.credentials.set(provider, body.key, body.base_url, caller))
 
 
-@router.delete("/auth/{provider}", status_code=204, summary="Forget a provider's key")
-async def delete_credential(provider: str, svc: Svc, _: Owner) -> Response:
-    await svc.credentials.delete(provider)
+@router.delete("/auth/{provider}", status_code=204, summary="Forget your key for a provider")
+async def delete_credential(provider: str, svc: Svc, caller: Caller) -> Response:
+    await svc.credentials.delete(provider, caller)
     return Response(status_code=204)
 
 
@@ -57,7 +62,7 @@ async def box_auth(ref: str, svc: Svc, caller: Caller) -> BoxAuth:
 @router.put(
     "/boxes/{ref}/auth/{provider}",
     response_model=BoxAuth,
-    summary="Attach a provider's key to a box: its commands get the key's environment",
+    summary="Attach the box owner's key for a provider: its commands get its environment",
 )
 async def attach(ref: str, provider: str, svc: Svc, caller: Caller) -> BoxAuth:
     return BoxAuth(providers=await svc.credentials.attach(ref, provider, caller))
@@ -69,7 +74,7 @@ async def detach(ref: str, provider: str, svc: Svc, caller: Caller) -> BoxAuth:
 
 
 @router.get("/agents", response_model=AgentList, summary="Coding agents in the box image")
-async def list_agents(svc: Svc) -> AgentList:
+async def list_agents(svc: Svc, caller: Caller) -> AgentList:
     return AgentList(
         agents=[
             AgentInfo(
@@ -81,6 +86,6 @@ async def list_agents(svc: Svc) -> AgentList:
                 credentials=a.credentials,
                 note=a.note,
             )
-            for a in await svc.agents.all()
+            for a in await svc.agents.all(caller)
         ]
     )

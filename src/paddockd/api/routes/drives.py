@@ -1,33 +1,60 @@
-"""/v1/drives: named drives that outlive boxes."""
+"""/v1/drives: named drives that outlive boxes, each user's own (the owner sees all)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 
 from paddock._models import Drive, DriveCreate, DriveList
 
-from ..deps import Svc, owner
+from ...domain.accounts import User
+from ...services.drives import DriveUsage
+from ..deps import Caller, Svc
 
-# Drives are the owner's for now: they have no owner of their own to tell members' apart.
-router = APIRouter(prefix="/drives", tags=["drives"], dependencies=[Depends(owner)])
+router = APIRouter(prefix="/drives", tags=["drives"])
 
 
-@router.get("", response_model=DriveList, summary="Drives, their size and the boxes using them")
-async def list_drives(svc: Svc) -> DriveList:
-    return DriveList(
-        drives=[
-            Drive(name=d.name, size_bytes=d.size, boxes=d.boxes) for d in await svc.drives.all()
-        ]
+def present(d: DriveUsage, caller: User, owners: dict[str | None, str]) -> Drive:
+    return Drive(
+        name=d.name,
+        size_bytes=d.size,
+        boxes=d.boxes,
+        owner=owners.get(d.holder, "(removed user)"),
+        owner_id=d.holder,
+        mine=d.holder == caller.holder,
     )
 
 
-@router.post("", status_code=201, response_model=Drive, summary="Create an empty drive")
-async def create_drive(body: DriveCreate, svc: Svc) -> Drive:
-    d = await svc.drives.create(body.name)
-    return Drive(name=d.name, size_bytes=d.size, boxes=d.boxes)
+@router.get(
+    "",
+    response_model=DriveList,
+    summary="Your drives (the owner: everyone's), their size and users",
+)
+async def list_drives(svc: Svc, caller: Caller) -> DriveList:
+    owners = await svc.accounts.owners()
+    return DriveList(drives=[present(d, caller, owners) for d in await svc.drives.all(caller)])
+
+
+@router.post("", status_code=201, response_model=Drive, summary="Create an empty drive of yours")
+async def create_drive(body: DriveCreate, svc: Svc, caller: Caller) -> Drive:
+    made = await svc.drives.create(body.name, caller)
+    return present(made, caller, await svc.accounts.owners())
 
 
 @router.delete("/{name}", status_code=204, summary="Delete a drive and its data (not while in use)")
-async def delete_drive(name: str, svc: Svc) -> Response:
-    await svc.drives.remove(name)
+async def delete_drive(
+    name: str,
+    svc: Svc,
+    caller: Caller,
+    owner: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="whose drive (the owner's choice): a username, or a removed "
+            "account's owner_id; yours if not given",
+        ),
+    ] = None,
+) -> Response:
+    await svc.drives.remove(name, caller, owner)
     return Response(status_code=204)

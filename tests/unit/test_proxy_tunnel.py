@@ -16,22 +16,18 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from paddock import AsyncClient, Client
 from paddock._exceptions import ConnectionFailed
 from paddock._proxy import PROXY_FAILED
-from paddockd.api.app import create_app
 
 from ..connectproxy import ConnectProxy
-from .conftest import World
+from .conftest import World, serve_api
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,36 +70,9 @@ def proxy() -> Iterator[ConnectProxy]:
 # -- the server ----------------------------------------------------------------------------
 
 
-@contextmanager
-def serve(world: World, **tls: str) -> Iterator[int]:
-    """paddockd's API (on the world's fakes) under uvicorn on a free loopback port."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        create_app(world.services),
-        lifespan="off",
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=1,
-        **tls,  # type: ignore[arg-type]
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-
-
 @pytest.fixture
 def port(world: World) -> Iterator[int]:
-    with serve(world) as p:
+    with serve_api(world) as p:
         yield p
 
 
@@ -147,7 +116,7 @@ def tls_port(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     PADDOCK_CA_BUNDLE."""
     cert, key = certificate(tmp_path, NAME)
     monkeypatch.setenv("PADDOCK_CA_BUNDLE", str(cert))
-    with serve(world, ssl_certfile=str(cert), ssl_keyfile=str(key)) as p:
+    with serve_api(world, ssl_certfile=str(cert), ssl_keyfile=str(key)) as p:
         yield p
 
 

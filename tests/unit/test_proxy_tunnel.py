@@ -153,6 +153,19 @@ def test_requests_and_sessions_go_through_the_proxy(
     assert "proxy-authorization" not in connect.headers
 
 
+def test_an_ipv6_server_is_named_in_brackets(
+    world: World, port: int, proxy: ConnectProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy resolves the server's address; this one (documentation's range) is only
+    ever a name here: the test proxy dials 127.0.0.1."""
+    proxy.hosts.add("2001:db8::7")
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    with Client(f"http://[2001:db8::7]:{port}", token=world.token) as c:
+        assert c.list_boxes() == []
+    target = f"[2001:db8::7]:{port}"
+    assert proxy.tunnelled == [target] and proxy.asked[0].headers["host"] == target
+
+
 def test_a_session_may_be_quiet_longer_than_the_connect_timeout(
     world: World, port: int, proxy: ConnectProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -362,6 +375,9 @@ def test_the_async_client_takes_the_same_road(
     assert failed.value.code == PROXY_FAILED
     assert f"the proxy at 127.0.0.1:{proxy.port} (HTTPS_PROXY)" in failed.value.message
     assert "407" in failed.value.message
+    monkeypatch.setenv("HTTPS_PROXY", f"http://a%6c:right@127.0.0.1:{proxy.port}")
+    assert asyncio.run(boxes(world_url)) == ["b"]
+    assert proxy.asked[-1].headers["proxy-authorization"] == proxy.require
 
 
 def test_the_async_client_forwards_plain_http_through_the_proxy(

@@ -103,6 +103,7 @@ class _Request:
 
 
 SLOW_SECONDS = 900.0
+_PORTS = {"http": 80, "https": 443}
 
 
 class _Call:
@@ -1031,19 +1032,34 @@ class ExecSession:
     def __init__(self, client: _Base, box: str, cmd: str | Sequence[str], **options: Any) -> None:
         from websockets.sync.client import connect
 
+        from ._http import ConnectionPool
+
         ws_url = client.url.replace("http", "ws", 1) + _box(box) + "/exec/ws"
         headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+        # The socket is ours, opened as the HTTP client opens its own: the same proxy
+        # decision (websockets would apply urllib's NO_PROXY rules) and the same errors.
+        if isinstance(client, Client):
+            pool = client._conn
+        else:
+            pool = ConnectionPool(client.url, connect_timeout=client.timeout)
+        sock = pool.open_socket()
+        # Left at the connect timeout, every quiet moment of a session longer than that
+        # would end it; websockets applies `open_timeout` to the handshake by itself.
+        sock.settimeout(None)
         try:
             self._ws = connect(
                 ws_url,
+                sock=sock,
                 additional_headers=headers,
                 max_size=None,
                 open_timeout=client.timeout,
                 ssl=_tls.context() if ws_url.startswith("wss:") else None,
             )
         except OSError as exc:
+            sock.close()
             raise ConnectionFailed(f"cannot open a session at {ws_url}: {exc}") from exc
         except Exception as exc:  # websockets' InvalidStatus carries the HTTP error body
+            sock.close()
             response = getattr(exc, "response", None)
             if response is not None:
                 answer = bytes(response.body or b"")
@@ -1099,10 +1115,20 @@ class AsyncClient(_Base):
         super().__init__(url, token, timeout)
         import httpx
 
+        from ._proxy import from_env
+
+        parts = httpx.URL(self.url)
+        if parts.scheme not in ("http", "https"):
+            raise ConnectionFailed(f"unsupported server URL {self.url!r}: use http:// or https://")
+        # The proxy decision is `_proxy`'s, as for `Client`: trust_env=False keeps httpx's
+        # own reading of the environment (different NO_PROXY rules) out of it.
+        self._proxy = from_env(parts.scheme, parts.host, parts.port or _PORTS[parts.scheme])
         self._http = httpx.AsyncClient(
             base_url=self.url,
             timeout=httpx.Timeout(timeout),
-            verify=_tls.context() if self.url.startswith("https:") else True,
+            verify=_tls.context() if parts.scheme == "https" else True,
+            proxy=self._proxy.url if self._proxy else None,
+            trust_env=False,
         )
 
     async def aclose(self) -> None:
@@ -1128,12 +1154,31 @@ class AsyncClient(_Base):
         request.extensions["timeout"] = httpx.Timeout(self.timeout, read=read).as_dict()
         try:
             resp = await self._http.send(request, stream=True)
+        except httpx.ProxyError as exc:  # its answer to CONNECT was not a 2xx
+            raise self._proxy_refused(exc) from exc
         except httpx.TransportError as exc:
-            raise ConnectionFailed(f"cannot reach the Paddock server at {self.url}: {exc}") from exc
+            via = f" through the proxy at {self._proxy.where}" if self._proxy else ""
+            raise ConnectionFailed(
+                f"cannot reach the Paddock server at {self.url}{via}: {exc}"
+            ) from exc
+        if resp.status_code == 407 and self._proxy is not None:
+            # Plain HTTP goes to the proxy in absolute form (httpx tunnels https:// only),
+            # so its refusal arrives as an answer, not as a ProxyError.
+            await resp.aclose()
+            raise self._proxy_refused(f"{resp.status_code} {resp.reason_phrase}")
         if resp.status_code >= 400:
             body = await resp.aread()
             raise self._error(resp.status_code, body, req.path)
         return resp
+
+    def _proxy_refused(self, why: object) -> ConnectionFailed:
+        from ._proxy import PROXY_FAILED
+
+        where = self._proxy.where if self._proxy else "(none)"
+        return ConnectionFailed(
+            f"the proxy at {where} refused to carry requests to {self.url}: {why}",
+            code=PROXY_FAILED,
+        )
 
     async def _perform(self, call: _Call) -> Any:
         resp = await self._send(call.req)

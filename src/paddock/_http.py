@@ -22,6 +22,12 @@ around it:
   a replayable body is sent once more on a fresh connection — only if no byte of an answer
   had arrived. POST and PATCH never are: the server may have acted on them.
 
+- **Proxies.** With HTTPS_PROXY (https://) or HTTP_PROXY (http://) set and the server
+  not exempted by NO_PROXY (`_proxy` decides), each connection is a CONNECT tunnel through
+  the proxy, and TLS runs inside it with the server's own name. Plain HTTP is tunnelled
+  too, not forwarded in absolute form: exec streams then pass through untouched and the
+  WebSocket sessions take the same road.
+
 The async client uses httpx, where import time does not matter.
 """
 
@@ -35,11 +41,14 @@ from urllib.parse import urlsplit
 import h11
 
 from ._exceptions import ConnectionFailed, InvalidRequest
+from ._proxy import PROXY_FAILED, authority, from_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Iterable, Iterator
+
+    from ._proxy import Proxy
 
 # Bytes asked of the kernel per recv: large enough for throughput on pulls, small enough
 # that a streamed body never sits in memory as a whole.
@@ -289,6 +298,7 @@ class ConnectionPool:
         # As written in the URL: keeps an IPv6 address's brackets and omits a default port.
         self._host_header = parts.netloc.rpartition("@")[2] or self.host
         self.prefix = parts.path.rstrip("/")
+        self.proxy = from_env(parts.scheme, self.host, self.port)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
@@ -383,25 +393,26 @@ class ConnectionPool:
         conn.close()
 
     def _connect(self) -> _Connection:
-        where = f"{self.host}:{self.port}"
-        try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
-        except TimeoutError:
-            raise ConnectionFailed(
-                f"cannot reach the Paddock server at {where} "
-                f"(no answer in {_describe(self.connect_timeout)})"
-            ) from None
-        except OSError as exc:
-            raise ConnectionFailed(
-                f"cannot reach the Paddock server at {where} ({exc.strerror or exc})"
-            ) from exc
-        # Requests are written whole; Nagle would only delay the last segment.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = self.open_socket()
         if self.tls:
-            sock = self._wrap_tls(sock, where)
+            sock = self._wrap_tls(sock)
         return _Connection(sock)
 
-    def _wrap_tls(self, sock: socket.socket, where: str) -> socket.socket:
+    def open_socket(self) -> socket.socket:
+        """A TCP connection to the server, or a tunnel to it through the proxy; TLS is the
+        caller's (WebSocket sessions hand this socket to websockets)."""
+        proxy = self.proxy
+        if proxy is None:
+            return _dial(self.host, self.port, self.connect_timeout, None)
+        sock = _dial(proxy.host, proxy.port, self.connect_timeout, proxy)
+        try:
+            _tunnel(sock, proxy, authority(self.host, self.port), self.connect_timeout)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _wrap_tls(self, sock: socket.socket) -> socket.socket:
         import ssl  # only for https: costs ~10 ms to import
 
         from ._tls import context
@@ -410,10 +421,83 @@ class ConnectionPool:
             if self._ssl_context is None:
                 # Loading the CA store is the slow part of a handshake: once per pool.
                 self._ssl_context = context()
-            # The handshake runs under the connect timeout still set on the socket.
+            # The handshake runs under the connect timeout still set on the socket. The
+            # name checked is the server's own, also inside a proxy's tunnel.
             return self._ssl_context.wrap_socket(sock, server_hostname=self.host)
         except (OSError, ssl.SSLError) as exc:
             sock.close()
+            via = f" through the proxy at {self.proxy.where}" if self.proxy else ""
             raise ConnectionFailed(
-                f"TLS with the Paddock server at {where} failed ({exc})"
+                f"TLS with the Paddock server at {self.host}:{self.port}{via} failed ({exc})"
             ) from exc
+
+
+def _dial(host: str, port: int, timeout: float | None, proxy: Proxy | None) -> socket.socket:
+    """A TCP connection to the server, or to the proxy when one is given."""
+    if proxy is None:
+        what, code = f"the Paddock server at {host}:{port}", None
+    else:
+        what, code = f"the proxy at {proxy.where}", PROXY_FAILED
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        raise ConnectionFailed(
+            f"cannot reach {what} (no answer in {_describe(timeout)})", code=code
+        ) from None
+    except OSError as exc:
+        raise ConnectionFailed(f"cannot reach {what} ({exc.strerror or exc})", code=code) from exc
+    # Requests are written whole; Nagle would only delay the last segment.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _tunnel(sock: socket.socket, proxy: Proxy, target: str, timeout: float | None) -> None:
+    """Ask the proxy for a tunnel to `target` (CONNECT, RFC 9110 §9.3.6); on return the
+    socket carries bytes to and from the server as if connected to it."""
+    conn = h11.Connection(h11.CLIENT)
+    headers = [("Host", target)]
+    if proxy.authorization:
+        headers.append(("Proxy-Authorization", proxy.authorization))
+    head = conn.send(h11.Request(method="CONNECT", target=target, headers=headers))
+    sock.settimeout(timeout)
+    answer: h11.Response | None = None
+    try:
+        sock.sendall(head + conn.send(h11.EndOfMessage()))
+        while answer is None:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(sock.recv(_CHUNK))
+            elif isinstance(event, h11.Response):
+                answer = event
+            elif not isinstance(event, h11.InformationalResponse):
+                raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
+    except TimeoutError:
+        raise ConnectionFailed(
+            f"the proxy at {proxy.where} did not answer a CONNECT to {target} "
+            f"in {_describe(timeout)}",
+            code=PROXY_FAILED,
+        ) from None
+    except (OSError, h11.RemoteProtocolError) as exc:
+        raise ConnectionFailed(
+            f"the proxy at {proxy.where} gave no usable answer to a CONNECT to {target} ({exc})",
+            code=PROXY_FAILED,
+        ) from exc
+    if 200 <= answer.status_code < 300:
+        if conn.trailing_data[0]:
+            # The server speaks second on both protocols; bytes now would be the proxy's.
+            raise ConnectionFailed(
+                f"the proxy at {proxy.where} sent data ahead of the server's", code=PROXY_FAILED
+            )
+        return
+    refusal = f"{answer.status_code} {answer.reason.decode('latin-1')}".strip()
+    hint = ""
+    if answer.status_code == 407:
+        hint = (
+            f"; it did not accept the user name and password in {proxy.variable}"
+            if proxy.authorization
+            else f"; give {proxy.variable} credentials: http://USER:PASSWORD@HOST:PORT"
+        )
+    raise ConnectionFailed(
+        f"the proxy at {proxy.where} refused a tunnel to {target}: {refusal}{hint}",
+        code=PROXY_FAILED,
+    )

@@ -134,8 +134,8 @@ def _stdin_is_data() -> bool:
 
 
 class Signalled(Exception):
-    """paddock exec got SIGINT, SIGTERM or SIGHUP: it hangs up, and the server ends the
-    command (its whole process tree) in the box."""
+    """paddock exec got SIGINT, SIGTERM or SIGHUP (SIGBREAK on Windows): it hangs up, and
+    the server ends the command (its whole process tree) in the box."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -150,7 +150,9 @@ class _signals_end_the_command:
             raise Signalled(signum)
 
         self._saved: dict[int, Any] = {}
-        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        # SIGBREAK: Ctrl-Break on Windows, which would otherwise end paddock before the
+        # console's modes are restored.
+        for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"):
             if hasattr(signal, name):
                 number = getattr(signal, name)
                 self._saved[number] = signal.signal(number, hang_up)
@@ -213,31 +215,21 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def _interactive(args: argparse.Namespace, cmd: list[str], tty: bool, **options: Any) -> int:
+    from ._console import open_console, terminal_size
+
     tty = tty and sys.stdin.isatty()
-    size = os.get_terminal_size() if tty else None
+    cols, rows = terminal_size() if tty else (None, None)
     with client(args) as c:
-        session = c.exec_session(
-            box_ref(args.box),
-            cmd,
-            tty=tty,
-            cols=size.columns if size else None,
-            rows=size.lines if size else None,
-            **options,
-        )
-        restore = _raw_terminal() if tty else None
-        if tty and hasattr(__import__("signal"), "SIGWINCH"):
-            import signal
-
-            def on_resize(*_: object) -> None:
-                s = os.get_terminal_size()
-                session.resize(s.columns, s.lines)
-
-            signal.signal(signal.SIGWINCH, on_resize)
+        session = c.exec_session(box_ref(args.box), cmd, tty=tty, cols=cols, rows=rows, **options)
+        # Raw mode only once the session is open: until then an error prints as usual.
+        console = open_console() if tty else None
+        read = console.read if console else _read_stdin
+        if console:
+            console.watch_size(session.resize)
 
         def pump_stdin() -> None:
-            fd = sys.stdin.fileno()
             try:
-                while data := os.read(fd, 65536):
+                while data := read():
                     session.send(data)
                 session.close_stdin()
             except Exception:  # the session ended while we were reading: nothing to do
@@ -252,20 +244,11 @@ def _interactive(args: argparse.Namespace, cmd: list[str], tty: bool, **options:
                 target.write(data)
                 target.flush()
         finally:
-            if restore:
-                restore()
+            if console:
+                console.restore()
             session.close()
     return session.exit_code if session.exit_code is not None else EXIT_PADDOCK_ERROR
 
 
-def _raw_terminal() -> Any:
-    """Put the local terminal in raw mode so keys (Ctrl-C included) go to the box."""
-    try:
-        import termios
-        import tty as tty_mod
-    except ImportError:  # Windows: the console stays cooked; line editing is local
-        return None
-    fd = sys.stdin.fileno()
-    saved = termios.tcgetattr(fd)
-    tty_mod.setraw(fd)
-    return lambda: termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+def _read_stdin() -> bytes:
+    return os.read(sys.stdin.fileno(), 65536)

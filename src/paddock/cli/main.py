@@ -101,6 +101,7 @@ def _report(exc: Exception, command: str | None) -> int:
     """One short message on stderr for anything that went wrong, and its exit code. A
     traceback is for Paddock's developers: PADDOCK_DEBUG=1 shows it."""
     from .._exceptions import ConnectionFailed, PaddockError
+    from .._proxy import PROXY_FAILED
 
     failed = EXIT_EXEC_FAILED if command in EXEC_COMMANDS else EXIT_ERROR
     if isinstance(exc, BrokenPipeError):
@@ -116,7 +117,13 @@ def _report(exc: Exception, command: str | None) -> int:
         hint = "" if "--help" in exc.message else f"\nSee `{where} --help`."
         _say(f"{where}: {exc.message}{hint}")
         return EXIT_USAGE
-    if isinstance(exc, ConnectionFailed):
+    if isinstance(exc, ConnectionFailed) and exc.code == PROXY_FAILED:
+        # "Is paddockd running?" would send the user to the wrong machine.
+        _say(
+            f"paddock: {exc.message}\n  The proxy comes from HTTPS_PROXY or HTTP_PROXY; "
+            'NO_PROXY=HOST connects to HOST directly (docs/cli.md, "Proxies").'
+        )
+    elif isinstance(exc, ConnectionFailed):
         _say(
             f"paddock: {exc.message}\n  Is paddockd running? On the server: `sudo ./install.sh` "
             "(or `sudo paddockd serve`); elsewhere: `paddock login URL`."

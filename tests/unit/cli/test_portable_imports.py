@@ -1,6 +1,7 @@
 """The client installs on a laptop (`pip install` of the client alone): no server
-dependency and no Unix-only terminal module may be needed to import any CLI or SDK
-module; those load only on the interactive-terminal path."""
+dependency, no Unix-only terminal module and no Windows-only console module may be needed
+to import any CLI or SDK module; those load only on the interactive-terminal path, on the
+platform that has them."""
 
 from __future__ import annotations
 
@@ -8,16 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[3] / "src"
 
 PROBE = """
 import importlib, pkgutil, sys
 
-class Refuse:
-    blocked = {"termios", "fcntl", "tty", "pty", "paddockd", "fastapi", "docker", "sqlalchemy"}
+class Refuse:  # as a platform without them: ModuleNotFoundError, which stdlib modules expect
+    blocked = {"paddockd", "fastapi", "docker", "sqlalchemy"} | set(sys.argv[1].split(","))
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in self.blocked:
-            raise ImportError(f"{name} is not available here")
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
 sys.meta_path.insert(0, Refuse())
@@ -32,9 +35,20 @@ print(len(names))
 """
 
 
-def test_every_client_module_imports_without_unix_terminal_modules_or_the_server() -> None:
+UNIX_ONLY = "termios,fcntl,tty,pty"
+WINDOWS_ONLY = "msvcrt,winreg,_winapi,ctypes"  # ctypes: only the Windows console loads it
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [UNIX_ONLY, WINDOWS_ONLY, f"{UNIX_ONLY},{WINDOWS_ONLY}"],
+    ids=["windows", "unix", "neither"],
+)
+def test_every_client_module_imports_without_platform_terminal_modules_or_the_server(
+    refused: str,
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", PROBE, refused],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(SRC)},

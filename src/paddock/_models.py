@@ -365,6 +365,27 @@ class BoxStatsList:
 
 
 @dataclass
+class PoolTypeStatus:
+    type: str
+    size: int  # ready boxes the pool keeps of this type
+    ready: int
+    making: int = 0
+
+
+@dataclass
+class PoolStatus:
+    """The warm pool: boxes made before they are asked for, which a `new` claims at once.
+    They are no one's yet, and hold their CPU and memory against the capacity until a
+    box needs it."""
+
+    max_boxes: int  # all types together; 0: the pool is off
+    types: list[PoolTypeStatus]
+    cpus: float  # what the pool holds
+    memory_mb: int
+    note: str | None = None  # why it is not full, when it cannot be
+
+
+@dataclass
 class ServerStatus:
     version: str
     engine: EngineStatus
@@ -378,6 +399,7 @@ class ServerStatus:
     data_root_free_bytes: int | None = None
     disk_limits: str | None = None  # how boxes' disks are limited, in words
     data_root_total_bytes: int | None = None
+    pool: PoolStatus | None = None
 
 
 @dataclass

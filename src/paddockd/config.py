@@ -98,6 +98,16 @@ class DesktopConfig:
 
 
 @dataclass(frozen=True)
+class PoolConfig:
+    # Ready boxes kept per box type (services/pool.py); None: 2 of the default type.
+    types: dict[str, int] | None = None
+    # All types together; 0 turns the pool off. Capacity bounds it too.
+    max_boxes: int = 4
+    # The pool refills only once no user's create or resume has run for this long.
+    refill_delay: float = 1.0
+
+
+@dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"
     port: int = 7423
@@ -128,6 +138,15 @@ class Config:
     image: ImageConfig = field(default_factory=ImageConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     desktop: DesktopConfig = field(default_factory=DesktopConfig)
+    pool: PoolConfig = field(default_factory=PoolConfig)
+
+    @property
+    def pool_sizes(self) -> dict[str, int]:
+        """How many ready boxes the pool keeps of each type (types with none left out)."""
+        if self.pool.max_boxes <= 0:
+            return {}
+        sizes = self.pool.types if self.pool.types is not None else {self.default_type: 2}
+        return {name: n for name, n in sizes.items() if n > 0}
 
     @property
     def box_bridge(self) -> tuple[str, str]:
@@ -192,6 +211,7 @@ def load(path: Path | None = None) -> Config:
         image=_section(ImageConfig, raw.get("image", {}), "image"),
         network=_section(NetworkConfig, _tuples(raw.get("network", {})), "network"),
         desktop=_desktop(raw.get("desktop", {})),
+        pool=_section(PoolConfig, raw.get("pool", {}), "pool"),
     )
     env = os.environ
     if "PADDOCKD_PORT" in env:
@@ -209,4 +229,15 @@ def load(path: Path | None = None) -> Config:
         raise ValueError("[network] bridge needs a name of at most 15 characters and a bridge_cidr")
     if cfg.default_type not in cfg.types:
         raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
+    _check_pool(cfg)
     return cfg
+
+
+def _check_pool(cfg: Config) -> None:
+    for name, size in (cfg.pool.types or {}).items():
+        if name not in cfg.types:
+            raise ValueError(f"[pool] types: {name!r} is not a configured type")
+        if not isinstance(size, int) or size < 0:
+            raise ValueError(f"[pool] types: {name} = {size!r} is not a whole number >= 0")
+    if cfg.pool.max_boxes < 0 or cfg.pool.refill_delay < 0:
+        raise ValueError("[pool] max_boxes and refill_delay cannot be negative")

@@ -37,6 +37,7 @@ from .services.drives import DriveService
 from .services.egress import EgressLog, EgressService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
+from .services.pool import WarmPool
 from .services.previews import PreviewService
 from .services.reaper import Reaper
 from .services.reconciler import Reconciler
@@ -74,6 +75,7 @@ class Wired:
     reconciler: Reconciler
     reaper: Reaper
     sweeper: ImageSweeper
+    pool: WarmPool
 
 
 def wire(
@@ -112,8 +114,22 @@ def wire(
         retention=cfg.snapshot_retention,
     )
     drives = DriveService(repo, runtime, cfg.instance, accounts)
+    capacity = Capacity.from_config(cfg)
+    pool = WarmPool(
+        cfg.pool_sizes,
+        cfg.pool.max_boxes,
+        cfg.types,
+        cfg.image.name,
+        repo=repo,
+        runtime=runtime,
+        reconciler=reconciler,
+        capacity=capacity,
+        instance=cfg.instance,
+        now=now,
+        refill_delay=cfg.pool.refill_delay,
+    )
     boxes = BoxService(
-        cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives, accounts_repo.limits
+        cfg, repo, runtime, reconciler, capacity, now, drives, accounts_repo.limits, pool=pool
     )
     system = SystemService(
         boxes,
@@ -124,6 +140,7 @@ def wire(
         lxcfs_dir=cfg.engine.lxcfs_dir,
         data_root=cfg.engine.data_root,
         disk_limits=(lambda: datafs.describe(cfg.engine)) if cfg.engine.manage else None,
+        pool=pool,
     )
     credentials = CredentialService(
         CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes, accounts
@@ -200,9 +217,12 @@ def wire(
         egress_log=egress_log,
         resolver=resolver,
         runs=runs,
+        pool=pool,
         restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
     )
-    return Wired(services, background, db, runtime, network, repo, reconciler, reaper, sweeper)
+    return Wired(
+        services, background, db, runtime, network, repo, reconciler, reaper, sweeper, pool
+    )
 
 
 def app(wired: Wired) -> FastAPI:

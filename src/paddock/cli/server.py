@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .._config import ClientConfig
 from ._common import UsageError, add_json, client, examples, nested
 from ._output import binary_size, emit_json, note
+
+if TYPE_CHECKING:
+    from .._models import PoolStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -159,9 +163,22 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     if st.disk_limits:
         print(f"disk size: {st.disk_limits}")
+    if st.pool is not None:
+        print(f"pool:      {_pool_line(st.pool)}")
     for problem in st.problems:
         print(f"problem:   {problem}")
     return 0 if e.reachable else 1
+
+
+def _pool_line(pool: PoolStatus) -> str:
+    if not pool.max_boxes or not pool.types:
+        return "off"
+    ready = ", ".join(
+        f"{t.ready}/{t.size} {t.type}" + (f" (+{t.making} starting)" if t.making else "")
+        for t in pool.types
+    )
+    line = f"{ready} ready, holding CPU {pool.cpus:g} and {pool.memory_mb} MiB"
+    return f"{line}; {pool.note}" if pool.note else line
 
 
 def cmd_image_build(args: argparse.Namespace) -> int:

@@ -20,6 +20,10 @@ LABEL_DRIVE = "paddock.drive"
 LABEL_OWNER = "paddock.owner"
 # On boxes created with LXCFS's /proc views bound in.
 LABEL_VIEWS = "paddock.views"
+# On containers made for the warm pool: the box type, and what else a claim must match
+# (services/pool.py). They stay on a claimed box's container (labels are fixed).
+LABEL_POOL = "paddock.pool"
+LABEL_POOL_KEY = "paddock.pool.key"
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,9 @@ class ContainerInfo:
     mac: str = ""
     views: bool = False  # LXCFS's /proc files are bound in (see runtime/lxcfs.py)
     pid: int = 0  # the host pid of its init while it runs (from inspect; 0 in listings)
+    hostname: str = ""  # what it was created with (from inspect; "" in listings)
+    image_id: str = ""  # the image it runs, by id (a tag can move to a newer image)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,10 @@ class Runtime(Protocol):
 
     async def image_labels(self, ref: str) -> dict[str, str] | None: ...
 
+    async def image_id(self, ref: str) -> str | None:
+        """The id of the image `ref` names now; None when there is no such image."""
+        ...
+
     async def remove_image(self, ref: str) -> None: ...
 
     async def list_images(self, labels: dict[str, str]) -> list[ImageInfo]:
@@ -154,6 +165,11 @@ class Runtime(Protocol):
         ...
 
     async def stop(self, cid: str, timeout: int) -> None: ...
+
+    async def set_hostname(self, cid: str, hostname: str) -> None:
+        """Rename the running container from inside: its UTS hostname, /etc/hostname and
+        its own entry in /etc/hosts (all three are what it was created with until then)."""
+        ...
 
     async def remove(self, cid: str) -> None: ...
 

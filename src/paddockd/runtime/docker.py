@@ -43,6 +43,7 @@ from .base import (
     VolumeInfo,
 )
 from .exec_start import StartChecked
+from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
 
@@ -246,6 +247,13 @@ class DockerRuntime:
             return None
         return dict((data.get("Config") or {}).get("Labels") or {})
 
+    async def image_id(self, ref: str) -> str | None:
+        try:
+            data = await self._run(lambda: self.api.inspect_image(ref))
+        except NotFound:
+            return None
+        return str(data["Id"])
+
     async def image_exists(self, ref: str) -> bool:
         try:
             await self._run(lambda: self.api.inspect_image(ref))
@@ -439,13 +447,34 @@ class DockerRuntime:
     async def stop(self, cid: str, timeout: int) -> None:
         await self._run(lambda: self.api.stop(cid, timeout=timeout))
 
+    async def set_hostname(self, cid: str, hostname: str) -> None:
+        def work() -> None:
+            data = self.api.inspect_container(cid)
+            pid = int(data["State"].get("Pid") or 0)
+            if not data["State"].get("Running") or not pid:
+                raise PaddockError(f"container {cid[:12]} is not running: cannot rename it")
+            try:
+                rename(
+                    pid,
+                    str(data["Config"].get("Hostname") or ""),
+                    hostname,
+                    str(data["HostnamePath"]),
+                    str(data["HostsPath"]),
+                )
+            except OSError as exc:
+                # Not the engine's trouble (translate would say it is not answering).
+                raise PaddockError(f"could not rename the box to {hostname}: {exc}") from exc
+
+        await self._run(work)
+
     async def remove(self, cid: str) -> None:
         with contextlib.suppress(NotFound):
             await self._run(lambda: self.api.remove_container(cid, force=True, v=True))
 
     @staticmethod
     def _info(data: dict[str, Any]) -> ContainerInfo:
-        labels = (data.get("Config") or {}).get("Labels") or data.get("Labels") or {}
+        config = data.get("Config") or {}  # inspect's; a listing has none
+        labels = config.get("Labels") or data.get("Labels") or {}
         state = data.get("State")
         pid = 0
         if isinstance(state, dict):
@@ -453,7 +482,9 @@ class DockerRuntime:
             pid = int(state.get("Pid") or 0)
         else:
             running, status = state == "running", str(state or "")
-        image = str((data.get("Config") or {}).get("Image") or data.get("Image") or "")
+        image = str(config.get("Image") or data.get("Image") or "")
+        # Inspect has the id as "Image" (the name is the config's); a listing as "ImageID".
+        image_id = str(data.get("ImageID") or (data.get("Image") if config else "") or "")
         networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
         attached: dict[str, Any] = next((n for n in networks.values() if n.get("IPAddress")), {})
         return ContainerInfo(
@@ -466,6 +497,9 @@ class DockerRuntime:
             str(attached.get("MacAddress") or ""),
             views=bool(labels.get(LABEL_VIEWS)),
             pid=pid,
+            hostname=str(config.get("Hostname") or ""),
+            image_id=image_id,
+            labels=dict(labels),
         )
 
     async def inspect(self, cid: str) -> ContainerInfo | None:

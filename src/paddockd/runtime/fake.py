@@ -68,6 +68,8 @@ class FakeRuntime:
         self.fail_next: dict[str, Exception] = {}
         self.views = True  # whether LXCFS "answers"
         self.stale: set[str] = set()  # containers whose views died with an old LXCFS
+        # An image's id is its name, unless a test "rebuilt" it (name -> new id).
+        self.image_ids: dict[str, str] = {}
         self._n = 0
 
     def _maybe_fail(self, op: str) -> None:
@@ -81,6 +83,9 @@ class FakeRuntime:
 
     async def ensure_network(self) -> None:
         pass
+
+    async def image_id(self, ref: str) -> str | None:
+        return f"sha256:{self.image_ids.get(ref, ref)}" if ref in self.images else None
 
     async def image_exists(self, ref: str) -> bool:
         return ref in self.images
@@ -112,6 +117,8 @@ class FakeRuntime:
             "running": False,
             "labels": {LABEL_BOX: spec.box_id, **spec.labels},
             "views": self.views,
+            "image_id": f"sha256:{self.image_ids.get(spec.image, spec.image)}",
+            "hostname": spec.hostname,  # what the box's hostname is now
         }
         return cid
 
@@ -122,7 +129,16 @@ class FakeRuntime:
 
     async def start(self, cid: str) -> None:
         self._maybe_fail("start")
-        self._get(cid)["running"] = True
+        c = self._get(cid)
+        c["running"] = True
+        c["hostname"] = c["spec"].hostname  # as the engine does at every start
+
+    async def set_hostname(self, cid: str, hostname: str) -> None:
+        self._maybe_fail("set_hostname")
+        c = self._get(cid)
+        if not c["running"]:
+            raise InvalidRequest(f"container {cid} is not running")
+        c["hostname"] = hostname
 
     async def stop(self, cid: str, timeout: int) -> None:
         self._maybe_fail("stop")
@@ -138,7 +154,18 @@ class FakeRuntime:
         status = "running" if c["running"] else "exited"
         ip = f"10.213.0.{int(cid[1:]) + 1}"
         box = c["labels"][LABEL_BOX]
-        return ContainerInfo(cid, box, c["running"], status, c["spec"].image, ip, views=c["views"])
+        return ContainerInfo(
+            cid,
+            box,
+            c["running"],
+            status,
+            c["spec"].image,
+            ip,
+            views=c["views"],
+            hostname=c["spec"].hostname,
+            image_id=c["image_id"],
+            labels=dict(c["labels"]),
+        )
 
     async def usage(self, cids: list[str]) -> dict[str, Usage]:
         return {

@@ -20,15 +20,40 @@ import errno
 import os
 import socket
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
-_CLONE_NEWNET = 0x40000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUTS = 0x04000000
 _libc = ctypes.CDLL(None, use_errno=True)
+T = TypeVar("T")
 
 
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, _CLONE_NEWNET) != 0:
+def _setns(fd: int, nstype: int) -> None:
+    if _libc.setns(fd, nstype) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"setns: {os.strerror(code)}")
+
+
+def in_namespace(fd: int, nstype: int, job: Callable[[], T]) -> T:
+    """`job`'s result, run by a thread made to enter the namespace `fd` and then end
+    (blocking). No way back is needed: the thread dies with the namespace it entered."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def enter() -> None:
+        try:
+            _setns(fd, nstype)
+            done.append(job())
+        except BaseException as exc:  # reported to the caller below
+            failed.append(exc)
+
+    thread = threading.Thread(target=enter, name="paddock-ns", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 class NetNamespace:
@@ -52,23 +77,9 @@ class NetNamespace:
 
     def socket(self) -> socket.socket:
         """A new TCP socket in this namespace (blocking: a thread is made and ended)."""
-        made: list[socket.socket] = []
-        failed: list[BaseException] = []
-
-        def enter() -> None:
-            try:
-                _setns(self._fd)
-                made.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            except BaseException as exc:  # reported to the caller below
-                failed.append(exc)
-            # No way back is needed: this thread ends here, with the namespace it entered.
-
-        thread = threading.Thread(target=enter, name="paddock-netns", daemon=True)
-        thread.start()
-        thread.join()
-        if failed:
-            raise failed[0]
-        return made[0]
+        return in_namespace(
+            self._fd, CLONE_NEWNET, lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        )
 
     def close(self) -> None:
         if self._fd >= 0:

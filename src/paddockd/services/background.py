@@ -19,6 +19,7 @@ from ..netpolicy.dns import DnsFilter
 from ..runtime.base import Runtime
 from .egress import EgressLog
 from .image_sweep import ImageSweeper
+from .pool import WarmPool
 from .reaper import Reaper
 from .reconciler import Reconciler
 from .runs import RunService
@@ -50,6 +51,7 @@ class Background:
         egress_log: EgressLog,
         resolver: DnsFilter,
         runs: RunService,
+        pool: WarmPool,
         # Blocking: starts the box engine if it is down, and says whether it had to.
         restart_engine: Callable[[], bool] | None = None,
     ) -> None:
@@ -63,6 +65,7 @@ class Background:
         self._egress = egress_log
         self._resolver = resolver
         self._runs = runs
+        self._pool = pool
         self._restart_engine = restart_engine
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -82,6 +85,7 @@ class Background:
             asyncio.create_task(_every(every.reap, self._reaper.reap, "ttl reaper")),
             asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
             asyncio.create_task(self._start_resolver()),
+            asyncio.create_task(self._pool.run()),
         ]
 
     async def stop(self) -> None:
@@ -93,6 +97,8 @@ class Background:
         # Cleanups under way finish (a restart would finish them too, just later).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._reconciler.drain(), 20)
+            # Ready boxes stay for the next start to adopt; removals finish.
+            await asyncio.wait_for(self._pool.drain(), 20)
 
     async def reconcile_pass(self) -> None:
         await self._keep_engine_up()

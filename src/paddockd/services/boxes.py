@@ -33,6 +33,7 @@ from ..runtime.base import ExecProcess, ExecSpec, Runtime
 from ..store.boxes import BoxRepository
 from .capacity import Capacity, check_limits
 from .drives import DriveService
+from .pool import WarmPool
 from .reconciler import Reconciler
 
 HOME = "/config"
@@ -102,6 +103,8 @@ class BoxService:
         now: Callable[[], datetime],
         drives: DriveService,
         limits_of: Callable[[str], Awaitable[Limits]] | None = None,
+        *,
+        pool: WarmPool,
     ) -> None:
         self._cfg = cfg
         self._repo = repo
@@ -112,6 +115,7 @@ class BoxService:
         self._drives = drives
         # A member's limits, by user id (the owner has none).
         self._limits_of = limits_of
+        self._pool = pool
         # Capacity is checked and claimed under one lock, so two concurrent `new`s can never
         # both take the last slot.
         self._claim = asyncio.Lock()
@@ -197,6 +201,8 @@ class BoxService:
             # The box is the caller's, so the drives are: a name another user has too
             # makes or finds the caller's own drive of that name, never theirs.
             await self._drives.ensure(parse_drive(spec)[0], holder_of(caller))
+        # A pooled box fits a box of the box image (not a fork's snapshot) without drives.
+        pooled_image = None if mounts or image else await self._pool.image_version(type_name)
         now = self._now()
         async with self._claim:
             boxes = await self._repo.all()
@@ -208,8 +214,9 @@ class BoxService:
             self.capacity.check(boxes, box_type)
             await self._check_limits(caller, boxes, box_type, new=True)
             self.capacity.check_disk("a new box")
+            pooled = self._pool.take(type_name, pooled_image)
             box = Box(
-                id=new_box_id(),
+                id=pooled.box_id if pooled else new_box_id(),
                 name=name,
                 type=box_type.name,
                 image=image or self._cfg.image.name,
@@ -227,11 +234,20 @@ class BoxService:
                 network=network or self.default_network,
                 agent=check_agent(agent),
                 owner_id=caller.stored_id if caller else None,
+                # A claimed box's container is there already; the reconciler names it.
+                container_id=pooled.container_id if pooled else None,
             )
             box = replace(box, expires_at=box.deadline_from(now))
-            await self._repo.add(box)
+            try:
+                await self._repo.add(box)
+            except BaseException:
+                if pooled:
+                    self._pool.drop(pooled)
+                raise
+            self._pool.make_room([*boxes, box])
         try:
-            created = await self._reconciler.reconcile(box.id)
+            async with self._pool.user_work():
+                created = await self._reconciler.reconcile(box.id)
         except PaddockError:
             # Never leave a half-made box behind: undo, then report the original failure.
             current = await self._repo.get(box.id) or box
@@ -256,8 +272,12 @@ class BoxService:
                 wanted = await self._repo.update(
                     box, desired=desired, started_at=now, expires_at=wanted.deadline_from(now)
                 )
+                self._pool.make_room([*others, wanted])
             faults.point("resume.wanted")
-        elif wanted is not box:
+            async with self._pool.user_work():
+                result = await self._reconciler.reconcile(box.id)
+            return result if result is not None else wanted
+        if wanted is not box:
             wanted = await self._repo.update(box, desired=desired)
         result = await self._reconciler.reconcile(box.id)
         return result if result is not None else wanted
@@ -383,8 +403,12 @@ class BoxService:
         if any("\x00" in arg for arg in cmd):
             raise InvalidRequest("command arguments cannot contain NUL bytes")
         box = await self._running(ref, caller)
+        # The container's own PADDOCK_BOX is the name it was made with: a pooled box's
+        # was its id.
+        base = {"PADDOCK_BOX": box.name}
         if self.environment is not None:
-            env = {**await self.environment.env_for_box(box), **env}
+            base.update(await self.environment.env_for_box(box))
+        env = {**base, **env}
         if tty and size:
             # The engine's API (1.41) cannot size a TTY at creation, and a resize after start
             # races the command; so the terminal gets its size inside the box, first.

@@ -53,15 +53,24 @@ class Capacity:
         claiming = [b for b in boxes if b.desired == Desired.RUNNING]
         return sum(b.cpus for b in claiming), sum(b.memory_mb for b in claiming)
 
-    def check(self, boxes: list[Box], want: BoxType) -> None:
+    def left(self, boxes: list[Box], held: tuple[float, int] = (0.0, 0)) -> tuple[float, int]:
+        """CPUs and memory left once these boxes and `held` (the warm pool's) are counted."""
         cpus, memory = self.used(boxes)
-        if cpus + want.cpus > self.cpus + 1e-9 or memory + want.memory_mb > self.memory_mb:
+        return self.cpus - cpus - held[0], self.memory_mb - memory - held[1]
+
+    def fits(self, boxes: list[Box], want: BoxType, held: tuple[float, int] = (0.0, 0)) -> bool:
+        cpus, memory = self.left(boxes, held)
+        return want.cpus <= cpus + 1e-9 and want.memory_mb <= memory
+
+    def check(self, boxes: list[Box], want: BoxType) -> None:
+        if not self.fits(boxes, want):
+            cpus, memory = self.left(boxes)
             raise CapacityExceeded(
                 f"the server is full: a {want.name} box needs {want.cpus:g} CPU and "
-                f"{want.memory_mb} MiB, but only {max(self.cpus - cpus, 0):g} CPU and "
-                f"{max(self.memory_mb - memory, 0)} MiB are left. Stop or remove a box "
+                f"{want.memory_mb} MiB, but only {max(cpus, 0):g} CPU and "
+                f"{max(memory, 0)} MiB are left. Stop or remove a box "
                 "(`paddock ls`), or choose a smaller type (`paddock types`).",
-                details={"cpus_left": self.cpus - cpus, "memory_mb_left": self.memory_mb - memory},
+                details={"cpus_left": cpus, "memory_mb_left": memory},
             )
 
 

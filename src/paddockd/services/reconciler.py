@@ -30,6 +30,7 @@ from ..runtime.base import (
     LABEL_BOX,
     LABEL_INSTANCE,
     LABEL_NAME,
+    LABEL_POOL,
     ContainerInfo,
     ContainerSpec,
     Mount,
@@ -210,6 +211,7 @@ class Reconciler:
             info = None  # just created: not running yet
         cid = box.container_id
         assert cid is not None
+        started = None
         if info is None or not info.running:
             if box.state != BoxState.CREATING:
                 box = await self._save(box, state=BoxState.STARTING)
@@ -219,6 +221,17 @@ class Reconciler:
             if started is not None and started.ip:
                 await self._net.forget_flows(started.ip)
             faults.point("container.started")
+        running = started or info
+        if (
+            (started is not None or box.state != BoxState.RUNNING)
+            and running is not None
+            and running.hostname
+            and running.hostname != box.name
+        ):
+            # A container the warm pool made before the box's name was known: named at
+            # its claim (the row says CREATING until then, even across a crash), and
+            # again after every start, where the engine names it as it was made.
+            await self._rt.set_hostname(cid, box.name)
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
         return box
@@ -247,9 +260,10 @@ class Reconciler:
         box's files, so the admin is told which boxes a stop and resume fixes."""
         problems: dict[str, str] = {}
         if await self._rt.views_available():
+            boxes = {b.id for b in await self._repo.all()}
             for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
-                if not info.running:
-                    continue
+                if not info.running or info.box_id not in boxes:
+                    continue  # the warm pool's are its own to check
                 if not info.views:
                     problems[info.box_id] = (
                         "started while LXCFS was down, it sees the host's CPUs and memory; "
@@ -340,7 +354,7 @@ class Reconciler:
             await self._release_storage(box)
 
     async def _release_storage(self, box: Box) -> None:
-        await self._rt.remove_volume(docker_volume(box.id))
+        await self._remove_files(box.id)
         # A fork may have been made from one of these images: those stay until it goes.
         in_use = await self.images_needed(except_box=box.id)
         mine = await self._repo.snapshot_images(box.id)
@@ -349,10 +363,45 @@ class Reconciler:
         for image in mine:
             if image not in in_use:
                 await self.release_image(image)
-        await anyio.to_thread.run_sync(
-            lambda: shutil.rmtree(self._boxes_dir / box.id, ignore_errors=True)
-        )
         await self._repo.delete(box.id)
+
+    async def _remove_files(self, box_id: str) -> None:
+        """The box's Docker volume and its folder (run folder, egress log)."""
+        await self._rt.remove_volume(docker_volume(box_id))
+        await anyio.to_thread.run_sync(
+            lambda: shutil.rmtree(self._boxes_dir / box_id, ignore_errors=True)
+        )
+
+    # -- the warm pool's containers: boxes without a row yet ------------------------------
+    async def create_pooled(self, box: Box, labels: dict[str, str]) -> ContainerInfo:
+        """Make and start a container for `box`, which has no row (services/pool.py). It
+        is named by its id until a claim names it, and it has no network until then: the
+        bridge guard binds ports only to boxes in the store."""
+        cid = await self._rt.create(await self._spec(box, box.image, labels))
+        try:
+            await self._rt.start(cid)
+            info = await self._rt.inspect(cid)
+            if info is None or not info.running:
+                raise PaddockError(f"the pool's container {cid[:12]} stopped as it started")
+            if info.ip:
+                await self._net.forget_flows(info.ip)
+        except PaddockError:
+            with contextlib.suppress(PaddockError):
+                await self.discard_pooled(box.id)
+            raise
+        return info
+
+    async def discard_pooled(self, box_id: str) -> None:
+        """Remove a pool's container and its storage; never one a claim made a box of."""
+        async with self._locks[box_id]:
+            if await self._repo.get(box_id) is not None:
+                log.error("not discarding box %s from the pool: it was claimed", box_id)
+                return
+            for info in await self._rt.containers(
+                {LABEL_INSTANCE: self._instance, LABEL_BOX: box_id}
+            ):
+                await self._rt.remove(info.id)
+            await self._remove_files(box_id)
 
     # -- operations the snapshot service asks for, under the box's lock ------------------
     async def snapshot(self, box_id: str, kind: str, label: str | None) -> Snapshot:
@@ -392,7 +441,9 @@ class Reconciler:
                 await self._rt.remove(box.container_id)
         return await self.reconcile(box_id)
 
-    async def _spec(self, box: Box, image: str) -> ContainerSpec:
+    async def _spec(
+        self, box: Box, image: str, pool_labels: dict[str, str] | None = None
+    ) -> ContainerSpec:
         # The box's Docker keeps its images and containers on a volume of its own: kept
         # across stop/resume, never in a snapshot, removed with the box.
         mounts = [Mount(docker_volume(box.id), "/var/lib/docker")]
@@ -409,7 +460,8 @@ class Reconciler:
             pids=box.pids,
             disk_mb=box.disk_mb,
             run_dir=self.run_dir(box.id),
-            labels={LABEL_INSTANCE: self._instance, LABEL_NAME: box.name},
+            # A pooled container's name is not known yet: it carries the pool's labels.
+            labels={LABEL_INSTANCE: self._instance, **(pool_labels or {LABEL_NAME: box.name})},
             mounts=tuple(mounts),
         )
 
@@ -428,6 +480,8 @@ class Reconciler:
         except PaddockError as exc:
             log.error("checking boxes' /proc views: %s", exc.message)
         for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
+            if LABEL_POOL in info.labels and info.box_id not in known:
+                continue  # the warm pool's (it adopts or removes them), or just claimed
             # Reread: a box created after the listing above is not an orphan.
             if info.box_id not in known and await self._repo.get(info.box_id) is None:
                 log.warning("removing orphan container %s (box %s)", info.id[:12], info.box_id)

@@ -15,6 +15,7 @@ from ..domain.box import BoxState, Desired
 from ..domain.errors import PaddockError
 from ..runtime.base import Profile, Runtime
 from .boxes import BoxService
+from .pool import WarmPool
 
 
 class SystemService:
@@ -29,6 +30,7 @@ class SystemService:
         lxcfs_dir: str = "",
         data_root: str = "",
         disk_limits: Callable[[], str] | None = None,
+        pool: WarmPool | None = None,
     ) -> None:
         self._boxes = boxes
         self._rt = runtime
@@ -38,6 +40,7 @@ class SystemService:
         self._lxcfs_dir = lxcfs_dir
         self._data_root = data_root
         self._disk_limits = disk_limits
+        self._pool = pool
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -99,6 +102,7 @@ class SystemService:
             disk_limits=(
                 await anyio.to_thread.run_sync(self._disk_limits) if self._disk_limits else None
             ),
+            pool=self._pool.status() if self._pool else None,
         )
 
     async def _space(self) -> tuple[int | None, int | None]:

@@ -1,0 +1,384 @@
+"""The warm pool: boxes made before anyone asks for them, so a `new` gets one at once.
+
+A pooled box is a started container with a box id of its own and no row in the store. So
+no one sees it (not in any list, not anyone's, no reference resolves to it), no member's
+limits count it, and it has no network at all: the bridge guard binds ports only to
+boxes in the store, and drops what an unbound port sends. It does hold its type's CPU and
+memory against the server's capacity.
+
+A `new` that a pooled box fits (its type, the box image as it is now, the engine's runtime
+profile and /proc views; no drives, which are volumes fixed when a container is made)
+claims it: BoxService writes the row with the container's id and the reconciler gives the
+box its name (hostname, /etc/hostname, /etc/hosts) before the `new` returns; its network
+policy, owner, TTL and provider keys live on the row, so they are the claimed box's from
+the first moment. A pooled box is claimed once and then is a box like any other; the pool
+makes a fresh one in its place. It refills one box at a time, only once no user's create
+or resume has run for `refill_delay` seconds, and only into room no box needs: a request
+that needs the room takes it from the pool first.
+
+Pooled containers carry the pool's labels (type, and the limits and profile they were made
+under). A paddockd that starts adopts those still running that fit what it would make now,
+and removes the rest; the reconciler leaves them to the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from paddock._models import PoolStatus, PoolTypeStatus
+
+from ..domain.box import Box, BoxState, BoxType, Desired, TtlAction, new_box_id
+from ..domain.errors import PaddockError, StorageLow
+from ..runtime.base import LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, Profile, Runtime
+from ..store.boxes import BoxRepository
+from .capacity import Capacity
+from .reconciler import Reconciler
+
+log = logging.getLogger("paddockd.pool")
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A ready box of the pool."""
+
+    box_id: str
+    container_id: str
+    type: str
+    cpus: float
+    memory_mb: int
+    key: str  # the type's limits and the runtime profile it was made under (pool_key)
+    image_id: str
+    views: bool  # LXCFS's /proc views are bound in
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What a container made now would be made with."""
+
+    profile: Profile
+    views: bool
+    image_id: str | None  # None: no box image
+
+
+def pool_key(box_type: BoxType, profile: Profile) -> str:
+    """What a pooled container must share with a box made now, besides its image and
+    views: its type's limits (a type can be redefined between two starts) and profile."""
+    t = box_type
+    return f"{t.cpus:g}/{t.memory_mb}/{t.pids}/{t.disk_mb}/{profile}"
+
+
+class WarmPool:
+    def __init__(
+        self,
+        sizes: dict[str, int],
+        max_boxes: int,
+        types: dict[str, BoxType],
+        image: str,
+        *,
+        repo: BoxRepository,
+        runtime: Runtime,
+        reconciler: Reconciler,
+        capacity: Capacity,
+        instance: str,
+        now: Callable[[], datetime],
+        refill_delay: float = 1.0,
+        interval: float = 10.0,
+    ) -> None:
+        self._sizes = dict(sizes)
+        self._max = max_boxes
+        self._types = types
+        self._image = image
+        self._repo = repo
+        self._rt = runtime
+        self._reconciler = reconciler
+        self._capacity = capacity
+        self._instance = instance
+        self._now = now
+        self._delay = refill_delay
+        self._interval = interval
+        self._ready: dict[str, Pooled] = {}  # by box id, oldest first
+        self._making: dict[str, BoxType] = {}  # by box id
+        self._cancelled: set[str] = set()  # being made, but a user's request took the room
+        self._busy = 0  # users' creates and resumes under way
+        self._last_user = float("-inf")  # when the last one ended (monotonic)
+        self._failures = 0  # makes that failed in a row
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.note: str | None = None  # why the pool is not full, for `paddock status`
+
+    # -- what BoxService asks, under its admission lock ----------------------------------
+    def held(self) -> tuple[float, int]:
+        """CPUs and memory the pool holds (ready boxes and those being made)."""
+        held = [(p.cpus, p.memory_mb) for p in self._ready.values()]
+        held += [(t.cpus, t.memory_mb) for i, t in self._making.items() if i not in self._cancelled]
+        return sum(c for c, _ in held), sum(m for _, m in held)
+
+    async def image_version(self, type_name: str) -> str | None:
+        """The box image's id, when a box of this type may be ready (else None, and no
+        engine call): what `take` needs. Asked before the admission lock is taken."""
+        if not any(p.type == type_name for p in self._ready.values()):
+            return None
+        return await self._rt.image_id(self._image)
+
+    def take(self, type_name: str, image_id: str | None) -> Pooled | None:
+        """Claim the oldest ready box of this type made from this image, if there is one.
+        It is the caller's from here on: its row must follow, or `drop` it."""
+        for pooled in self._ready.values():
+            if pooled.type == type_name and image_id and pooled.image_id == image_id:
+                del self._ready[pooled.box_id]
+                self._wake.set()
+                return pooled
+        return None
+
+    def drop(self, pooled: Pooled) -> None:
+        """Remove a taken box that could not be made anyone's."""
+        self._discard(pooled.box_id)
+
+    def make_room(self, boxes: list[Box]) -> None:
+        """Give up pooled boxes until `boxes` (the store's, with the one being admitted)
+        and the pool fit the capacity together: users' boxes come first."""
+        while True:
+            cpus, memory = self._capacity.left(boxes, self.held())
+            if cpus >= -1e-9 and memory >= 0:
+                return
+            making = [i for i in self._making if i not in self._cancelled]
+            if making:  # not ready yet: the least lost
+                self._cancelled.add(making[-1])
+            elif self._ready:
+                newest = next(reversed(self._ready))
+                del self._ready[newest]
+                self._discard(newest)
+            else:
+                return
+            log.info("gave a pooled box's room to a user's box")
+
+    @contextlib.asynccontextmanager
+    async def user_work(self) -> AsyncIterator[None]:
+        """Around a user's create or resume: the pool makes nothing meanwhile."""
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            self._last_user = time.monotonic()
+            self._wake.set()
+
+    def status(self) -> PoolStatus:
+        cpus, memory = self.held()
+        return PoolStatus(
+            max_boxes=self._max if self._sizes else 0,
+            types=[
+                PoolTypeStatus(
+                    type=name,
+                    size=size,
+                    ready=sum(p.type == name for p in self._ready.values()),
+                    making=sum(
+                        t.name == name for i, t in self._making.items() if i not in self._cancelled
+                    ),
+                )
+                for name, size in self._sizes.items()
+            ],
+            cpus=cpus,
+            memory_mb=memory,
+            note=self.note,
+        )
+
+    # -- the background loop -------------------------------------------------------------
+    async def run(self) -> None:
+        """Adopt what an earlier paddockd left, then keep the pool full (until cancelled)."""
+        await self._guarded(self._adopt())
+        while True:
+            self._wake.clear()
+            await self._guarded(self._check())
+            await self._guarded(self._refill())
+            # After failures, wait longer: an engine in trouble is not hammered.
+            pause = min(self._interval * 2**self._failures, 300.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), pause)
+
+    async def drain(self) -> None:
+        """Wait for removals under way (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _guarded(self, job: Coroutine[Any, Any, None]) -> None:
+        try:
+            await job
+        except PaddockError as exc:
+            self.note = exc.message
+            log.error("warm pool: %s", exc.message)
+        except Exception:
+            log.exception("warm pool failed")
+
+    async def _engine(self) -> Engine:
+        info = await self._rt.info()
+        return Engine(
+            info.profile, await self._rt.views_available(), await self._rt.image_id(self._image)
+        )
+
+    def _fits(self, pooled: Pooled, engine: Engine) -> bool:
+        box_type = self._types.get(pooled.type)
+        return (
+            box_type is not None
+            and pooled.key == pool_key(box_type, engine.profile)
+            and pooled.image_id == engine.image_id
+            and pooled.views == engine.views
+        )
+
+    def _wanted(self) -> BoxType | None:
+        """The type to make a box of next, if the pool is short of one."""
+        if len(self._ready) + len(self._making) >= self._max:
+            return None
+        for name, size in self._sizes.items():
+            have = sum(p.type == name for p in self._ready.values())
+            have += sum(t.name == name for t in self._making.values())
+            if have < size and name in self._types:
+                return self._types[name]
+        return None
+
+    async def _adopt(self) -> None:
+        """Keep the pooled containers an earlier paddockd made that fit; remove the rest."""
+        containers = await self._rt.containers({LABEL_INSTANCE: self._instance})
+        pooled = [c for c in containers if LABEL_POOL in c.labels]
+        if not pooled:
+            return
+        rows = await self._repo.all()
+        claimed = {b.id for b in rows}
+        engine = await self._engine()
+        for info in pooled:
+            if info.box_id in claimed:
+                continue  # a box now: the reconciler's
+            box_type = self._types.get(info.labels[LABEL_POOL])
+            candidate = Pooled(
+                info.box_id,
+                info.id,
+                info.labels[LABEL_POOL],
+                box_type.cpus if box_type else 0.0,
+                box_type.memory_mb if box_type else 0,
+                info.labels.get(LABEL_POOL_KEY, ""),
+                info.image_id,
+                info.views,
+            )
+            wanted = self._wanted()
+            if (
+                info.running
+                and box_type is not None
+                and wanted is not None
+                and wanted.name == box_type.name
+                and self._fits(candidate, engine)
+                and self._capacity.fits(rows, box_type, self.held())
+            ):
+                self._ready[info.box_id] = candidate
+                log.info("adopted pooled box %s (%s)", info.box_id, box_type.name)
+            else:
+                self._discard(info.box_id)
+
+    async def _check(self) -> None:
+        """Drop ready boxes that no longer fit a `new` (a rebuilt image, LXCFS back or
+        gone, an engine restart) or whose container is gone."""
+        if not self._ready:
+            return
+        engine = await self._engine()
+        live = {c.box_id: c for c in await self._rt.containers({LABEL_INSTANCE: self._instance})}
+        for pooled in list(self._ready.values()):
+            info = live.get(pooled.box_id)
+            if info is not None and info.running and self._fits(pooled, engine):
+                continue
+            # Taken meanwhile: a claim's now, not ours to drop.
+            if self._ready.pop(pooled.box_id, None) is not None:
+                log.info("pooled box %s is out of date; replacing it", pooled.box_id)
+                self._discard(pooled.box_id)
+
+    async def _refill(self) -> None:
+        while self._wanted() is not None:
+            await self._quiet()
+            box_type = self._wanted()  # claims may have moved it meanwhile
+            if box_type is None:
+                break
+            if not self._capacity.fits(await self._repo.all(), box_type, self.held()):
+                self.note = "the server has no room for more ready boxes"
+                return
+            try:
+                self._capacity.check_disk("the warm pool")
+            except StorageLow as exc:
+                self.note = exc.message
+                return
+            engine = await self._engine()
+            if engine.image_id is None:
+                self.note = f"no box image {self._image} yet (`paddock image build`)"
+                return
+            await self._make(box_type, engine)
+        self.note = None
+
+    async def _quiet(self) -> None:
+        """Return once no user's create or resume has run for `refill_delay` seconds."""
+        while True:
+            wait = self._last_user + self._delay - time.monotonic()
+            if self._busy == 0 and wait <= 0:
+                return
+            await asyncio.sleep(max(wait, 0.1))
+
+    async def _make(self, box_type: BoxType, engine: Engine) -> None:
+        box_id = new_box_id()
+        key = pool_key(box_type, engine.profile)
+        # Named by its id: the claim gives it its name.
+        box = Box(
+            id=box_id,
+            name=box_id,
+            type=box_type.name,
+            image=self._image,
+            state=BoxState.CREATING,
+            desired=Desired.RUNNING,
+            created_at=self._now(),
+            ttl=0,
+            ttl_action=TtlAction.STOP,
+            cpus=box_type.cpus,
+            memory_mb=box_type.memory_mb,
+            pids=box_type.pids,
+            disk_mb=box_type.disk_mb,
+        )
+        self._making[box_id] = box_type
+        try:
+            info = await self._reconciler.create_pooled(
+                box, {LABEL_POOL: box_type.name, LABEL_POOL_KEY: key}
+            )
+        except PaddockError:
+            self._failures += 1
+            raise
+        finally:
+            del self._making[box_id]
+        self._failures = 0
+        if box_id in self._cancelled:
+            self._cancelled.discard(box_id)
+            self._discard(box_id)
+            return
+        self._ready[box_id] = Pooled(
+            box_id,
+            info.id,
+            box_type.name,
+            box_type.cpus,
+            box_type.memory_mb,
+            key,
+            info.image_id,
+            info.views,
+        )
+
+    def _discard(self, box_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._remove(box_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _remove(self, box_id: str) -> None:
+        try:
+            await self._reconciler.discard_pooled(box_id)
+        except PaddockError as exc:
+            log.error("removing pooled box %s: %s", box_id, exc.message)
+        except Exception:
+            log.exception("removing pooled box %s failed", box_id)

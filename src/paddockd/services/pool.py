@@ -193,11 +193,10 @@ class WarmPool:
     # -- the background loop -------------------------------------------------------------
     async def run(self) -> None:
         """Adopt what an earlier paddockd left, then keep the pool full (until cancelled)."""
-        await self._guarded(self._adopt())
+        await self._guarded(self.adopt())
         while True:
             self._wake.clear()
-            await self._guarded(self._check())
-            await self._guarded(self._refill())
+            await self._guarded(self.fill())
             # After failures, wait longer: an engine in trouble is not hammered.
             pause = min(self._interval * 2**self._failures, 300.0)
             with contextlib.suppress(TimeoutError):
@@ -243,7 +242,12 @@ class WarmPool:
                 return self._types[name]
         return None
 
-    async def _adopt(self) -> None:
+    async def fill(self) -> None:
+        """One round: replace what went out of date, then make what is missing."""
+        await self._check()
+        await self._refill()
+
+    async def adopt(self) -> None:
         """Keep the pooled containers an earlier paddockd made that fit; remove the rest."""
         containers = await self._rt.containers({LABEL_INSTANCE: self._instance})
         pooled = [c for c in containers if LABEL_POOL in c.labels]

@@ -42,6 +42,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _toml(value: object) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    return repr(value).replace("'", '"')
+
+
 class Server:
     def __init__(self, workdir: Path, **settings: object) -> None:
         self.dir = workdir
@@ -64,14 +70,20 @@ class Server:
         if "upstream_dns" in settings:
             network["upstream_dns"] = [settings.pop("upstream_dns")]
         engine: dict[str, object] = {}
+        # No warm pool unless a test asks (pool_types={"small": 2}): ready boxes would
+        # load the machine and show up among a test's containers.
+        pool: dict[str, object] = {"max_boxes": 0}
+        if "pool_types" in settings:
+            pool["max_boxes"] = 4
         for key, value in settings.items():
-            section = {"capacity": capacity, "engine": engine}.get(key.split("_")[0], boxes)
-            section[key.removeprefix("capacity_").removeprefix("engine_")] = value
+            prefix = key.split("_")[0]
+            section = {"capacity": capacity, "engine": engine, "pool": pool}.get(prefix, boxes)
+            section[key.removeprefix(f"{prefix}_") if section is not boxes else key] = value
         lines = []
         sections = (("server", server), ("boxes", boxes), ("capacity", capacity))
-        for name, section in (*sections, ("engine", engine), ("network", network)):
+        for name, section in (*sections, ("engine", engine), ("network", network), ("pool", pool)):
             lines.append(f"[{name}]")
-            lines += [f"{k} = {v!r}".replace("'", '"') for k, v in section.items()]
+            lines += [f"{k} = {_toml(v)}" for k, v in section.items()]
         self.config.write_text("\n".join(lines) + "\n")
         self.token = subprocess.run(
             [PADDOCKD, "--config", str(self.config), "token", "create", "--name", "itest"],
@@ -189,8 +201,15 @@ class Server:
             self.proc.terminate()
             self.proc.wait(timeout=20)
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        volumes = []
         for c in self.containers():
+            # A box's own Docker volume has no labels; the warm pool's boxes leave theirs.
+            volumes += [m["Name"] for m in c.get("Mounts") or () if m.get("Type") == "volume"]
             api.remove_container(c["Id"], force=True)
+        for name in volumes:
+            if name.startswith("paddock-box-"):
+                with contextlib.suppress(docker.errors.APIError):
+                    api.remove_volume(name, force=True)
         # This server's own nftables table: its sets name box addresses that later boxes
         # of other servers may get.
         for family in ("inet", "bridge", "arp"):

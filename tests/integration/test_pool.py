@@ -3,6 +3,7 @@ respects the capacity, survives paddockd restarts, and holds under parallel `new
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -149,6 +150,27 @@ def test_a_restart_adopts_ready_boxes_or_removes_them(make_server: type[Server])
         wait_for(lambda: len(unclaimed(srv, c)) == 1, 30, "the surplus to go")
         assert ready(c) == {"small": 1}
         assert srv.sh("after", "hostname").strip() == "after"  # boxes are not the pool's
+
+
+def test_a_claim_cut_short_by_a_crash_is_finished_on_restart(make_server: type[Server]) -> None:
+    srv = make_server(pool_types={"small": 1})
+    with srv.client() as c:
+        wait_ready(c, {"small": 1})
+        pooled = unclaimed(srv, c)
+    srv.kill()
+    srv.start(fault="pool.claimed")
+    with srv.client() as c:
+        wait_ready(c, {"small": 1}, 30)  # adopted
+        with contextlib.suppress(Exception):  # the answer never comes: paddockd is dead
+            c.create_box("cut", ttl=600, network="deny-all")
+    assert srv.died()
+    srv.start()
+    with srv.client() as c:
+        wait_for(lambda: c.get_box("cut").state == "running", 30, "the claim to finish")
+        box = c.get_box("cut")
+        assert box.id in pooled
+        assert srv.sh("cut", "hostname; cat /etc/hostname").split() == ["cut", "cut"]
+        wait_for(lambda: ip_of(f"paddock-{box.id}") in nft_set(srv, "deny_all"), 10)
 
 
 def test_twenty_parallel_news_get_twenty_distinct_working_boxes(

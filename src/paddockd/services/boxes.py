@@ -245,6 +245,8 @@ class BoxService:
                     self._pool.drop(pooled)
                 raise
             self._pool.make_room([*boxes, box])
+        if pooled:
+            faults.point("pool.claimed")
         try:
             async with self._pool.user_work():
                 created = await self._reconciler.reconcile(box.id)

@@ -44,7 +44,7 @@ def unclaimed(srv: Server, c: Client) -> dict[str, str]:
     return {
         str(info["Labels"]["paddock.box"]): str(info["Id"])
         for info in srv.containers()
-        if POOLED in info["Labels"] and info["Labels"]["paddock.box"] not in boxes
+        if info["Labels"].get(POOLED) and info["Labels"]["paddock.box"] not in boxes
     }
 
 

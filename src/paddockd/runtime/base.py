@@ -21,7 +21,9 @@ LABEL_OWNER = "paddock.owner"
 # On boxes created with LXCFS's /proc views bound in.
 LABEL_VIEWS = "paddock.views"
 # On containers made for the warm pool: the box type, and what else a claim must match
-# (services/pool.py). They stay on a claimed box's container (labels are fixed).
+# (services/pool.py). They stay on a claimed box's container (labels are fixed), so only
+# a container no box row names is the pool's; a box's own containers carry LABEL_POOL
+# blank (a claimed box's snapshots would pass it on otherwise).
 LABEL_POOL = "paddock.pool"
 LABEL_POOL_KEY = "paddock.pool.key"
 

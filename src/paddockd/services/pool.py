@@ -250,7 +250,7 @@ class WarmPool:
     async def adopt(self) -> None:
         """Keep the pooled containers an earlier paddockd made that fit; remove the rest."""
         containers = await self._rt.containers({LABEL_INSTANCE: self._instance})
-        pooled = [c for c in containers if LABEL_POOL in c.labels]
+        pooled = [c for c in containers if c.labels.get(LABEL_POOL)]
         if not pooled:
             return
         rows = await self._repo.all()

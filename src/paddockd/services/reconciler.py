@@ -460,8 +460,12 @@ class Reconciler:
             pids=box.pids,
             disk_mb=box.disk_mb,
             run_dir=self.run_dir(box.id),
-            # A pooled container's name is not known yet: it carries the pool's labels.
-            labels={LABEL_INSTANCE: self._instance, **(pool_labels or {LABEL_NAME: box.name})},
+            labels={
+                LABEL_INSTANCE: self._instance,
+                # A pooled container's name is not known yet: it has the pool's labels. A
+                # box's blanks the pool's, which a snapshot of a claimed box would pass on.
+                **(pool_labels or {LABEL_NAME: box.name, LABEL_POOL: ""}),
+            },
             mounts=tuple(mounts),
         )
 
@@ -480,7 +484,7 @@ class Reconciler:
         except PaddockError as exc:
             log.error("checking boxes' /proc views: %s", exc.message)
         for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
-            if LABEL_POOL in info.labels and info.box_id not in known:
+            if info.labels.get(LABEL_POOL) and info.box_id not in known:
                 continue  # the warm pool's (it adopts or removes them), or just claimed
             # Reread: a box created after the listing above is not an orphan.
             if info.box_id not in known and await self._repo.get(info.box_id) is None:

@@ -75,7 +75,7 @@ class Pool:
     async def unclaimed(self) -> list[str]:
         """Box ids of the engine's containers that the pool made and no claim took."""
         rows = {b.id for b in await self.wired.repo.all()}
-        made = [c["labels"] for c in self.runtime.by_id.values() if LABEL_POOL in c["labels"]]
+        made = [c["labels"] for c in self.runtime.by_id.values() if c["labels"].get(LABEL_POOL)]
         return [labels[LABEL_BOX] for labels in made if labels[LABEL_BOX] not in rows]
 
     def container(self, cid: str | None) -> dict[str, Any]:
@@ -143,6 +143,8 @@ async def test_what_a_pooled_box_does_not_fit_is_created_as_before(pool: Pool) -
     with_drive = await pool.boxes.create("d", None, 600, None, drives=["cache"])
     medium = await pool.boxes.create("m", "medium", 600, None)
     assert with_drive.id not in ready and medium.id not in ready
+    # A box's own containers blank the pool's label, which an image could pass on.
+    assert pool.container(with_drive.container_id)["labels"][LABEL_POOL] == ""
     assert pool.ready() == {"small": 2}
     # A rebuilt image: the ready boxes run the old one.
     pool.runtime.image_ids["paddock-box:latest"] = "rebuilt"

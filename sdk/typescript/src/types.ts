@@ -34,6 +34,7 @@ export type Preview = Schemas["Preview"];
 export type MemberRemoved = Schemas["MemberRemoved"];
 export type EngineStatus = Schemas["EngineStatus"];
 export type Capacity = Schemas["Capacity"];
+export type PoolStatus = Schemas["PoolStatus"];
 export type ImageBuildRequest = Schemas["ImageBuildRequest"];
 
 /** The JSON answer of a successful `METHOD path`, read from the spec (for routes whose answer

@@ -1406,6 +1406,38 @@ export interface components {
             token: string;
         };
         /**
+         * PoolStatus
+         * @description The warm pool: boxes made before they are asked for, which a `new` claims at once.
+         *     They are no one's yet, and hold their CPU and memory against the capacity until a
+         *     box needs it.
+         */
+        PoolStatus: {
+            /** Cpus */
+            cpus: number;
+            /** Max Boxes */
+            max_boxes: number;
+            /** Memory Mb */
+            memory_mb: number;
+            /** Note */
+            note?: string | null;
+            /** Types */
+            types: components["schemas"]["PoolTypeStatus"][];
+        };
+        /** PoolTypeStatus */
+        PoolTypeStatus: {
+            /**
+             * Making
+             * @default 0
+             */
+            making: number;
+            /** Ready */
+            ready: number;
+            /** Size */
+            size: number;
+            /** Type */
+            type: string;
+        };
+        /**
          * Preview
          * @description A URL for a web server in a box. A private one's `url` carries its secret (a
          *     browser trades it for a cookie on first use); the box's owner, logged in, needs none
@@ -1529,6 +1561,7 @@ export interface components {
             /** Disk Limits */
             disk_limits?: string | null;
             engine: components["schemas"]["EngineStatus"];
+            pool?: components["schemas"]["PoolStatus"] | null;
             /** Problems */
             problems?: string[];
             /** Version */

@@ -157,7 +157,6 @@ class WarmPool:
                 self._discard(newest)
             else:
                 return
-            log.info("gave a pooled box's room to a user's box")
 
     @contextlib.asynccontextmanager
     async def user_work(self) -> AsyncIterator[None]:
@@ -253,13 +252,13 @@ class WarmPool:
         pooled = [c for c in containers if c.labels.get(LABEL_POOL)]
         if not pooled:
             return
-        rows = await self._repo.all()
-        claimed = {b.id for b in rows}
         engine = await self._engine()
+        claimed = {b.id for b in await self._repo.all()}
         for info in pooled:
             if info.box_id in claimed:
                 continue  # a box now: the reconciler's
             box_type = self._types.get(info.labels[LABEL_POOL])
+            wanted = self._wanted()
             candidate = Pooled(
                 info.box_id,
                 info.id,
@@ -270,19 +269,18 @@ class WarmPool:
                 info.image_id,
                 info.views,
             )
-            wanted = self._wanted()
             if (
                 info.running
-                and box_type is not None
                 and wanted is not None
-                and wanted.name == box_type.name
+                and wanted == box_type
                 and self._fits(candidate, engine)
-                and self._capacity.fits(rows, box_type, self.held())
             ):
                 self._ready[info.box_id] = candidate
-                log.info("adopted pooled box %s (%s)", info.box_id, box_type.name)
+                log.info("adopted pooled box %s (%s)", info.box_id, wanted.name)
             else:
                 self._discard(info.box_id)
+        # What the boxes need comes first (a `new` may have been admitted meanwhile).
+        self.make_room(await self._repo.all())
 
     async def _check(self) -> None:
         """Drop ready boxes that no longer fit a `new` (a rebuilt image, LXCFS back or
@@ -306,9 +304,6 @@ class WarmPool:
             box_type = self._wanted()  # claims may have moved it meanwhile
             if box_type is None:
                 break
-            if not self._capacity.fits(await self._repo.all(), box_type, self.held()):
-                self.note = "the server has no room for more ready boxes"
-                return
             try:
                 self._capacity.check_disk("the warm pool")
             except StorageLow as exc:
@@ -318,7 +313,20 @@ class WarmPool:
             if engine.image_id is None:
                 self.note = f"no box image {self._image} yet (`paddock image build`)"
                 return
-            await self._make(box_type, engine)
+            # Reserve first, then look at the boxes: a `new` admitted from here on sees
+            # the reservation and takes it back if it needs the room; one admitted before
+            # is in the rows read below.
+            box_id = new_box_id()
+            self._making[box_id] = box_type
+            try:
+                self.make_room(await self._repo.all())
+                if box_id in self._cancelled:
+                    self.note = "the server has no room for more ready boxes"
+                    return
+                await self._make(box_id, box_type, engine)
+            finally:
+                del self._making[box_id]
+                self._cancelled.discard(box_id)
         self.note = None
 
     async def _quiet(self) -> None:
@@ -329,8 +337,8 @@ class WarmPool:
                 return
             await asyncio.sleep(max(wait, 0.1))
 
-    async def _make(self, box_type: BoxType, engine: Engine) -> None:
-        box_id = new_box_id()
+    async def _make(self, box_id: str, box_type: BoxType, engine: Engine) -> None:
+        """Make the box reserved as `box_id`; ready unless its room was taken meanwhile."""
         key = pool_key(box_type, engine.profile)
         # Named by its id: the claim gives it its name.
         box = Box(
@@ -348,7 +356,6 @@ class WarmPool:
             pids=box_type.pids,
             disk_mb=box_type.disk_mb,
         )
-        self._making[box_id] = box_type
         try:
             info = await self._reconciler.create_pooled(
                 box, {LABEL_POOL: box_type.name, LABEL_POOL_KEY: key}
@@ -356,11 +363,8 @@ class WarmPool:
         except PaddockError:
             self._failures += 1
             raise
-        finally:
-            del self._making[box_id]
         self._failures = 0
         if box_id in self._cancelled:
-            self._cancelled.discard(box_id)
             self._discard(box_id)
             return
         self._ready[box_id] = Pooled(

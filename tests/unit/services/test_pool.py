@@ -16,7 +16,7 @@ from paddockd.domain.box import BoxState, BoxType
 from paddockd.domain.errors import CapacityExceeded
 from paddockd.domain.network import policy
 from paddockd.netpolicy.fake import FakeNetwork
-from paddockd.runtime.base import LABEL_BOX, LABEL_NAME, LABEL_POOL
+from paddockd.runtime.base import LABEL_BOX, LABEL_NAME, LABEL_POOL, ContainerSpec
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.reconciler import docker_volume
 from paddockd.wiring import wire
@@ -66,7 +66,9 @@ class Pool:
         return self.wired.services.boxes
 
     async def fill(self) -> None:
+        """A round of the pool's loop, removals included (they run in the background)."""
         await self.wired.pool.fill()
+        await self.wired.pool.drain()
 
     def ready(self) -> dict[str, int]:
         status = self.wired.pool.status()
@@ -180,6 +182,30 @@ async def test_a_box_that_needs_the_room_takes_it_from_the_pool(tmp_path: Path) 
     assert pool.ready() == {"small": 3}
     await pool.fill()
     assert len(await pool.unclaimed()) == 3
+    pool.wired.db.close()
+
+
+async def test_a_box_being_made_gives_its_room_back(tmp_path: Path) -> None:
+    pool = Pool(tmp_path, types={"small": 1}, cpus=1, memory_mb=1024)
+    made = asyncio.Event()
+    create = pool.runtime.create
+
+    async def slow_for_the_pool(spec: ContainerSpec) -> str:
+        if spec.labels.get(LABEL_POOL):
+            await made.wait()
+        return await create(spec)
+
+    pool.runtime.create = slow_for_the_pool  # type: ignore[method-assign]
+    filling = asyncio.create_task(pool.fill())
+    await asyncio.sleep(0.05)
+    assert pool.wired.pool.status().types[0].making == 1  # reserved, being made
+    await pool.boxes.create("a", None, 600, None, drives=["x"])  # needs that room
+    assert pool.wired.pool.held() == (0, 0)
+    made.set()
+    await filling
+    await pool.wired.pool.drain()
+    assert pool.ready() == {"small": 0} and await pool.unclaimed() == []
+    assert pool.wired.pool.status().note == "the server has no room for more ready boxes"
     pool.wired.db.close()
 
 

@@ -349,13 +349,16 @@ class _Base:
         network: str | None = None,
         allow: Sequence[str] | None = None,
         agent: str | None = None,
+        idle_stop: int | None = None,
     ) -> Call[Box]:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
         created if they do not exist. `network`: allow-all, deny-all or allowlist (with
         `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
-        agent for `prompt`."""
+        agent for `prompt`. `idle_stop`: seconds without use after which it stops (0:
+        never; None: the server's default)."""
         body = {
             "agent": agent,
+            "idle_stop": idle_stop,
             "name": name,
             "type": box_type,
             "ttl": ttl,
@@ -575,14 +578,17 @@ class _Base:
         workdir: str | None = None,
         model: str | None = None,
         json_events: bool = False,
+        wake: bool = False,
     ) -> Call[RunInfo]:
-        """Start a coding agent headless in the box; it goes on if this client goes away."""
+        """Start a coding agent headless in the box; it goes on if this client goes away.
+        `wake`: start the box first if it is stopped."""
         body = {
             "instruction": instruction,
             "agent": agent,
             "workdir": workdir,
             "model": model,
             "json": json_events,
+            "wake": wake,
         }
         return Call(_Request("POST", _box(box) + "/runs", json=body), _model("RunInfo"))
 
@@ -695,8 +701,9 @@ class _Base:
         env: dict[str, str] | None,
         workdir: str | None,
         user: str | None,
+        wake: bool = False,
     ) -> _Request:
-        body = _exec_body(cmd, env, workdir, user)
+        body = _exec_body(cmd, env, workdir, user, **({"wake": True} if wake else {}))
         return _Request("POST", _box(box) + "/exec", json=body, untimed=True)
 
     @operation
@@ -888,9 +895,10 @@ class Client(_Base):
         agent: str | None = None,
         workdir: str | None = None,
         model: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
         """Run an agent to completion: its output and exit code."""
-        run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
+        run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model, wake=wake)
         collected = _RunOutput()
         for event in self.follow_run(run.id):
             collected.add(event)
@@ -904,9 +912,12 @@ class Client(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> ExecStream:
-        """Run a command and stream its output. A string runs in `bash -lc`."""
-        return ExecStream(self._open(self._r_exec(box, cmd, env, workdir, user)).iter_bytes())
+        """Run a command and stream its output. A string runs in `bash -lc`. `wake`: start
+        the box first if it is stopped."""
+        req = self._r_exec(box, cmd, env, workdir, user, wake)
+        return ExecStream(self._open(req).iter_bytes())
 
     def exec(
         self,
@@ -916,9 +927,11 @@ class Client(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
-        """Run a command to completion and return its output and exit code."""
-        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user)
+        """Run a command to completion and return its output and exit code. `wake`: start
+        the box first if it is stopped."""
+        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         for kind, data in stream:
             out[kind].append(data)
@@ -1225,9 +1238,12 @@ class AsyncClient(_Base):
         agent: str | None = None,
         workdir: str | None = None,
         model: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
         """Run an agent to completion: its output and exit code."""
-        run = await self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
+        run = await self.start_run(
+            box, instruction, agent=agent, workdir=workdir, model=model, wake=wake
+        )
         collected = _RunOutput()
         async for event in self.follow_run(run.id):
             collected.add(event)
@@ -1241,9 +1257,10 @@ class AsyncClient(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> AsyncIterator[ExecEvent | int]:
         """Yields `ExecEvent`s, then the exit code (an int) last."""
-        resp = await self._send(self._r_exec(box, cmd, env, workdir, user))
+        resp = await self._send(self._r_exec(box, cmd, env, workdir, user, wake))
         decoder = _frames.FrameDecoder()
         try:
             async for chunk in resp.aiter_bytes():
@@ -1265,11 +1282,13 @@ class AsyncClient(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
         """Run a command to completion and return its output and exit code."""
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         code: int | None = None
-        async for event in self.exec_stream(box, cmd, env=env, workdir=workdir, user=user):
+        events = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
+        async for event in events:
             if isinstance(event, int):
                 code = event
             else:

@@ -112,8 +112,17 @@ def wire(
         retention=cfg.snapshot_retention,
     )
     drives = DriveService(repo, runtime, cfg.instance, accounts)
+    activity = Activity()
     boxes = BoxService(
-        cfg, repo, runtime, reconciler, Capacity.from_config(cfg), now, drives, accounts_repo.limits
+        cfg,
+        repo,
+        runtime,
+        reconciler,
+        Capacity.from_config(cfg),
+        now,
+        drives,
+        accounts_repo.limits,
+        activity,
     )
     system = SystemService(
         boxes,
@@ -142,7 +151,6 @@ def wire(
         split = urlsplit(public_url())
         return split.hostname if split.scheme == "https" else None
 
-    activity = Activity()
     previews = PreviewService(
         PreviewRepository(db),
         boxes,
@@ -179,7 +187,7 @@ def wire(
         members=MemberService(accounts_repo, tokens, boxes, credentials, public_url),
         previews=previews,
     )
-    reaper = Reaper(boxes, now)
+    reaper = Reaper(boxes, now, previews)
     sweeper = ImageSweeper(
         repo,
         runtime,

@@ -45,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="stop the box after this long (0: never); also 90m, 2h, 1d",
     )
     p.add_argument(
+        "--idle-stop",
+        type=seconds_arg("idle stop", " (0: never)"),
+        metavar="DURATION",
+        help="stop the box once unused this long (no exec, terminal, desktop viewer, agent "
+        "run or preview traffic), e.g. 30m; default: the server's",
+    )
+    p.add_argument(
         "--ttl-action",
         choices=["stop", "delete"],
         help="what the TTL does (default: stop, snapshot kept)",
@@ -226,6 +233,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             network="allowlist" if args.allow else args.network,
             allow=args.allow,
             agent=args.agent,
+            idle_stop=args.idle_stop,
         )
         for provider in args.auth:
             c.attach_credential(box.name, provider)

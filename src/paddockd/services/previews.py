@@ -226,5 +226,12 @@ class PreviewService:
             self.forget(box_id)
 
     async def sweep(self) -> int:
-        """Remove expired previews (their URLs already refuse)."""
-        return await self._repo.delete_expired(time.time())
+        """Remove expired previews (their URLs already refuse) and those of boxes that are
+        gone."""
+        gone = await self._repo.delete_expired(time.time())
+        boxes = {b.id for b in await self._boxes.all()}
+        for preview in await self._repo.all():
+            if preview.box_id not in boxes:
+                gone += await self._repo.delete(preview.id)
+                self.forget(preview.box_id)
+        return gone

@@ -866,6 +866,11 @@ export interface components {
             expires_at?: string | null;
             /** Id */
             id: string;
+            /**
+             * Idle Stop
+             * @default 0
+             */
+            idle_stop: number;
             /** Image */
             image: string;
             /** Message */
@@ -924,6 +929,8 @@ export interface components {
             allow?: string[];
             /** Drives */
             drives?: string[];
+            /** Idle Stop */
+            idle_stop?: number | null;
             /** Name */
             name?: string | null;
             /** Network */
@@ -1270,6 +1277,11 @@ export interface components {
             tty: boolean;
             /** User */
             user?: string | null;
+            /**
+             * Wake
+             * @default false
+             */
+            wake: boolean;
             /** Workdir */
             workdir?: string | null;
         };
@@ -1510,6 +1522,11 @@ export interface components {
             json: boolean;
             /** Model */
             model?: string | null;
+            /**
+             * Wake
+             * @default false
+             */
+            wake: boolean;
             /** Workdir */
             workdir?: string | null;
         };
@@ -4004,6 +4021,7 @@ export interface operations {
             query: {
                 path: string;
                 owner?: string;
+                wake?: boolean;
             };
             header?: never;
             path: {

@@ -198,7 +198,10 @@ class PreviewProxy:
         except Waking:
             await _respond(send, _holding_page())
             return
-        except (NotFound, InvalidState, OSError, asyncio.TimeoutError) as exc:
+        except NotFound:  # the box went; its previews go with the next sweep
+            await _respond(send, _page(404, "No such preview", "This preview URL does not exist."))
+            return
+        except (InvalidState, OSError, asyncio.TimeoutError) as exc:
             await _respond(send, _unreachable(preview, exc))
             return
         try:

@@ -126,6 +126,10 @@ def test_a_private_preview_needs_its_secret_then_keeps_it_in_a_cookie(
             bare + "echo", content=b"x" * 3_000_000, headers={"Cookie": cookie.split(";")[0]}
         )
         assert posted.status_code == 200 and len(posted.content) == 3_000_000
+        # The secret's redirect stays on this site, whatever the path looks like.
+        secret = url.split("=")[1]
+        odd = browser.get(f"{bare}/evil.example/x?paddock_preview={secret}")
+        assert odd.status_code == 303 and odd.headers["location"].startswith("/preview/")
         # The same secret does not open another port's preview.
         other = browser.get(
             f"{server.url}/preview/{preview['box_id']}/8081/?paddock_preview={url.split('=')[1]}"

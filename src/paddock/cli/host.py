@@ -24,9 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "gives a new URL; the old one stops working.",
         epilog=examples(
             "paddock host current 3000",
-            "paddock host web 8080 --public --ttl 2h",
+            "paddock host current 8080 --public --ttl 2h",
             "paddock host ls",
-            "paddock host rm 3f2a9c0d41b7e6a5",
+            "paddock host ls current --json",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

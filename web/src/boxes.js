@@ -61,7 +61,7 @@ async function createDialog() {
   const typeSel = h("select", { name: "type" }, types.types.map((t) => h("option", { value: t.name, selected: t.name === types.default },
     `${t.name} — ${t.cpus} CPU, ${bytes(t.memory_mb * 1e6)}`)));
   const fields = [
-    field("Name", h("input", { name: "name", placeholder: "(chosen for you)", pattern: "[a-z0-9][a-z0-9-]{0,62}", autocomplete: "off" })),
+    field("Name", h("input", { name: "name", placeholder: "(chosen for you)", autocomplete: "off" })),
     field("Type", typeSel),
     field("Time to live", h("select", { name: "ttl" }, TTLS.map(([v, l]) => h("option", { value: v }, l))), "then it stops"),
     h("fieldset", {}, h("legend", {}, "Drives"),

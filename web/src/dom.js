@@ -88,9 +88,9 @@ export function dialog(title, fields, { submit = "OK", danger = false, note } = 
     const form = h("form", { method: "dialog" });
     const dlg = h("dialog", { "aria-labelledby": "dlg-title" },
       h("h2#dlg-title", {}, title), note ? h("p", {}, note) : null, form);
-    append(form, fields, h("div.actions", {},
+    append(form, [fields, h("div.actions", {},
       h("button", { type: "button", value: "cancel", on: { click: () => dlg.close("cancel") } }, "Cancel"),
-      h(`button${danger ? ".danger" : ".primary"}`, { type: "submit", value: "ok" }, submit)));
+      h(`button${danger ? ".danger" : ".primary"}`, { type: "submit", value: "ok" }, submit))]);
     dlg.addEventListener("close", () => {
       const ok = dlg.returnValue === "ok";
       const values = ok ? Object.fromEntries(new FormData(form)) : null;

@@ -8,7 +8,8 @@ import { h, clear, toast } from "./dom.js";
 import * as frames from "./frames.js";
 
 const RETRY = [500, 1000, 2000, 4000, 8000];
-export const terminals = [];  // for the tests, which read a terminal's buffer
+// Open terminals, for the browser tests (which read a buffer, and drop a connection).
+const terminals = [];
 window.paddockTerminals = terminals;
 
 function storedKeys(box) {
@@ -134,7 +135,7 @@ export function terminalTab(panel, box) {
       h("button.small.close", { type: "button", "aria-label": `Close ${label}`, on: { click: () => remove(s) } }, "×"));
     strip.append(s.tab);
     sessions.push(s);
-    terminals.push(s.term);
+    terminals.push(s);
     storeKeys(box, sessions.map((x) => x.key));
     select(s);
   }
@@ -144,7 +145,7 @@ export function terminalTab(panel, box) {
     s.wrap.remove();
     s.tab.remove();
     sessions.splice(sessions.indexOf(s), 1);
-    terminals.splice(terminals.indexOf(s.term), 1);
+    terminals.splice(terminals.indexOf(s), 1);
     storeKeys(box, sessions.map((x) => x.key));
     if (sessions.length) select(sessions[sessions.length - 1]);
   }
@@ -152,6 +153,6 @@ export function terminalTab(panel, box) {
   const keys = storedKeys(box);
   for (const key of keys.length ? keys : [newKey()]) add(key);
   return () => {
-    for (const s of sessions) { s.detach(); terminals.splice(terminals.indexOf(s.term), 1); }
+    for (const s of sessions) { s.detach(); terminals.splice(terminals.indexOf(s), 1); }
   };
 }

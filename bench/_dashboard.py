@@ -1,5 +1,5 @@
 """What the dashboard's benchmark and its screenshots share: a paddockd of their own with
-an owner, Debian's chromium, and a logged-in page."""
+an owner, boxes, and (from the browser tests) Debian's chromium and a logged-in page."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness import Server
-from tests.integration.test_accounts import PASSWORD, create_owner
+from tests.integration.test_accounts import create_owner
+from tests.integration.test_dashboard import launch as chromium
+from tests.integration.test_dashboard import logged_in
 
-CHROMIUM = "/usr/bin/chromium"
+__all__ = ["chromium", "log_in", "make_boxes", "owned_server"]
+
+
+def log_in(browser: Any, server: Server, width: int = 1280, height: int = 800) -> Any:
+    """A new context's page, logged in as the owner, showing the box list."""
+    return logged_in(browser, server, "ada", width, height)
 
 
 @contextlib.contextmanager
@@ -38,29 +45,3 @@ def make_boxes(server: Server, prefix: str, n: int) -> list[str]:
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(make, names))
     return names
-
-
-@contextlib.contextmanager
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-def log_in(browser: Any, server: Server, width: int = 1280, height: int = 800) -> Any:
-    """A new context's page, logged in as the owner, showing the box list."""
-    page = browser.new_context(viewport={"width": width, "height": height}).new_page()
-    page.goto(server.url + "/")
-    page.fill("#username", "ada")
-    page.fill("#password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_selector(".live.on")
-    return page

@@ -1021,12 +1021,18 @@ class _RunOutput:
         return _result(self.code, self.out)
 
 
-def _sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, Any]]:
-    """(event, data as JSON) of a server-sent event stream; comments are skipped."""
+def _pieces(chunks: Iterable[bytes], sep: bytes) -> Iterator[list[bytes]]:
+    """The whole pieces (between `sep`s) of a stream, as they complete."""
     buf = b""
     for chunk in chunks:
         buf += chunk
-        *events, buf = buf.split(b"\n\n")
+        *done, buf = buf.split(sep)
+        yield done
+
+
+def _sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, Any]]:
+    """(event, data as JSON) of a server-sent event stream; comments are skipped."""
+    for events in _pieces(chunks, b"\n\n"):
         yield from _sse_events(events)
 
 
@@ -1052,10 +1058,7 @@ def _box_events(events: Iterable[tuple[str, Any]]) -> Iterator[BoxEvent]:
 
 def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
     """Objects of a newline-delimited JSON stream; an `error` object is raised."""
-    buf = b""
-    for chunk in chunks:
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
+    for lines in _pieces(chunks, b"\n"):
         yield from _ndjson_lines(lines)
 
 

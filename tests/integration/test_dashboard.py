@@ -5,6 +5,7 @@ its desktop; a member sees only their own boxes; a hostile file name stays text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -46,8 +47,9 @@ def dash(engine: None, workdir: Path, dns_stub: Any) -> Iterator[Server]:
         server.close()
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
+@contextlib.contextmanager
+def launch() -> Iterator[Any]:
+    """Debian's chromium under Playwright (which never downloads a browser here)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -55,13 +57,24 @@ def chromium() -> Iterator[Any]:
             executable_path=CHROMIUM,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    with launch() as browser:
         yield browser
-        browser.close()
 
 
-def logged_in(chromium: Any, server: Server, username: str) -> Any:
-    """A page of a fresh browser context, logged in as `username`, on the box list."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+def logged_in(
+    chromium: Any, server: Server, username: str, width: int = 1280, height: int = 800
+) -> Any:
+    """A page of a fresh browser context, logged in as `username`, on the box list; it
+    records alerts and script errors (`page.alerts`, `page.errors`)."""
+    context = chromium.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     alerts: list[str] = []
     page.on("dialog", lambda d: (alerts.append(d.message), d.dismiss()))

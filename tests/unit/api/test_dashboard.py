@@ -164,3 +164,17 @@ def test_the_terminal_websocket(
         ws.send_text(json.dumps({"type": "close"}))
     client.portal.call(world.services.terminals.shutdown)
     assert world.services.terminals.count == 0
+
+
+def test_the_sdk_follows_events(world: World) -> None:
+    from paddock import Client
+
+    with serve_api(world) as port, Client(url=f"http://127.0.0.1:{port}", token=world.token) as c:
+        c.create_box("seen")
+        events = c.follow_events()
+        kind, listed = next(events)
+        assert kind == "boxes" and [b.name for b in listed.boxes] == ["seen"]
+        c.stop_box("seen")
+        kind, box = next(events)
+        assert kind == "box" and box.name == "seen" and box.state == "stopped"
+        events.close()

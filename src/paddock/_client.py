@@ -74,6 +74,9 @@ if TYPE_CHECKING:
     )
     from ._placement import Dest, Kind
 
+    # ("boxes", BoxList) | ("box", Box) | ("box-removed", {"id": ...}): /v1/events
+    BoxEvent = tuple[str, Any]
+
 
 class _Request:
     __slots__ = ("body", "content_type", "json", "method", "params", "path", "slow", "untimed")
@@ -610,6 +613,10 @@ class _Base:
         params = {"follow": "true" if live else "false"}
         return _Request("GET", "/v1/runs/" + quote(run_id, safe="") + "/log", params, untimed=True)
 
+    @staticmethod
+    def _r_events() -> _Request:
+        return _Request("GET", "/v1/events", untimed=True)
+
     # -- provider credentials -----------------------------------------------------------
     @operation
     def set_credential(
@@ -887,6 +894,12 @@ class Client(_Base):
         {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
         yield from _ndjson(self._open(self._r_run_log(run_id, live)).iter_bytes())
 
+    def follow_events(self) -> Iterator[BoxEvent]:
+        """Your boxes as they change: first ("boxes", BoxList), then ("box", Box) for each
+        change and ("box-removed", {"id": ...}). The server ends the stream after a while
+        (15 minutes): call again to go on."""
+        yield from _box_events(_sse(self._open(self._r_events()).iter_bytes()))
+
     def prompt(
         self,
         box: str,
@@ -1021,12 +1034,44 @@ class _RunOutput:
         return _result(self.code, self.out)
 
 
-def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-    """Objects of a newline-delimited JSON stream; an `error` object is raised."""
+def _pieces(chunks: Iterable[bytes], sep: bytes) -> Iterator[list[bytes]]:
+    """The whole pieces (between `sep`s) of a stream, as they complete."""
     buf = b""
     for chunk in chunks:
         buf += chunk
-        *lines, buf = buf.split(b"\n")
+        *done, buf = buf.split(sep)
+        yield done
+
+
+def _sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, Any]]:
+    """(event, data as JSON) of a server-sent event stream; comments are skipped."""
+    for events in _pieces(chunks, b"\n\n"):
+        yield from _sse_events(events)
+
+
+def _sse_events(events: list[bytes]) -> Iterator[tuple[str, Any]]:
+    # paddockd's events are one `event:` and one `data:` line each (JSON has no newline).
+    for event in events:
+        kind, data = "message", None
+        for line in event.decode().splitlines():
+            field, _, value = line.partition(":")
+            if field == "event":
+                kind = value.strip()
+            elif field == "data":
+                data = json.loads(value)
+        if data is not None:
+            yield kind, data
+
+
+def _box_events(events: Iterable[tuple[str, Any]]) -> Iterator[BoxEvent]:
+    parse = {"boxes": _model("BoxList"), "box": _model("Box")}
+    for kind, data in events:
+        yield kind, parse[kind](data) if kind in parse else data
+
+
+def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """Objects of a newline-delimited JSON stream; an `error` object is raised."""
+    for lines in _pieces(chunks, b"\n"):
         yield from _ndjson_lines(lines)
 
 
@@ -1229,6 +1274,19 @@ class AsyncClient(_Base):
         """The run's output events so far, then (if `live`) the rest as they come."""
         async for event in self._ndjson(self._r_run_log(run_id, live)):
             yield event
+
+    async def follow_events(self) -> AsyncIterator[BoxEvent]:
+        """Your boxes as they change (see `Client.follow_events`)."""
+        resp = await self._send(self._r_events())
+        buf = b""
+        try:
+            async for chunk in resp.aiter_bytes():
+                buf += chunk
+                *events, buf = buf.split(b"\n\n")
+                for event in _box_events(_sse_events(events)):
+                    yield event
+        finally:
+            await resp.aclose()
 
     async def prompt(
         self,

@@ -9,7 +9,7 @@ import { posix } from "node:path";
 import { loadConfig } from "./config.js";
 import { ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
 import { ERROR, EXIT, FrameDecoder, STDERR, STDOUT } from "./frames.js";
-import { chunks, ndjson, type Request, Transport } from "./http.js";
+import { chunks, ndjson, sse, type Request, Transport } from "./http.js";
 import {
   type Dest,
   type Kind,
@@ -50,6 +50,7 @@ import type {
   NetworkSuggestion,
   PushResult,
   RunEvent,
+  BoxEvent,
   RunInfo,
   RunRequest,
   ServerStatus,
@@ -710,6 +711,13 @@ export class Client {
       wait: "stream",
     };
     yield* ndjson(await this.#http.open(req)) as AsyncGenerator<RunEvent>;
+  }
+
+  /** Your boxes as they change: first `boxes` (every box you see), then `box` for each change
+   * and `box-removed`. The server ends the stream after 15 minutes: call again to go on. */
+  async *followEvents(): AsyncGenerator<BoxEvent> {
+    const req: Request = { method: "GET", path: "/v1/events", wait: "stream" };
+    yield* sse(await this.#http.open(req)) as AsyncGenerator<BoxEvent>;
   }
 
   async stopRun(runId: string): Promise<RunInfo> {

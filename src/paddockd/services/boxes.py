@@ -30,7 +30,7 @@ from ..domain.box import (
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
 from ..domain.network import NetworkPolicy, policy
 from ..domain.snapshot import parse_drive
-from ..runtime.base import ExecProcess, ExecSpec, Runtime
+from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, Runtime
 from ..store.boxes import BoxRepository
 from .activity import Activity
 from .capacity import Capacity, check_limits
@@ -484,33 +484,15 @@ class BoxService:
         return _described(path, st)
 
 
-class _InUse:
+class _InUse(ExecWrapper):
     """An exec that keeps its box in use (no idle stop) until it is closed: a long build
     run through `paddock exec` is use, however quiet."""
 
     def __init__(self, proc: ExecProcess, activity: Activity, box_id: str) -> None:
-        self._proc = proc
+        super().__init__(proc)
         self._busy = activity.busy(box_id)
         self._busy.__enter__()
         self._open = True
-
-    def output(self) -> AsyncIterator[tuple[int, bytes]]:
-        return self._proc.output()
-
-    async def wait(self) -> int:
-        return await self._proc.wait()
-
-    async def write(self, data: bytes) -> None:
-        await self._proc.write(data)
-
-    async def close_stdin(self) -> None:
-        await self._proc.close_stdin()
-
-    async def resize(self, cols: int, rows: int) -> None:
-        await self._proc.resize(cols, rows)
-
-    async def kill(self) -> None:
-        await self._proc.kill()
 
     async def close(self) -> None:
         try:

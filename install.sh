@@ -96,7 +96,7 @@ systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
-packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs)
+packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs nodejs npm)
 [ -n "$HOST_NAME" ] && packages+=(caddy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -150,6 +150,9 @@ if [ ! -s "$novnc/usr/share/novnc/core/rfb.js" ]; then
     unpack_deb novnc "$novnc"
 fi
 echo "$novnc/usr/share/novnc"
+
+step "Web dashboard (web/: npm packages from its lockfile, bundled; nothing from a CDN)"
+"$HERE/scripts/build-dashboard"
 
 step "Python environment ($VENV)"
 py=$(command -v python3)

@@ -74,6 +74,9 @@ if TYPE_CHECKING:
     )
     from ._placement import Dest, Kind
 
+    # ("boxes", BoxList) | ("box", Box) | ("box-removed", {"id": ...}): /v1/events
+    BoxEvent = tuple[str, Any]
+
 
 class _Request:
     __slots__ = ("body", "content_type", "json", "method", "params", "path", "slow", "untimed")
@@ -349,13 +352,16 @@ class _Base:
         network: str | None = None,
         allow: Sequence[str] | None = None,
         agent: str | None = None,
+        idle_stop: int | None = None,
     ) -> Call[Box]:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
         created if they do not exist. `network`: allow-all, deny-all or allowlist (with
         `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
-        agent for `prompt`."""
+        agent for `prompt`. `idle_stop`: seconds without use after which it stops (0:
+        never; None: the server's default)."""
         body = {
             "agent": agent,
+            "idle_stop": idle_stop,
             "name": name,
             "type": box_type,
             "ttl": ttl,
@@ -575,14 +581,17 @@ class _Base:
         workdir: str | None = None,
         model: str | None = None,
         json_events: bool = False,
+        wake: bool = False,
     ) -> Call[RunInfo]:
-        """Start a coding agent headless in the box; it goes on if this client goes away."""
+        """Start a coding agent headless in the box; it goes on if this client goes away.
+        `wake`: start the box first if it is stopped."""
         body = {
             "instruction": instruction,
             "agent": agent,
             "workdir": workdir,
             "model": model,
             "json": json_events,
+            "wake": wake,
         }
         return Call(_Request("POST", _box(box) + "/runs", json=body), _model("RunInfo"))
 
@@ -603,6 +612,10 @@ class _Base:
     def _r_run_log(run_id: str, live: bool) -> _Request:
         params = {"follow": "true" if live else "false"}
         return _Request("GET", "/v1/runs/" + quote(run_id, safe="") + "/log", params, untimed=True)
+
+    @staticmethod
+    def _r_events() -> _Request:
+        return _Request("GET", "/v1/events", untimed=True)
 
     # -- provider credentials -----------------------------------------------------------
     @operation
@@ -695,8 +708,9 @@ class _Base:
         env: dict[str, str] | None,
         workdir: str | None,
         user: str | None,
+        wake: bool = False,
     ) -> _Request:
-        body = _exec_body(cmd, env, workdir, user)
+        body = _exec_body(cmd, env, workdir, user, **({"wake": True} if wake else {}))
         return _Request("POST", _box(box) + "/exec", json=body, untimed=True)
 
     @operation
@@ -880,6 +894,12 @@ class Client(_Base):
         {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
         yield from _ndjson(self._open(self._r_run_log(run_id, live)).iter_bytes())
 
+    def follow_events(self) -> Iterator[BoxEvent]:
+        """Your boxes as they change: first ("boxes", BoxList), then ("box", Box) for each
+        change and ("box-removed", {"id": ...}). The server ends the stream after a while
+        (15 minutes): call again to go on."""
+        yield from _box_events(_sse(self._open(self._r_events()).iter_bytes()))
+
     def prompt(
         self,
         box: str,
@@ -888,9 +908,10 @@ class Client(_Base):
         agent: str | None = None,
         workdir: str | None = None,
         model: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
         """Run an agent to completion: its output and exit code."""
-        run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
+        run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model, wake=wake)
         collected = _RunOutput()
         for event in self.follow_run(run.id):
             collected.add(event)
@@ -904,9 +925,12 @@ class Client(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> ExecStream:
-        """Run a command and stream its output. A string runs in `bash -lc`."""
-        return ExecStream(self._open(self._r_exec(box, cmd, env, workdir, user)).iter_bytes())
+        """Run a command and stream its output. A string runs in `bash -lc`. `wake`: start
+        the box first if it is stopped."""
+        req = self._r_exec(box, cmd, env, workdir, user, wake)
+        return ExecStream(self._open(req).iter_bytes())
 
     def exec(
         self,
@@ -916,9 +940,11 @@ class Client(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
-        """Run a command to completion and return its output and exit code."""
-        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user)
+        """Run a command to completion and return its output and exit code. `wake`: start
+        the box first if it is stopped."""
+        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         for kind, data in stream:
             out[kind].append(data)
@@ -1008,12 +1034,44 @@ class _RunOutput:
         return _result(self.code, self.out)
 
 
-def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-    """Objects of a newline-delimited JSON stream; an `error` object is raised."""
+def _pieces(chunks: Iterable[bytes], sep: bytes) -> Iterator[list[bytes]]:
+    """The whole pieces (between `sep`s) of a stream, as they complete."""
     buf = b""
     for chunk in chunks:
         buf += chunk
-        *lines, buf = buf.split(b"\n")
+        *done, buf = buf.split(sep)
+        yield done
+
+
+def _sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, Any]]:
+    """(event, data as JSON) of a server-sent event stream; comments are skipped."""
+    for events in _pieces(chunks, b"\n\n"):
+        yield from _sse_events(events)
+
+
+def _sse_events(events: list[bytes]) -> Iterator[tuple[str, Any]]:
+    # paddockd's events are one `event:` and one `data:` line each (JSON has no newline).
+    for event in events:
+        kind, data = "message", None
+        for line in event.decode().splitlines():
+            field, _, value = line.partition(":")
+            if field == "event":
+                kind = value.strip()
+            elif field == "data":
+                data = json.loads(value)
+        if data is not None:
+            yield kind, data
+
+
+def _box_events(events: Iterable[tuple[str, Any]]) -> Iterator[BoxEvent]:
+    parse = {"boxes": _model("BoxList"), "box": _model("Box")}
+    for kind, data in events:
+        yield kind, parse[kind](data) if kind in parse else data
+
+
+def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """Objects of a newline-delimited JSON stream; an `error` object is raised."""
+    for lines in _pieces(chunks, b"\n"):
         yield from _ndjson_lines(lines)
 
 
@@ -1217,6 +1275,19 @@ class AsyncClient(_Base):
         async for event in self._ndjson(self._r_run_log(run_id, live)):
             yield event
 
+    async def follow_events(self) -> AsyncIterator[BoxEvent]:
+        """Your boxes as they change (see `Client.follow_events`)."""
+        resp = await self._send(self._r_events())
+        buf = b""
+        try:
+            async for chunk in resp.aiter_bytes():
+                buf += chunk
+                *events, buf = buf.split(b"\n\n")
+                for event in _box_events(_sse_events(events)):
+                    yield event
+        finally:
+            await resp.aclose()
+
     async def prompt(
         self,
         box: str,
@@ -1225,9 +1296,12 @@ class AsyncClient(_Base):
         agent: str | None = None,
         workdir: str | None = None,
         model: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
         """Run an agent to completion: its output and exit code."""
-        run = await self.start_run(box, instruction, agent=agent, workdir=workdir, model=model)
+        run = await self.start_run(
+            box, instruction, agent=agent, workdir=workdir, model=model, wake=wake
+        )
         collected = _RunOutput()
         async for event in self.follow_run(run.id):
             collected.add(event)
@@ -1241,9 +1315,10 @@ class AsyncClient(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> AsyncIterator[ExecEvent | int]:
         """Yields `ExecEvent`s, then the exit code (an int) last."""
-        resp = await self._send(self._r_exec(box, cmd, env, workdir, user))
+        resp = await self._send(self._r_exec(box, cmd, env, workdir, user, wake))
         decoder = _frames.FrameDecoder()
         try:
             async for chunk in resp.aiter_bytes():
@@ -1265,11 +1340,13 @@ class AsyncClient(_Base):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        wake: bool = False,
     ) -> ExecResult:
         """Run a command to completion and return its output and exit code."""
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         code: int | None = None
-        async for event in self.exec_stream(box, cmd, env=env, workdir=workdir, user=user):
+        events = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
+        async for event in events:
             if isinstance(event, int):
                 code = event
             else:

@@ -50,6 +50,9 @@ class BoxCreate:
     network: str | None = None  # allow-all | deny-all | allowlist; server default if absent
     allow: list[str] = field(default_factory=list)  # IPv4 addresses/CIDRs; implies allowlist
     agent: str | None = None  # default agent of `paddock prompt` here; the server's if absent
+    # Seconds without use (no exec, session, viewer, run or preview traffic) after which
+    # the box stops, its files kept; 0: never; absent: the server's default.
+    idle_stop: int | None = None
 
 
 @dataclass
@@ -154,6 +157,7 @@ class RunRequest:
     workdir: str | None = None
     model: str | None = None
     json: bool = False  # the agent's structured event stream instead of plain text
+    wake: bool = False  # start the box first if it is stopped
 
 
 @dataclass
@@ -196,6 +200,7 @@ class Box:
     message: str | None = None  # why the box is in `error`, or what the server repaired
     owner: str | None = None  # the username whose box it is
     mine: bool = True  # whether it is the caller's own (the owner also sees others')
+    idle_stop: int = 0  # seconds without use before it stops (0: never)
 
 
 @dataclass
@@ -309,6 +314,7 @@ class ExecRequest:
     rows: int | None = None
     desktop: bool = False  # DISPLAY and D-Bus of the box's desktop (started if need be)
     detach: bool = False  # with desktop: return once the program started
+    wake: bool = False  # start the box first if it is stopped
 
 
 @dataclass

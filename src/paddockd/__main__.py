@@ -52,9 +52,17 @@ def serve(cfg: config.Config) -> None:
         if (lxcfs := wiring.lxcfs_of(cfg.engine)) is not None:
             lxcfs.ensure()
     app = wiring.app(wiring.wire(cfg))
-    # No access log: it would print the desktop page's `?token=`.
+    # No access log: it would print the desktop page's `?token=`. Streams that never end
+    # by themselves (a dashboard's live list, a followed log) get 10 s to go on shutdown.
     server = uvicorn.Server(
-        uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="info", access_log=False)
+        uvicorn.Config(
+            app,
+            host=cfg.host,
+            port=cfg.port,
+            log_level="info",
+            access_log=False,
+            timeout_graceful_shutdown=10,
+        )
     )
     keep_secrets_out()  # now that uvicorn has set up its log handlers
     server.run()

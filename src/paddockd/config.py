@@ -120,6 +120,8 @@ class Config:
     data_dir: Path = Path("/var/lib/paddock")
     default_type: str = "small"
     default_ttl: int = 3600
+    # Seconds a box may go unused before it stops (0: never), unless `new` says otherwise.
+    idle_stop: int = 0
     ttl_action: TtlAction = TtlAction.STOP
     stop_timeout: int = 10
     snapshot_retention: int = 5  # automatic (stop) snapshots kept per box

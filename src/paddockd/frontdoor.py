@@ -91,8 +91,22 @@ class FrontDoor:
             globals_.append(f"https_port {self.https_port}")
         if self.email:
             globals_.append(f"email {self.email}")
-        site = f"{self.hostname}:{self.https_port}" if self.https_port != 443 else self.hostname
-        tls = "\n    tls internal" if self.tls == "internal" else ""
+        # Preview URLs (PORT-BOXID.HOST) get a certificate each, on their first request,
+        # only if paddockd says such a preview exists: no one can make Caddy ask the CA for
+        # names at will. (A wildcard certificate would need the DNS challenge.)
+        globals_ += [
+            "on_demand_tls {",
+            f"    ask http://{self.upstream}/v1/previews/allowed",
+            "}",
+        ]
+        port = f":{self.https_port}" if self.https_port != 443 else ""
+        issuer = "internal " if self.tls == "internal" else ""
+        proxy = [
+            f"    reverse_proxy {self.upstream} {{",
+            # Exec output, run logs, server-sent events: pass each write on.
+            "        flush_interval -1",
+            "    }",
+        ]
         return "\n".join(
             [
                 "# Written by `paddockd configure`; changes here are overwritten.",
@@ -100,12 +114,17 @@ class FrontDoor:
                 *(f"    {line}" for line in globals_),
                 "}",
                 "",
-                f"{site} {{{tls}",
+                f"{self.hostname}{port} {{",
+                *(["    tls internal"] if self.tls == "internal" else []),
                 '    header Strict-Transport-Security "max-age=31536000"',
-                f"    reverse_proxy {self.upstream} {{",
-                # Exec output, run logs and the egress log stream: pass each write on.
-                "        flush_interval -1",
+                *proxy,
+                "}",
+                "",
+                f"*.{self.hostname}{port} {{",
+                f"    tls {issuer}{{",
+                "        on_demand",
                 "    }",
+                *proxy,
                 "}",
                 "",
             ]

@@ -35,6 +35,7 @@ from .services.desktop import DesktopService
 from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.egress import EgressLog, EgressService
+from .services.events import BoxChanges, EventService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
 from .services.pool import WarmPool
@@ -45,6 +46,7 @@ from .services.runs import RunService
 from .services.snapshots import SnapshotService
 from .services.stats import StatsService
 from .services.system import SystemService
+from .services.terminals import TerminalService
 from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository, load_key
@@ -99,7 +101,8 @@ def wire(
     egress_log = EgressLog(cfg.boxes_dir, now)
     upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
     resolver = DnsFilter(network, upstreams, egress_log.dns)
-    repo = BoxRepository(db)
+    changes = BoxChanges()
+    repo = BoxRepository(db, changes.changed)
     accounts_repo = AccountRepository(db)
     accounts = AccountService(accounts_repo)
     reconciler = Reconciler(
@@ -128,8 +131,18 @@ def wire(
         now=now,
         refill_delay=cfg.pool.refill_delay,
     )
+    activity = Activity()
     boxes = BoxService(
-        cfg, repo, runtime, reconciler, capacity, now, drives, accounts_repo.limits, pool=pool
+        cfg,
+        repo,
+        runtime,
+        reconciler,
+        capacity,
+        now,
+        drives,
+        accounts_repo.limits,
+        activity,
+        pool=pool,
     )
     system = SystemService(
         boxes,
@@ -159,7 +172,6 @@ def wire(
         split = urlsplit(public_url())
         return split.hostname if split.scheme == "https" else None
 
-    activity = Activity()
     previews = PreviewService(
         PreviewRepository(db),
         boxes,
@@ -195,8 +207,10 @@ def wire(
         user_tokens=TokenService(tokens),
         members=MemberService(accounts_repo, tokens, boxes, credentials, public_url),
         previews=previews,
+        events=EventService(changes, boxes),
+        terminals=TerminalService(boxes),
     )
-    reaper = Reaper(boxes, now)
+    reaper = Reaper(boxes, now, previews)
     sweeper = ImageSweeper(
         repo,
         runtime,
@@ -239,6 +253,7 @@ def app(wired: Wired) -> FastAPI:
         try:
             yield
         finally:
+            await wired.services.terminals.shutdown()
             await wired.background.stop()
             wired.db.close()
 

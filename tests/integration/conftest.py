@@ -95,3 +95,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="module")
+def hostname() -> Iterator[str]:
+    """A made-up hostname that resolves to loopback (in /etc/hosts) while a module runs."""
+    name = f"pd-{uuid.uuid4().hex[:8]}.test"
+    line = f"127.0.0.1 {name}  # paddock test\n"
+    hosts = Path("/etc/hosts")
+    with hosts.open("a") as f:
+        f.write(line)
+    yield name
+    hosts.write_text(hosts.read_text().replace(line, ""))

@@ -123,7 +123,7 @@ def test_login_sets_a_safe_session_cookie_and_logout_ends_it(make_server: type[S
     create_owner(server)
     with web(server) as browser:
         done = log_in(server, browser)
-        assert done.status_code == 303 and done.headers["location"] == "/account"
+        assert done.status_code == 303 and done.headers["location"] == "/"
         cookie = next(
             c for c in done.headers.get_list("set-cookie") if c.startswith("paddock_session=")
         )

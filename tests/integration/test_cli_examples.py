@@ -29,6 +29,9 @@ NOT_RUN = {
     # A login replaces the CLI's server; the device login waits for a person in a browser.
     "paddock login https://paddock.example.com": "a person approving it in a browser",
     "paddock login http://127.0.0.1:7423 --token-stdin < token.txt": "a token of the machine's server",
+    # Members exist only where someone accepted an invitation (tests/integration/test_members).
+    "paddock members limits ana --max-boxes 3 --max-memory 8g": "a member account",
+    "paddock members limits ana --max-cpus none": "a member account",
 }
 # What the box needs before an example (run in it as root).
 BEFORE = {

@@ -14,6 +14,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,8 +30,6 @@ from .test_terminal import run_in_pty
 
 pytestmark = pytest.mark.skipif(shutil.which("caddy") is None, reason="needs caddy")
 
-HOSTS = Path("/etc/hosts")
-
 
 @dataclass
 class Door:
@@ -38,26 +37,20 @@ class Door:
     env: dict[str, str]
 
 
-@pytest.fixture(scope="module")
-def hostname() -> Iterator[str]:
-    name = f"pd-{uuid.uuid4().hex[:8]}.test"
-    line = f"127.0.0.1 {name}  # paddock test\n"
-    with HOSTS.open("a") as hosts:
-        hosts.write(line)
-    yield name
-    HOSTS.write_text(HOSTS.read_text().replace(line, ""))
-
-
-@pytest.fixture(scope="module")
-def door(server: Server, hostname: str, workdir: Path) -> Iterator[Door]:
+@contextmanager
+def caddy_in_front(
+    port: int, hostname: str, workdir: Path, https_port: int = 0
+) -> Iterator[FrontDoor]:
+    """Caddy with `tls internal` for `hostname` in front of the paddockd on `port`, on
+    free ports, as `paddockd configure` sets it up."""
     here = workdir / f"caddy-{uuid.uuid4().hex[:6]}"
     here.mkdir()
     front = FrontDoor(
         hostname,
         "internal",
-        f"127.0.0.1:{server.port}",
+        f"127.0.0.1:{port}",
         http_port=free_port(),
-        https_port=free_port(),
+        https_port=https_port or free_port(),
         data_dir=here / "data",
         admin=f"unix/{here / 'admin.sock'}",
     )
@@ -69,29 +62,37 @@ def door(server: Server, hostname: str, workdir: Path) -> Iterator[Door]:
         stderr=log,
         env={"HOME": str(here), "PATH": "/usr/bin:/bin"},
     )
-    deadline = time.monotonic() + 30
-    while not front.root_certificate.exists() or not _listening(front.https_port):
-        assert caddy.poll() is None, (here / "caddy.log").read_text()[-2000:]
-        assert time.monotonic() < deadline, (here / "caddy.log").read_text()[-2000:]
-        time.sleep(0.2)
-    settings = here / "cli.json"
-    env = {
-        **{k: v for k, v in server.env.items() if k not in ("PADDOCK_URL", "PADDOCK_TOKEN")},
-        "PADDOCK_CONFIG": str(settings),
-        "PADDOCK_CA_BUNDLE": str(front.root_certificate),
-    }
-    login = subprocess.run(
-        [PADDOCK, "login", front.url, "--token-stdin"],
-        input=server.token,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert login.returncode == 0, login.stderr
-    yield Door(front, env)
-    caddy.terminate()
-    caddy.wait(timeout=10)
-    log.close()
+    try:
+        deadline = time.monotonic() + 30
+        while not front.root_certificate.exists() or not _listening(front.https_port):
+            assert caddy.poll() is None, (here / "caddy.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, (here / "caddy.log").read_text()[-2000:]
+            time.sleep(0.2)
+        yield front
+    finally:
+        caddy.terminate()
+        caddy.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def door(server: Server, hostname: str, workdir: Path) -> Iterator[Door]:
+    with caddy_in_front(server.port, hostname, workdir) as front:
+        settings = workdir / f"cli-{uuid.uuid4().hex[:6]}.json"
+        env = {
+            **{k: v for k, v in server.env.items() if k not in ("PADDOCK_URL", "PADDOCK_TOKEN")},
+            "PADDOCK_CONFIG": str(settings),
+            "PADDOCK_CA_BUNDLE": str(front.root_certificate),
+        }
+        login = subprocess.run(
+            [PADDOCK, "login", front.url, "--token-stdin"],
+            input=server.token,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert login.returncode == 0, login.stderr
+        yield Door(front, env)
 
 
 def _listening(port: int) -> bool:

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sqlite3
+import ssl
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from ..harness import Server
+from ..harness import Server, free_port
+from .test_https import caddy_in_front
 
 APP = Path(__file__).parent / "data" / "preview_app.py"
 PORT = 8080
@@ -26,26 +30,30 @@ exec python3 /opt/preview_app.py {PORT}
 """
 
 
+def start_app(server: Server, box: str) -> None:
+    """A box whose app starts now and with the box (a service of its init)."""
+    server.cli("new", "--name", box, "--ttl", "1800", check=True)
+    server.cli("push", box, str(APP), "--to", "/opt/preview_app.py", check=True)
+    server.cli(
+        "exec",
+        "-u",
+        "root",
+        box,
+        "--",
+        "sh",
+        "-c",
+        "cat > /etc/paddock/services.d/preview-app && chmod +x /etc/paddock/services.d/preview-app"
+        " && (setsid /etc/paddock/services.d/preview-app >/dev/null 2>&1 &)",
+        stdin=SERVICE.encode(),
+        check=True,
+    )
+
+
 @pytest.fixture(scope="module")
 def served(engine: None, workdir: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
-    """A server, and a box whose app starts with the box (a service of its init)."""
     server = Server(workdir / "previews", upstream_dns=dns_stub.address)
     try:
-        server.cli("new", "--name", "web", "--ttl", "1800", check=True)
-        server.cli("push", "web", str(APP), "--to", "/opt/preview_app.py", check=True)
-        server.cli(
-            "exec",
-            "-u",
-            "root",
-            "web",
-            "--",
-            "sh",
-            "-c",
-            "cat > /etc/paddock/services.d/preview-app && chmod +x /etc/paddock/services.d/preview-app"
-            " && (setsid /etc/paddock/services.d/preview-app >/dev/null 2>&1 &)",
-            stdin=SERVICE.encode(),
-            check=True,
-        )
+        start_app(server, "web")
         yield server, "web"
     finally:
         server.close()
@@ -118,6 +126,10 @@ def test_a_private_preview_needs_its_secret_then_keeps_it_in_a_cookie(
             bare + "echo", content=b"x" * 3_000_000, headers={"Cookie": cookie.split(";")[0]}
         )
         assert posted.status_code == 200 and len(posted.content) == 3_000_000
+        # The secret's redirect stays on this site, whatever the path looks like.
+        secret = url.split("=")[1]
+        odd = browser.get(f"{bare}/evil.example/x?paddock_preview={secret}")
+        assert odd.status_code == 303 and odd.headers["location"].startswith("/preview/")
         # The same secret does not open another port's preview.
         other = browser.get(
             f"{server.url}/preview/{preview['box_id']}/8081/?paddock_preview={url.split('=')[1]}"
@@ -174,3 +186,58 @@ def test_a_stopped_box_wakes_for_its_preview(served: tuple[Server, str]) -> None
         woke = wait_up(preview["url"] + "headers", anyone)
         assert woke.status_code == 200, woke.text
     assert server.client().get_box(box).state == "running"
+
+
+@pytest.mark.skipif(shutil.which("caddy") is None, reason="needs caddy")
+def test_on_a_hostname_a_preview_is_a_site_of_its_own_over_https(
+    engine: None, workdir: Path, dns_stub: Any, hostname: str
+) -> None:
+    https_port = free_port()
+    server = Server(
+        workdir / "previews-https",
+        upstream_dns=dns_stub.address,
+        public_url=f"https://{hostname}:{https_port}",
+    )
+    try:
+        start_app(server, "site")
+        with caddy_in_front(server.port, hostname, workdir, https_port) as front:
+            preview = make(server, "site")
+            site = f"{PORT}-{preview['box_id']}.{hostname}"
+            assert preview["url"].startswith(f"https://{site}:{https_port}/?paddock_preview=")
+            other = f"{PORT + 1}-{preview['box_id']}.{hostname}"
+            with mapped_to_loopback(site, other):
+                ca = ssl.create_default_context(cafile=str(front.root_certificate))
+                with httpx.Client(verify=ca, timeout=30, follow_redirects=False) as browser:
+                    first = wait_up(preview["url"], browser)
+                    assert first.status_code == 303 and first.headers["location"] == "/"
+                    cookie = first.headers["set-cookie"]
+                    assert "Secure" in cookie and "Path=/;" in cookie + ";"
+                    base = f"https://{site}:{https_port}/"
+                    with httpx.Client(verify=ca, timeout=30) as stranger:
+                        assert stranger.get(base + "headers").status_code == 401
+                    seen = browser.get(base + "headers")
+                    assert seen.status_code == 200, seen.text
+                    got = seen.json()
+                    assert got["path"] == "/headers"
+                    assert got["headers"]["host"] == f"{site}:{https_port}"
+                    assert got["headers"]["x-forwarded-proto"] == "https"
+                    # A site of its own: no sandbox needed, no prefix.
+                    assert "content-security-policy" not in seen.headers
+                    assert "x-forwarded-prefix" not in got["headers"]
+                    # Caddy gets a certificate only for names of previews that exist.
+                    with pytest.raises(httpx.ConnectError):
+                        browser.get(f"https://{other}:{https_port}/")
+    finally:
+        server.close()
+
+
+@contextmanager
+def mapped_to_loopback(*names: str) -> Iterator[None]:
+    hosts = Path("/etc/hosts")
+    lines = "".join(f"127.0.0.1 {name}  # paddock test\n" for name in names)
+    with hosts.open("a") as f:
+        f.write(lines)
+    try:
+        yield
+    finally:
+        hosts.write_text(hosts.read_text().replace(lines, ""))

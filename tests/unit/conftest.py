@@ -3,9 +3,6 @@ and a real SQLite file."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -25,6 +22,8 @@ from paddockd.services.reconciler import Reconciler
 from paddockd.store.boxes import BoxRepository
 from paddockd.store.db import Database
 from paddockd.wiring import Wired, wire
+
+from ..servers import uvicorn_thread
 
 
 class Clock:
@@ -123,29 +122,7 @@ async def people(world: World) -> People:
 def serve_api(world: World, **tls: str) -> Iterator[int]:
     """paddockd's API on the world's fakes, served by uvicorn on a free loopback port, for
     clients that need a real socket (the CLI in a subprocess, proxies, WebSockets)."""
-    import uvicorn
-
     from paddockd.api.app import create_app
 
-    sock = socket.create_server(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        create_app(world.services),
-        lifespan="off",
-        log_config=None,  # uvicorn's own would change other tests' loggers
-        access_log=False,
-        timeout_graceful_shutdown=1,
-        **tls,  # type: ignore[arg-type]
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with uvicorn_thread(create_app(world.services), **tls) as port:
+        yield port

@@ -4,7 +4,6 @@ scripted socket for the rest (close-delimited and truncated bodies, a race, sile
 from __future__ import annotations
 
 import asyncio
-import datetime
 import hashlib
 import json
 import socket
@@ -20,12 +19,13 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-import uvicorn
 
 from paddock import _frames
 from paddock._client import Client
 from paddock._exceptions import ConnectionFailed, InvalidRequest
 from paddock._http import ConnectionPool
+
+from ..servers import self_signed, uvicorn_thread
 
 # pytest-timeout is a backstop; each test also asserts how long its calls took.
 pytestmark = pytest.mark.timeout(60)
@@ -173,32 +173,9 @@ class Served:
 def serve(http: str = "auto", **config: Any) -> Iterator[Served]:
     """uvicorn in a thread on a random loopback port."""
     app = App()
-    sock = socket.create_server(("127.0.0.1", 0))
-    cfg = uvicorn.Config(
-        app,
-        http=http,
-        lifespan="off",
-        # Leave logging as it is: uvicorn's own config would change other tests' loggers.
-        log_config=None,
-        access_log=False,
-        timeout_keep_alive=int(KEEP_ALIVE),
-        timeout_graceful_shutdown=1,
-        **config,
-    )
-    server = uvicorn.Server(cfg)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
     scheme = "https" if config.get("ssl_certfile") else "http"
-    try:
-        yield Served(f"{scheme}://127.0.0.1:{sock.getsockname()[1]}", app)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with uvicorn_thread(app, http=http, timeout_keep_alive=int(KEEP_ALIVE), **config) as port:
+        yield Served(f"{scheme}://127.0.0.1:{port}", app)
 
 
 @pytest.fixture(scope="module")
@@ -702,41 +679,7 @@ def test_client_streams_have_no_read_timeout_and_calls_do(server: Served) -> Non
 
 
 def _self_signed(tmp: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "paddock test")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    import ipaddress
-
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
+    return self_signed(tmp, "cert", ip="127.0.0.1")
 
 
 def test_https_is_verified_and_kept_alive(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,36 @@ def test_the_local_side_is_looked_up(tmp_path: Path) -> None:
     assert (dot.kind, dot.name, dot.contents) == ("dir", "dir", True)
     with pytest.raises(NotFound, match="no such file or directory"):
         local_source(str(tmp_path / "nope"))
+
+
+CASES = json.loads((Path(__file__).parents[2] / "spec" / "placement_cases.json").read_text())
+ERRORS: dict[str, type[PaddockError]] = {"InvalidRequest": InvalidRequest, "NotFound": NotFound}
+
+
+def _src(case: dict[str, str]) -> Source:
+    return Source(case["path"], case["name"], case["kind"], local=False)  # type: ignore[arg-type]
+
+
+def _dest(case: dict[str, str | None]) -> Dest:
+    return Dest(case["path"], case["kind"], case["parent"], local=False, where=CASES["where"])  # type: ignore[arg-type]
+
+
+def test_the_cases_both_sdks_share() -> None:
+    """The same table the TypeScript SDK checks: both land every copy alike."""
+    for case in CASES["lands"]:
+        assert land(_src(case["source"]), _dest(case["dest"])) == Landing(**case["landing"])
+    for case in CASES["refused"]:
+        with pytest.raises(ERRORS[case["error"]]) as err:
+            land(_src(case["source"]), _dest(case["dest"]))
+        assert case["message"] in str(err.value)
+    several = CASES["several"]
+    sources = [_src(s) for s in several["sources"]]
+    expected = [Landing(**x) for x in several["expected"]]
+    assert land_all(sources, _dest(several["into_missing"])) == expected
+    assert land_all(sources, _dest(several["into_folder"])) == expected
+    for key in ("onto_file", "missing_parent"):
+        dest, error, message = several[key]
+        with pytest.raises(ERRORS[error], match=re.escape(message)):
+            land_all(sources, _dest(dest))
+    for path, parent in CASES["parents"]:
+        assert parent_of(path, local=False) == parent

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
 import os
 import socket
 import ssl
@@ -27,6 +26,7 @@ from paddock._exceptions import ConnectionFailed
 from paddock._proxy import PROXY_FAILED
 
 from ..connectproxy import ConnectProxy
+from ..servers import self_signed
 from .conftest import World, serve_api
 
 pytestmark = pytest.mark.timeout(120)
@@ -78,36 +78,7 @@ def port(world: World) -> Iterator[int]:
 
 def certificate(tmp: Path, name: str) -> tuple[Path, Path]:
     """A self-signed certificate for `name` only (no IP address: the name is checked)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp / f"{name}.pem", tmp / f"{name}.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
+    return self_signed(tmp, name, dns=name)
 
 
 @pytest.fixture

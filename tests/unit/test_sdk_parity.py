@@ -72,6 +72,7 @@ OPERATIONS = {
     ("GET", "/v1/boxes/{ref}/previews"): "list_previews",
     ("GET", "/v1/previews"): "list_previews",
     ("DELETE", "/v1/previews/{preview_id}"): "delete_preview",
+    ("GET", "/v1/events"): "follow_events",
 }
 # Methods over the same operations, or purely local: each says what it builds on.
 CONVENIENCES = {

@@ -3,14 +3,23 @@
  * is `http.ts`'s job, archives `push.ts`'s and `pull.ts`'s. */
 
 import type { IncomingMessage } from "node:http";
-import { lstat, stat as statLocal } from "node:fs/promises";
+import { realpath } from "node:fs/promises";
 import { posix } from "node:path";
 
 import { loadConfig } from "./config.js";
-import { Conflict, ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
+import { ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
 import { ERROR, EXIT, FrameDecoder, STDERR, STDOUT } from "./frames.js";
-import { chunks, ndjson, type Request, Transport } from "./http.js";
-import { extract, pullTarget } from "./pull.js";
+import { chunks, ndjson, sse, type Request, Transport } from "./http.js";
+import {
+  type Dest,
+  type Kind,
+  land,
+  landAll,
+  localDest,
+  localSource,
+  parentOf,
+} from "./placement.js";
+import { extract } from "./pull.js";
 import { planPush, tarStream } from "./push.js";
 import { ExecSession } from "./session.js";
 import type {
@@ -41,6 +50,7 @@ import type {
   NetworkSuggestion,
   PushResult,
   RunEvent,
+  BoxEvent,
   RunInfo,
   RunRequest,
   ServerStatus,
@@ -562,9 +572,10 @@ export class Client {
 
   /** Copy local files or folders into the box.
    *
-   * One folder: its contents land in `dest`. One file: it becomes `dest`, or lands inside
-   * `dest` when that is a folder in the box (or ends with `/`). Several sources: each lands in
-   * `dest/NAME`. A `.paddockignore` (gitignore syntax) in a folder is honoured. */
+   * By docker cp's rules, as the Python SDK: into `dest` when it is a folder in the box
+   * (`SRC/.`: SRC's contents), else as `dest` (a folder SRC is created there with its
+   * contents; `dest`'s folder must exist). Several sources go into the folder `dest`. A
+   * `.paddockignore` (gitignore syntax) in a folder is honoured. */
   async push(
     box: string,
     sources: string | readonly string[],
@@ -574,21 +585,23 @@ export class Client {
     const paths = typeof sources === "string" ? [sources] : [...sources];
     const exclude = [...(options.exclude ?? [])];
     const [uid, gid] = options.owner ?? [1000, 1000];
-    const lone = paths.length === 1 ? await statLocal(paths[0]!).catch(() => null) : null;
-    let target = dest;
-    let plan;
-    if (lone && !lone.isDirectory()) {
-      plan = await planPush(paths, exclude, true);
-      const st = (await this.stat(box, dest)) as { exists?: boolean; type?: string };
-      if (!(st.exists && st.type === "dir") && !dest.endsWith("/")) {
-        // The file becomes `dest`: sent into its folder under dest's base name.
-        const trimmed = dest.replace(/\/+$/, "");
-        target = posix.dirname(trimmed) || "/";
-        plan.entries[0] = { ...plan.entries[0]!, arcname: posix.basename(trimmed) };
+    const there = await this.#boxDest(box, dest);
+    const srcs = await Promise.all(paths.map(localSource));
+    const into = new Set<string>();
+    const items: [string, string][] = [];
+    landAll(srcs, there).forEach((landing, i) => {
+      if (landing.merge) {
+        into.add(landing.path); // the contents of SRC, into the folder DEST
+        items.push([srcs[i]!.path, ""]);
+      } else {
+        into.add(parentOf(landing.path, false)); // SRC itself, named as it lands
+        items.push([srcs[i]!.path, posix.basename(landing.path)]);
       }
-    } else {
-      plan = await planPush(paths, exclude, paths.length > 1);
-    }
+    });
+    // Several SRCs all land in DEST: one folder, one request.
+    const [target] = [...into] as [string];
+    const name = items.length === 1 ? items[0]![1] : "";
+    const plan = await planPush(items, exclude);
     const body = tarStream(plan, uid, gid, options.onProgress);
     const req: Request = {
       method: "PUT",
@@ -597,7 +610,22 @@ export class Client {
       body,
       contentType: "application/x-tar",
     };
-    return this.#call(req);
+    const result = await this.#call<PushResult>(req);
+    // The answer names the folder it extracted into; say where SRC landed.
+    return name ? { ...result, path: posix.join(result.path, name) } : result;
+  }
+
+  /** What DEST in the box is, by the stats it takes; a link at DEST is followed, as docker
+   * cp does. */
+  async #boxDest(box: string, dest: string): Promise<Dest> {
+    type Stat = { exists?: boolean; type?: string; target?: string };
+    const kind = (st: Stat): Kind | null =>
+      !st.exists ? null : st.type === "dir" ? "dir" : "file";
+    let st = (await this.stat(box, dest)) as Stat;
+    if (st.type === "symlink" && st.target) st = (await this.stat(box, st.target)) as Stat;
+    const found = kind(st);
+    const parent = found ? "dir" : kind((await this.stat(box, parentOf(dest, false))) as Stat);
+    return { path: dest, kind: found, parent, local: false, where: ` in box ${box}` };
   }
 
   /** The bytes of file content `push` would send for these sources (no request is made). */
@@ -606,18 +634,15 @@ export class Client {
     exclude: readonly string[] = [],
   ): Promise<number> {
     const paths = typeof sources === "string" ? [sources] : [...sources];
-    return (await planPush(paths, [...exclude], true)).totalBytes;
+    const items = paths.map((p): [string, string] => [p, ""]);
+    return (await planPush(items, [...exclude])).totalBytes;
   }
 
-  /** Copy `src` out of the box to `dest` (into it, when `dest` is a folder); the path written.
+  /** Copy `src` out of the box to `dest` by the rules of `push` (`src/.`: its contents);
+   * the path `src` became (for contents, the folder they went into).
    * Never writes outside `dest`, never through a symlink, and refuses what a hostile box could
    * use to get out (see `pull.ts`); refuses to overwrite unless `force`. */
   async pull(box: string, src: string, dest: string, options: PullOptions = {}): Promise<string> {
-    const root = posix.basename(posix.normalize(src).replace(/(.)\/+$/, "$1")) || "/";
-    const target = pullTarget(dest, root);
-    if (!options.force && (await lstat(target).catch(() => null))) {
-      throw new Conflict(`${target} already exists; use force to overwrite`);
-    }
     const res = await this.#http.open({
       method: "GET",
       path: `${this.#box(box)}/files`,
@@ -626,14 +651,26 @@ export class Client {
     });
     const body = chunks(res);
     try {
+      // What SRC is, as the box found it (X-Paddock-Stat), decides where it lands.
+      const header = res.headers["x-paddock-stat"];
+      const described = (
+        typeof header === "string" ? JSON.parse(Buffer.from(header, "base64").toString()) : {}
+      ) as { path?: string; type?: string };
+      const root = posix.basename(described.path || posix.normalize(src)) || "/";
+      const kind: Kind = described.type === "dir" ? "dir" : "file";
+      const landing = land({ path: src, name: root, kind, local: false }, await localDest(dest));
+      // Merging writes into the folder itself: by its real path, so that a link the user
+      // named as DEST is followed, never replaced.
+      const target = landing.merge ? await realpath(landing.path) : landing.path;
       await extract(body, root, target, {
         force: options.force ?? false,
+        merge: landing.merge,
         onProgress: options.onProgress,
       });
+      return target;
     } finally {
       await body.return(undefined);
     }
-    return target;
   }
 
   // -- agents, runs, credentials ----------------------------------------------------------
@@ -674,6 +711,13 @@ export class Client {
       wait: "stream",
     };
     yield* ndjson(await this.#http.open(req)) as AsyncGenerator<RunEvent>;
+  }
+
+  /** Your boxes as they change: first `boxes` (every box you see), then `box` for each change
+   * and `box-removed`. The server ends the stream after 15 minutes: call again to go on. */
+  async *followEvents(): AsyncGenerator<BoxEvent> {
+    const req: Request = { method: "GET", path: "/v1/events", wait: "stream" };
+    yield* sse(await this.#http.open(req)) as AsyncGenerator<BoxEvent>;
   }
 
   async stopRun(runId: string): Promise<RunInfo> {

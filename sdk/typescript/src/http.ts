@@ -248,6 +248,31 @@ function asConnectionFailed(err: unknown): unknown {
   return new ConnectionFailed(`the connection to the server broke: ${err.message}`, { cause: err });
 }
 
+/** The events of a server-sent event stream whose data is JSON (comments skipped). */
+export async function* sse(
+  res: http.IncomingMessage,
+): AsyncGenerator<{ event: string; data: unknown }> {
+  let buf = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of chunks(res)) {
+    buf += decoder.decode(chunk, { stream: true });
+    const events = buf.split("\n\n");
+    buf = events.pop()!;
+    for (const block of events) {
+      let event = "message";
+      let data: unknown;
+      for (const line of block.split("\n")) {
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const value = colon < 0 ? "" : line.slice(colon + 1).trim();
+        if (field === "event") event = value;
+        else if (field === "data") data = JSON.parse(value);
+      }
+      if (data !== undefined) yield { event, data };
+    }
+  }
+}
+
 /** Objects of a newline-delimited JSON stream; an `{"error": ...}` object is thrown. */
 export async function* ndjson(res: http.IncomingMessage): AsyncGenerator<Record<string, unknown>> {
   let buf = "";

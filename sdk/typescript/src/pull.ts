@@ -14,7 +14,7 @@
  * component by component with lstat, as the Python SDK does on Windows.
  */
 
-import { constants, existsSync, lstatSync, type Stats } from "node:fs";
+import { constants, existsSync, type Stats } from "node:fs";
 import {
   chmod,
   link,
@@ -63,17 +63,6 @@ class Leaves extends Refusal {
   constructor() {
     super("it points outside the destination");
   }
-}
-
-/** Like `cp`: into an existing folder under the source's name, else as `dest` itself. */
-export function pullTarget(dest: string, rootName: string): string {
-  try {
-    const st = lstatSync(dest);
-    if (st.isDirectory()) return join(dest, rootName);
-  } catch {
-    // Not there: it becomes the target.
-  }
-  return dest;
 }
 
 /** One folder of the destination, reached without following a link. */
@@ -277,6 +266,7 @@ class Extraction {
     private readonly top: string,
     private readonly rootName: string,
     private readonly force: boolean,
+    private readonly merge: boolean = false,
   ) {}
 
   async add(reader: TarReader, member: TarHeader): Promise<void> {
@@ -421,6 +411,8 @@ class Extraction {
   /** Last, deepest first: a read-only folder must not stop its own extraction. */
   async stampDirs(): Promise<void> {
     for (const [parts, mode, mtime] of [...this.dirs].reverse()) {
+      // A folder merged into is the user's: it keeps its own mode and time.
+      if (this.merge && parts.length === 1) continue;
       const d = await this.dest.openDir(parts);
       try {
         await d.stamp(mode, mtime);
@@ -454,6 +446,8 @@ async function writeFile(
 
 export interface ExtractOptions {
   force?: boolean;
+  /** `target` is an existing folder the contents go into (`SRC/.`); it keeps its own mode. */
+  merge?: boolean;
   onProgress?: ((bytes: number) => void) | undefined;
 }
 
@@ -470,12 +464,13 @@ export async function extract(
   options: ExtractOptions = {},
 ): Promise<void> {
   const force = options.force ?? false;
-  if (!force && (await lstat(target).catch(() => null))) {
+  const merge = options.merge ?? false;
+  if (!force && !merge && (await lstat(target).catch(() => null))) {
     throw new Conflict(`${target} already exists; use force to overwrite`);
   }
   const dest = await Destination.open(dirname(target));
   try {
-    const job = new Extraction(dest, basename(target), rootName, force);
+    const job = new Extraction(dest, basename(target), rootName, force, merge);
     let escaped: string[];
     try {
       const reader = new TarReader(counted(chunks, options.onProgress));

@@ -2,7 +2,7 @@
  * (memory stays flat for any tree). Same rules as the Python SDK's `plan_push`/`tar_stream`. */
 
 import type { Stats } from "node:fs";
-import { lstat, open, readdir, readFile, readlink, realpath } from "node:fs/promises";
+import { lstat, open, readdir, readFile, readlink } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 
 import { InvalidRequest, NotFound } from "./errors.js";
@@ -23,16 +23,12 @@ export interface PushPlan {
   totalBytes: number;
 }
 
-/** Walk the sources. A lone folder is pushed as its contents (`cp -rT`); with several sources,
- * or `intoDir`, each goes in under its own base name. A folder's `.paddockignore` and
- * `excludes` (gitignore syntax) leave paths out. */
-export async function planPush(
-  sources: string[],
-  excludes: string[],
-  intoDir: boolean,
-): Promise<PushPlan> {
+/** Walk each [local path, name] once: the path goes in under that name, or, for a folder
+ * with the name "", as its contents (where things land is `placement.ts`'s call). A
+ * folder's `.paddockignore` and `excludes` (gitignore syntax) leave paths out. */
+export async function planPush(items: [string, string][], excludes: string[]): Promise<PushPlan> {
   const plan: PushPlan = { entries: [], totalBytes: 0 };
-  for (const src of sources) {
+  for (const [src, name] of items) {
     let st: Stats;
     try {
       st = await lstat(src);
@@ -42,10 +38,7 @@ export async function planPush(
       }
       throw err;
     }
-    const base =
-      st.isDirectory() && !intoDir
-        ? ""
-        : basename(await realpath(src).catch(() => resolve(src))) || "root";
+    const base = name || (st.isDirectory() ? "" : basename(resolve(src)));
     if (!st.isDirectory()) {
       add(plan, src, base, st);
       continue;

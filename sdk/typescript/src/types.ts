@@ -68,6 +68,12 @@ export type RunEvent =
   | { seq: number; stream: "stdout" | "stderr"; data: string }
   | { seq: number; status: string; exit_code: number | null };
 
+/** One event of `followEvents` (GET /v1/events): every box you see, then each change. */
+export type BoxEvent =
+  | { event: "boxes"; data: Schemas["BoxList"] }
+  | { event: "box"; data: Box }
+  | { event: "box-removed"; data: { id: string } };
+
 /** One event of an image build: progress lines, then `done` (failures are thrown). */
 export type BuildEvent =
   | { step: string; line: string }

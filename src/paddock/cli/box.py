@@ -45,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="stop the box after this long (0: never); also 90m, 2h, 1d",
     )
     p.add_argument(
+        "--idle-stop",
+        type=seconds_arg("idle stop", " (0: never)"),
+        metavar="DURATION",
+        help="stop the box once unused this long (no exec, terminal, desktop viewer, agent "
+        "run or preview traffic), e.g. 30m; default: the server's",
+    )
+    p.add_argument(
         "--ttl-action",
         choices=["stop", "delete"],
         help="what the TTL does (default: stop, snapshot kept)",
@@ -226,6 +233,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             network="allowlist" if args.allow else args.network,
             allow=args.allow,
             agent=args.agent,
+            idle_stop=args.idle_stop,
         )
         for provider in args.auth:
             c.attach_credential(box.name, provider)
@@ -355,15 +363,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _each(args, resume)
 
 
+def _hex(ref: str) -> bool:
+    """Whether `ref` may be an id or id prefix (a name never is hex digits alone)."""
+    return all(ch in "0123456789abcdef" for ch in ref)
+
+
 def cmd_rm(args: argparse.Namespace) -> int:
     current = ClientConfig.load().current
 
     def rm(c: Client, ref: str) -> None:
-        box = c.get_box(ref)
-        c.delete_box(box.id, force=args.force)
-        if box.name == current:
+        # A name is enough to delete by (one request); an id or prefix is looked up first,
+        # for the name to report and to know whether it was the current box.
+        name = c.get_box(ref).name if _hex(ref) else ref
+        c.delete_box(name, force=args.force)
+        if name == current:
             set_current(None)
-        note(f"box {box.name} deleted")
+        note(f"box {name} deleted")
 
     return _each(args, rm)
 

@@ -55,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="environment variable (repeatable)",
     )
     p.add_argument("-u", "--user", help="user to run as (default abc; e.g. root)")
+    p.add_argument("--wake", action="store_true", help="start the box first if it is stopped")
     p.add_argument(
         "-d",
         "--detach",
@@ -83,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Open a login shell (bash) in a box with a terminal.",
     )
     p.add_argument("-u", "--user", help="user (default abc)")
+    p.add_argument("--wake", action="store_true", help="start the box first if it is stopped")
     p.add_argument("box", metavar="BOX", nargs="?", default="current")
     p.set_defaults(run=cmd_shell)
 
@@ -105,7 +107,9 @@ def cmd_exec(args: argparse.Namespace) -> int:
         return _on_desktop(args, cmd)
     if args.wait:
         raise UsageError("--wait goes with --desktop (a plain exec always waits)")
-    options = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
+    options: dict[str, Any] = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
+    if args.wake:
+        options["wake"] = True
     if args.detach:
         return _detached(args, cmd, **options)
     with _signals_end_the_command():
@@ -211,7 +215,10 @@ def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    return _interactive(args, ["/bin/bash", "-l"], tty=True, env={}, workdir=None, user=args.user)
+    wake = {"wake": True} if args.wake else {}
+    return _interactive(
+        args, ["/bin/bash", "-l"], tty=True, env={}, workdir=None, user=args.user, **wake
+    )
 
 
 def _interactive(args: argparse.Namespace, cmd: list[str], tty: bool, **options: Any) -> int:

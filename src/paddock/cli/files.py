@@ -86,6 +86,9 @@ def _push_options(p: argparse.ArgumentParser, only: str = "") -> None:
         metavar="UID:GID",
         help=f"owner of the files in the box (default 1000:1000, the box user){only}",
     )
+    p.add_argument(
+        "--wake", action="store_true", help=f"start the box first if it is stopped{only}"
+    )
 
 
 def _pull_options(p: argparse.ArgumentParser, only: str = "") -> None:
@@ -133,6 +136,8 @@ def _push(args: argparse.Namespace, box: str, sources: list[str], dest: str) -> 
     if not (uid.isdigit() and (gid or uid).isdigit()):
         raise UsageError(f"--owner takes UID:GID in numbers, not {args.owner!r}")
     with client(args) as c:
+        if args.wake and c.get_box(box_ref(box)).desired_state == "stopped":
+            c.resume_box(box_ref(box))
         progress = ProgressLine("pushing", c.push_size(sources, args.exclude))
         result = c.push(
             box_ref(box),

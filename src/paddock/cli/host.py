@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._exceptions import InvalidRequest
-from ._common import add_json, box_ref, client, examples, seconds_arg
+from ._common import UsageError, add_json, box_ref, client, examples, seconds_arg
 from ._output import emit_json, note, table, until
 
 
@@ -24,9 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "gives a new URL; the old one stops working.",
         epilog=examples(
             "paddock host current 3000",
-            "paddock host web 8080 --public --ttl 2h",
+            "paddock host current 8080 --public --ttl 2h",
             "paddock host ls",
-            "paddock host rm 3f2a9c0d41b7e6a5",
+            "paddock host ls current --json",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,8 +51,8 @@ def cmd_host(args: argparse.Namespace) -> int:
         note(f"preview {words[1]} removed: its URL no longer works")
         return 0
     if len(words) != 2 or not words[1].isdigit():
-        raise InvalidRequest(
-            "usage: paddock host BOX PORT [--public] [--ttl DURATION] | host ls [BOX] | host rm ID"
+        raise UsageError(
+            "give BOX PORT (a number), `ls [BOX]` or `rm ID`: see `paddock host --help`"
         )
     with client(args) as c:
         preview = c.create_preview(box_ref(words[0]), int(words[1]), args.public, args.ttl)

@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("-w", "--workdir", metavar="DIR", help="where the agent works (default /config)")
     p.add_argument("--model", help="the model, in the agent's own naming")
+    p.add_argument("--wake", action="store_true", help="start the box first if it is stopped")
     p.add_argument("-d", "--detach", action="store_true", help="print the run id and return")
     p.add_argument(
         "--json", action="store_true", help="stream the agent's structured events (JSON lines)"
@@ -104,6 +105,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
             workdir=args.workdir,
             model=args.model,
             json_events=args.json,
+            wake=args.wake,
         )
         if args.detach:
             print(run.id)

@@ -18,9 +18,11 @@ from .preview_proxy import PreviewProxy
 from .routes import (
     auth,
     boxes,
+    dashboard,
     desktop,
     devices,
     drives,
+    events,
     execs,
     files,
     images,
@@ -31,6 +33,7 @@ from .routes import (
     snapshots,
     stats,
     system,
+    terminals,
     web,
 )
 
@@ -91,6 +94,10 @@ def create_app(
     app.include_router(execs.ws_router, prefix=API)
     app.include_router(desktop.ws_router, prefix=API)
     app.include_router(desktop.page_router)
+    # The dashboard: its live list (server-sent events), its terminals, its page.
+    app.include_router(events.router, prefix=API, responses=errors.ERROR_RESPONSES)
+    app.include_router(terminals.ws_router, prefix=API)
+    app.include_router(dashboard.router)
     # Accounts' pages (setup, login, account) check their own session and forms.
     app.include_router(web.router)
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")

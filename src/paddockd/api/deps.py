@@ -20,12 +20,14 @@ from ..services.desktop import DesktopService
 from ..services.devices import DeviceService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
+from ..services.events import EventService
 from ..services.members import MemberService, TokenService
 from ..services.previews import PreviewService
 from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
 from ..services.stats import StatsService
 from ..services.system import SystemService
+from ..services.terminals import TerminalService
 from ..store.tokens import TokenRepository
 
 
@@ -49,6 +51,8 @@ class Services:
     user_tokens: TokenService
     members: MemberService
     previews: PreviewService
+    events: EventService
+    terminals: TerminalService
 
 
 def services(conn: HTTPConnection) -> Services:

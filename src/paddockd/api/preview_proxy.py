@@ -157,7 +157,8 @@ class PreviewProxy:
         """The secret becomes a cookie, and the address loses it (so the box's app never
         sees it, nor does the browser's history keep it)."""
         query = urlencode([(k, v) for k, v in parse_qsl(conn.url.query) if k != TOKEN_PARAM])
-        location = (target.prefix + target.path) + (f"?{query}" if query else "")
+        # One leading slash: "//host/x" would send the browser to another site.
+        location = target.prefix + "/" + target.path.lstrip("/") + (f"?{query}" if query else "")
         cookie = SimpleCookie()
         name = COOKIE_PREFIX + preview.id
         cookie[name] = given
@@ -198,7 +199,10 @@ class PreviewProxy:
         except Waking:
             await _respond(send, _holding_page())
             return
-        except (NotFound, InvalidState, OSError, asyncio.TimeoutError) as exc:
+        except NotFound:  # the box went; its previews go with the next sweep
+            await _respond(send, _page(404, "No such preview", "This preview URL does not exist."))
+            return
+        except (InvalidState, OSError, asyncio.TimeoutError) as exc:
             await _respond(send, _unreachable(preview, exc))
             return
         try:

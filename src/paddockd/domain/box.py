@@ -117,6 +117,17 @@ class Box:
         return now + timedelta(seconds=self.ttl) if self.ttl > 0 else None
 
 
+MAX_IDLE_STOP = 30 * 86400
+
+
+def validate_idle_stop(seconds: int) -> int:
+    if seconds and not 60 <= seconds <= MAX_IDLE_STOP:
+        raise InvalidRequest(
+            f"an idle stop is 60 s to {MAX_IDLE_STOP // 86400} days without use (0: never)"
+        )
+    return seconds
+
+
 def new_box_id() -> str:
     return secrets.token_hex(6)
 

@@ -139,6 +139,35 @@ class ExecProcess(Protocol):
     async def close(self) -> None: ...
 
 
+class ExecWrapper:
+    """An `ExecProcess` that passes every call to the one it wraps; subclasses change what
+    they must."""
+
+    def __init__(self, proc: ExecProcess) -> None:
+        self._proc = proc
+
+    def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        return self._proc.output()
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    async def write(self, data: bytes) -> None:
+        await self._proc.write(data)
+
+    async def close_stdin(self) -> None:
+        await self._proc.close_stdin()
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await self._proc.resize(cols, rows)
+
+    async def kill(self) -> None:
+        await self._proc.kill()
+
+    async def close(self) -> None:
+        await self._proc.close()
+
+
 class Runtime(Protocol):
     async def info(self) -> EngineInfo: ...
 

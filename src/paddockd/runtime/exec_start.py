@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-from .base import STDERR, ExecProcess
+from .base import STDERR, ExecProcess, ExecWrapper
 
 NOT_RUNNABLE = 126  # as a shell: found, but cannot be run
 NOT_FOUND = 127  # as a shell: command not found
@@ -54,12 +54,12 @@ def start_failure(text: str) -> tuple[int, str] | None:
     return NOT_RUNNABLE, text.removeprefix(_RUNC).removesuffix(": unknown")
 
 
-class StartChecked:
+class StartChecked(ExecWrapper):
     """An `ExecProcess` whose start failure, if it has one, reads as a shell's would:
     `x: command not found` on stderr and 127."""
 
     def __init__(self, proc: ExecProcess) -> None:
-        self._proc = proc
+        super().__init__(proc)
         self._code: int | None = None
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
@@ -86,18 +86,3 @@ class StartChecked:
 
     async def wait(self) -> int:
         return self._code if self._code is not None else await self._proc.wait()
-
-    async def write(self, data: bytes) -> None:
-        await self._proc.write(data)
-
-    async def close_stdin(self) -> None:
-        await self._proc.close_stdin()
-
-    async def resize(self, cols: int, rows: int) -> None:
-        await self._proc.resize(cols, rows)
-
-    async def kill(self) -> None:
-        await self._proc.kill()
-
-    async def close(self) -> None:
-        await self._proc.close()

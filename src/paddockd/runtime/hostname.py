@@ -19,20 +19,40 @@ import errno
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable
-
-from .netns import CLONE_NEWUTS, in_namespace
 
 # The box can write its /etc/hosts: never read more of it than a hosts file needs.
 MAX_HOSTS_BYTES = 1 << 20
+_CLONE_NEWUTS = 0x04000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _sethostname(name: str) -> None:
-    raw = name.encode()
-    if _libc.sethostname(raw, len(raw)) != 0:
+def _checked(rc: int, what: str) -> None:
+    if rc != 0:
         code = ctypes.get_errno()
-        raise OSError(code, f"sethostname: {os.strerror(code)}")
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _sethostname_in(ns_fd: int, name: str) -> None:
+    """sethostname(2) in the UTS namespace `ns_fd`, from a thread made for it. Namespaces
+    are per thread in Linux, so paddockd's other threads stay in the host's; no way back is
+    needed either: the thread ends here, with the namespace it entered."""
+    raw = name.encode()
+    failed: list[BaseException] = []
+
+    def enter() -> None:
+        try:
+            _checked(_libc.setns(ns_fd, _CLONE_NEWUTS), "setns")
+            _checked(_libc.sethostname(raw, len(raw)), "sethostname")
+        except BaseException as exc:  # reported to the caller below
+            failed.append(exc)
+
+    thread = threading.Thread(target=enter, name="paddock-uts", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def renamed_hosts(text: str, old: str, new: str) -> str:
@@ -69,7 +89,7 @@ def rename(pid: int, old: str, new: str, hostname_path: str, hosts_path: str) ->
         # A pid that is no longer the box's must never rename the host.
         if os.fstat(fd).st_ino == os.stat("/proc/self/ns/uts").st_ino:
             raise OSError(errno.EPERM, f"process {pid} is in the host's UTS namespace")
-        in_namespace(fd, CLONE_NEWUTS, lambda: _sethostname(new))
+        _sethostname_in(fd, new)
     finally:
         os.close(fd)
     _rewrite(hostname_path, lambda _: f"{new}\n")

@@ -2,10 +2,10 @@
 
 paddockd never routes to box addresses from the host (ARCHITECTURE.md): a preview reaches
 the box's web server on the box's own loopback instead. A socket belongs to the network
-namespace it was created in, whatever thread later uses it; so a short-lived thread
-enters the box's namespace, creates the socket, and ends. Namespaces are per thread in
-Linux (setns(2) with CLONE_NEWNET changes only the caller), so paddockd's other threads
-never see the box's network, and a thread that could not come back simply dies with it.
+namespace it was created in, whatever thread later uses it. So each namespace gets a
+thread of its own that enters it once (setns(2) with CLONE_NEWNET changes only the
+calling thread) and keeps a few unconnected sockets ready: taking one costs no thread
+hop on a request's path. paddockd's other threads never see the box's network.
 
 The namespace is held by an open file descriptor taken while the box's container ran with
 a known init pid (`NetNamespace.of_pid`): a descriptor keeps the namespace itself, never
@@ -20,47 +20,30 @@ import errno
 import os
 import socket
 import threading
-from collections.abc import Callable
-from typing import TypeVar
+from collections import deque
 
-CLONE_NEWNET = 0x40000000
-CLONE_NEWUTS = 0x04000000
+_CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
-T = TypeVar("T")
+SPARE = 4  # unconnected sockets kept ready per namespace
 
 
-def _setns(fd: int, nstype: int) -> None:
-    if _libc.setns(fd, nstype) != 0:
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, _CLONE_NEWNET) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"setns: {os.strerror(code)}")
 
 
-def in_namespace(fd: int, nstype: int, job: Callable[[], T]) -> T:
-    """`job`'s result, run by a thread made to enter the namespace `fd` and then end
-    (blocking). No way back is needed: the thread dies with the namespace it entered."""
-    done: list[T] = []
-    failed: list[BaseException] = []
-
-    def enter() -> None:
-        try:
-            _setns(fd, nstype)
-            done.append(job())
-        except BaseException as exc:  # reported to the caller below
-            failed.append(exc)
-
-    thread = threading.Thread(target=enter, name="paddock-ns", daemon=True)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-    return done[0]
-
-
 class NetNamespace:
-    """An open handle on one network namespace; `close` it when the box stops."""
+    """An open handle on one network namespace; `close` it when done."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._spare: deque[socket.socket] = deque()
+        self._wanted = threading.Condition()
+        self._failed: OSError | None = None
+        self._thread = threading.Thread(target=self._keep_spares, name="paddock-netns")
+        self._thread.daemon = True
+        self._thread.start()
 
     @classmethod
     def of_pid(cls, pid: int) -> NetNamespace:
@@ -75,16 +58,57 @@ class NetNamespace:
             raise
         return cls(fd)
 
-    def socket(self) -> socket.socket:
-        """A new TCP socket in this namespace (blocking: a thread is made and ended)."""
-        return in_namespace(
-            self._fd, CLONE_NEWNET, lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        )
+    def _keep_spares(self) -> None:
+        # This thread never leaves the namespace; it ends with `close`. Under the lock:
+        # `close` cannot free the descriptor's number (for another file) before setns.
+        with self._wanted:
+            try:
+                if self._fd >= 0:
+                    _setns(self._fd)
+            except OSError as exc:
+                self._failed = exc
+            while self._fd >= 0:
+                while self._failed is None and len(self._spare) < SPARE:
+                    try:
+                        self._spare.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                    except OSError as exc:
+                        self._failed = exc
+                self._wanted.notify_all()
+                self._wanted.wait()
+            while self._spare:
+                self._spare.popleft().close()
+
+    def spare(self) -> socket.socket | None:
+        """A ready socket without waiting, or None (then `socket` waits for one)."""
+        with self._wanted:
+            if not self._spare:
+                return None
+            sock = self._spare.popleft()
+            self._wanted.notify_all()
+            return sock
+
+    def socket(self, timeout: float = 5.0) -> socket.socket:
+        """An unconnected TCP socket in this namespace (at once, unless the spares ran out:
+        then it waits for the namespace's thread)."""
+        with self._wanted:
+            while not self._spare:
+                if self._failed is not None:
+                    raise self._failed
+                if self._fd < 0:
+                    raise OSError(errno.EBADF, "the box's network namespace was closed")
+                self._wanted.notify_all()
+                if not self._wanted.wait(timeout):
+                    raise OSError(errno.ETIMEDOUT, "no socket from the box's namespace")
+            sock = self._spare.popleft()
+            self._wanted.notify_all()
+            return sock
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._wanted:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+                self._wanted.notify_all()
 
     @property
     def closed(self) -> bool:

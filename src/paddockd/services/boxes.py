@@ -23,14 +23,16 @@ from ..domain.box import (
     TtlAction,
     generated_name,
     new_box_id,
+    validate_idle_stop,
     validate_name,
     validate_ttl,
 )
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
 from ..domain.network import NetworkPolicy, policy
 from ..domain.snapshot import parse_drive
-from ..runtime.base import ExecProcess, ExecSpec, Runtime
+from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, Runtime
 from ..store.boxes import BoxRepository
+from .activity import Activity
 from .capacity import Capacity, check_limits
 from .drives import DriveService
 from .pool import WarmPool
@@ -103,6 +105,7 @@ class BoxService:
         now: Callable[[], datetime],
         drives: DriveService,
         limits_of: Callable[[str], Awaitable[Limits]] | None = None,
+        activity: Activity | None = None,
         *,
         pool: WarmPool,
     ) -> None:
@@ -115,6 +118,8 @@ class BoxService:
         self._drives = drives
         # A member's limits, by user id (the owner has none).
         self._limits_of = limits_of
+        # What uses each box, for the idle stop (the reaper reads it).
+        self.activity = activity or Activity()
         self._pool = pool
         # Capacity is checked and claimed under one lock, so two concurrent `new`s can never
         # both take the last slot.
@@ -184,9 +189,11 @@ class BoxService:
         network: NetworkPolicy | None = None,
         agent: str | None = None,
         caller: User | None = None,
+        idle_stop: int | None = None,
     ) -> Box:
         """Admit a box (validation, capacity, name) and bring it up; `image` is for forks.
         It is `caller`'s box."""
+        idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
         type_name = type_name or self._cfg.default_type
         box_type = self._cfg.types.get(type_name)
         if box_type is None:
@@ -234,6 +241,7 @@ class BoxService:
                 network=network or self.default_network,
                 agent=check_agent(agent),
                 owner_id=caller.stored_id if caller else None,
+                idle_stop=idle,
                 # A claimed box's container is there already; the reconciler names it.
                 container_id=pooled.container_id if pooled else None,
             )
@@ -381,6 +389,14 @@ class BoxService:
         if box.state != BoxState.RUNNING or box.container_id is None:
             hint = f"; run `paddock resume {box.name}`" if box.state == BoxState.STOPPED else ""
             raise InvalidState(f"box {box.name} is {box.state.value}{hint}")
+        self.activity.touch(box.id)
+        return box
+
+    async def wake(self, ref: str, caller: User | None = None) -> Box:
+        """The box, started first if it was stopped (an API call's `wake=true`)."""
+        box = await self.resolve(ref, caller)
+        if box.state == BoxState.STOPPED or box.desired == Desired.STOPPED:
+            box = await self.resume(box.id, caller)
         return box
 
     async def exec(
@@ -425,7 +441,8 @@ class BoxService:
             stdin=stdin,
         )
         assert box.container_id is not None
-        return await self._rt.exec(box.container_id, spec)
+        proc = await self._rt.exec(box.container_id, spec)
+        return _InUse(proc, self.activity, box.id)
 
     async def push(
         self,
@@ -491,3 +508,22 @@ class BoxService:
         if st is None:
             return {"path": path, "exists": False, "type": None}
         return _described(path, st)
+
+
+class _InUse(ExecWrapper):
+    """An exec that keeps its box in use (no idle stop) until it is closed: a long build
+    run through `paddock exec` is use, however quiet."""
+
+    def __init__(self, proc: ExecProcess, activity: Activity, box_id: str) -> None:
+        super().__init__(proc)
+        self._busy = activity.busy(box_id)
+        self._busy.__enter__()
+        self._open = True
+
+    async def close(self) -> None:
+        try:
+            await self._proc.close()
+        finally:
+            if self._open:
+                self._open = False
+                self._busy.__exit__(None, None, None)

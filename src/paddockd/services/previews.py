@@ -77,6 +77,10 @@ class PreviewService:
         # box id -> (container id, its namespace): checked once per container start.
         self._namespaces: dict[str, tuple[str, NetNamespace]] = {}
         self._waking: dict[str, asyncio.Task[None]] = {}
+        # Live previews by (box id, port): every request looks one up. paddockd is the only
+        # writer, so each change below drops what it changes. Misses are not kept (a flood
+        # of made-up names must not grow this).
+        self._found: dict[tuple[str, int], Preview] = {}
 
     # -- the owner's side -----------------------------------------------------------------
     async def create(
@@ -96,6 +100,7 @@ class PreviewService:
             owner_id=box.owner_id,
         )
         await self._repo.put(preview)
+        self._found.pop((box.id, port), None)
         return Listed(preview, box, self.url(preview))
 
     async def listed(self, caller: User | None, ref: str | None = None) -> list[Listed]:
@@ -112,6 +117,7 @@ class PreviewService:
         if preview is None or not await self._boxes.visible(preview.box_id, caller):
             raise NotFound(f"no preview {preview_id!r} (see `paddock host ls`)")
         await self._repo.delete(preview_id)
+        self._found.pop((preview.box_id, preview.port), None)
 
     def url(self, preview: Preview) -> str:
         host = self.hostname()
@@ -134,8 +140,13 @@ class PreviewService:
         return target is not None and await self.find(target) is not None
 
     async def find(self, target: Target) -> Preview | None:
-        preview = await self._repo.find(target.box_id, target.port)
-        return None if preview is None or preview.expired() else preview
+        key = (target.box_id, target.port)
+        preview = self._found.get(key) or await self._repo.find(*key)
+        if preview is None or preview.expired():
+            self._found.pop(key, None)
+            return None
+        self._found[key] = preview
+        return preview
 
     def activity_of(self, preview: Preview) -> AbstractContextManager[None]:
         """Held while a WebSocket to the box is open: the box is in use."""
@@ -152,24 +163,31 @@ class PreviewService:
     async def connect(self, preview: Preview, wake: bool = True) -> socket.socket:
         """A connected socket to the preview's port on the box's loopback. A stopped box
         is started when `wake` (Waking is raised meanwhile)."""
+        self._activity.touch(preview.box_id)
+        cached = self._namespaces.get(preview.box_id)
+        if cached is not None and not cached[1].closed:
+            # The common case, with no lookup: a box that stopped or restarted since has an
+            # empty namespace here, which refuses; then the box is looked at again.
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                return await self._connect_in(cached[1], preview.port)
         box = await self._boxes.get(preview.box_id)
         if box is None or box.desired == Desired.DELETED:
             raise NotFound("no such preview")
-        self._activity.touch(box.id)
         if box.state != BoxState.RUNNING:
             if box.desired == Desired.STOPPED and wake:
                 self._wake(box)
             if box.desired == Desired.RUNNING or wake:
                 raise Waking(f"box {box.name} is starting")
             raise InvalidState(f"box {box.name} is {box.state.value}")
-        ns = await self._namespace(box)
-        sock = await anyio.to_thread.run_sync(ns.socket)
+        return await self._connect_in(await self._namespace(box), preview.port)
+
+    async def _connect_in(self, ns: NetNamespace, port: int) -> socket.socket:
+        spare = ns.spare()
+        sock = spare if spare is not None else await anyio.to_thread.run_sync(ns.socket)
         try:
             sock.setblocking(False)
             loop = asyncio.get_running_loop()
-            await asyncio.wait_for(
-                loop.sock_connect(sock, ("127.0.0.1", preview.port)), CONNECT_TIMEOUT
-            )
+            await asyncio.wait_for(loop.sock_connect(sock, ("127.0.0.1", port)), CONNECT_TIMEOUT)
         except BaseException:
             sock.close()
             raise
@@ -226,5 +244,14 @@ class PreviewService:
             self.forget(box_id)
 
     async def sweep(self) -> int:
-        """Remove expired previews (their URLs already refuse)."""
-        return await self._repo.delete_expired(time.time())
+        """Remove expired previews (their URLs already refuse) and those of boxes that are
+        gone."""
+        gone = await self._repo.delete_expired(time.time())
+        self._found = {k: p for k, p in self._found.items() if not p.expired()}
+        boxes = {b.id for b in await self._boxes.all()}
+        for preview in await self._repo.all():
+            if preview.box_id not in boxes:
+                gone += await self._repo.delete(preview.id)
+                self._found.pop((preview.box_id, preview.port), None)
+                self.forget(preview.box_id)
+        return gone

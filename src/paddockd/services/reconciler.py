@@ -177,10 +177,10 @@ class Reconciler:
         return await self._rt.inspect(box.container_id) if box.container_id else None
 
     async def _converge(self, box: Box) -> Box | None:
-        info = await self._container(box)
         if box.desired == Desired.DELETED:
-            await self._delete(box, info)
+            await self._delete(box)
             return None
+        info = await self._container(box)
         if box.desired == Desired.RUNNING:
             return await self._run(box, info)
         return await self._stop(box, info)
@@ -335,15 +335,16 @@ class Reconciler:
                 await self.release_image(snap.image)
                 await self._repo.delete_snapshot(box.id, snap.seq)
 
-    async def _delete(self, box: Box, info: ContainerInfo | None) -> None:
+    async def _delete(self, box: Box) -> None:
         """The container goes now, and with it the box, for its user: the row frees the
         name at once (it takes the id) and leaves the listing; the box's Docker volume,
         snapshot images and folder go in the background. A restart in between finds the
         row still `deleting` and finishes the job."""
         if box.state != BoxState.DELETING:
             box = await self._save(box, state=BoxState.DELETING, name=box.id)
-        if info is not None:
-            await self._rt.remove(info.id)
+        if box.container_id:
+            # No inspect first: removing a container that is already gone is no error.
+            await self._rt.remove(box.container_id)
         self._background(self._release(box.id))
 
     async def _release(self, box_id: str) -> None:

@@ -16,6 +16,13 @@ from .db import Database, links, sessions, users
 _LIMIT_COLUMNS = (users.c.max_boxes, users.c.max_cpus, users.c.max_memory_mb)
 
 
+def _user_named(conn: Connection, username: str) -> User | None:
+    row = conn.execute(
+        sa.select(users.c.id, users.c.username, users.c.role).where(users.c.username == username)
+    ).first()
+    return User(row[0], row[1], Role(row[2])) if row else None
+
+
 class UsernameTaken(Exception):
     pass
 
@@ -129,23 +136,18 @@ class AccountRepository:
         """Replace a user's limits; None if there is no such user."""
 
         def work(conn: Connection) -> User | None:
-            row = conn.execute(
-                sa.select(users.c.id, users.c.username, users.c.role).where(
-                    users.c.username == username
+            user = _user_named(conn, username)
+            if user is not None:
+                conn.execute(
+                    users.update()
+                    .where(users.c.id == user.id)
+                    .values(
+                        max_boxes=limits.max_boxes,
+                        max_cpus=limits.max_cpus,
+                        max_memory_mb=limits.max_memory_mb,
+                    )
                 )
-            ).first()
-            if row is None:
-                return None
-            conn.execute(
-                users.update()
-                .where(users.c.id == row[0])
-                .values(
-                    max_boxes=limits.max_boxes,
-                    max_cpus=limits.max_cpus,
-                    max_memory_mb=limits.max_memory_mb,
-                )
-            )
-            return User(row[0], row[1], Role(row[2]))
+            return user
 
         return await self._db.run(work)
 
@@ -153,16 +155,11 @@ class AccountRepository:
         """Delete a user and every session of theirs; what they own stays."""
 
         def work(conn: Connection) -> User | None:
-            row = conn.execute(
-                sa.select(users.c.id, users.c.username, users.c.role).where(
-                    users.c.username == username
-                )
-            ).first()
-            if row is None:
-                return None
-            conn.execute(sessions.delete().where(sessions.c.user_id == row[0]))
-            conn.execute(users.delete().where(users.c.id == row[0]))
-            return User(row[0], row[1], Role(row[2]))
+            user = _user_named(conn, username)
+            if user is not None:
+                conn.execute(sessions.delete().where(sessions.c.user_id == user.id))
+                conn.execute(users.delete().where(users.c.id == user.id))
+            return user
 
         return await self._db.run(work)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -52,8 +53,11 @@ def _from_row(row: sa.Row[Any]) -> Box:
 
 
 class BoxRepository:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, changed: Callable[[str], None] | None = None) -> None:
+        """`changed(box_id)` is told of every write to a box or its snapshots, once done
+        (the dashboard's live list: services/events.py)."""
         self._db = db
+        self._changed = changed or (lambda box_id: None)
 
     async def add(self, box: Box) -> None:
         def work(conn: Connection) -> None:
@@ -63,6 +67,7 @@ class BoxRepository:
             conn.execute(boxes.insert().values(**_to_row(box)))
 
         await self._db.run(work)
+        self._changed(box.id)
 
     async def update(self, box: Box, **changes: Any) -> Box:
         """Write only the given fields, so concurrent writers of different fields of one box
@@ -73,6 +78,9 @@ class BoxRepository:
         await self._db.run(
             lambda conn: conn.execute(boxes.update().where(boxes.c.id == box.id).values(**values))
         )
+        # The reconciler rewrites what it finds on every pass: only a change is news.
+        if any(getattr(box, key) != value for key, value in changes.items()):
+            self._changed(box.id)
         return updated
 
     async def get(self, box_id: str) -> Box | None:
@@ -110,6 +118,7 @@ class BoxRepository:
             conn.execute(boxes.delete().where(boxes.c.id == box_id))
 
         await self._db.run(work)
+        self._changed(box_id)
 
     async def add_snapshot(self, snap: Snapshot) -> None:
         row = {
@@ -122,6 +131,7 @@ class BoxRepository:
             "size": snap.size,
         }
         await self._db.run(lambda conn: conn.execute(snapshots.insert().values(**row)))
+        self._changed(snap.box_id)
 
     async def snapshots(self, box_id: str) -> list[Snapshot]:
         """A box's snapshots, newest first."""
@@ -154,6 +164,7 @@ class BoxRepository:
                 snapshots.delete().where(snapshots.c.box_id == box_id, snapshots.c.seq == seq)
             )
         )
+        self._changed(box_id)
 
     async def next_snapshot_seq(self, box_id: str) -> int:
         seq = await self._db.run(

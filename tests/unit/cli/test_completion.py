@@ -38,7 +38,7 @@ def complete(bash: str, line: str) -> list[str]:
         ("paddock snapshots ", ["ls", "rm"]),
         ("paddock snapshots rm ", ["api-2", "current", "web-1"]),
         ("paddock --url x network log w", ["web-1"]),
-        ("paddock exec --w", ["--wait", "--workdir"]),
+        ("paddock exec --w", ["--wait", "--wake", "--workdir"]),
         ("paddock completion ", []),
         ("paddock ls -", ["--help", "--json", "--mine", "--quiet", "-h", "-q"]),
     ],

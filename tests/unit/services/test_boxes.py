@@ -15,6 +15,7 @@ from paddockd.domain.errors import (
     StorageLow,
 )
 from paddockd.runtime.base import LABEL_INSTANCE, ContainerSpec
+from paddockd.services.activity import Activity
 
 from ..conftest import World
 
@@ -373,3 +374,27 @@ async def test_stats_give_figures_for_running_boxes_and_state_for_the_rest(world
     assert (await world.services.stats.one("busy")) == busy
     status = await world.services.system.status()
     assert status.data_root_free_bytes and status.data_root_total_bytes
+
+
+async def test_idle_boxes_stop_and_boxes_in_use_do_not(world: World) -> None:
+    now = [1000.0]
+    world.boxes.activity = Activity(now=lambda: now[0])
+    await world.boxes.create("idle", None, 0, None, idle_stop=60)
+    await world.boxes.create("busy", None, 0, None, idle_stop=60)
+    await world.boxes.create("never", None, 0, None)
+    proc = await world.boxes.exec("busy", ["sleep", "100"], {}, None, None)
+    assert await world.reaper.reap() == []  # the count starts when a box is first seen
+    now[0] += 61
+    assert await world.reaper.reap() == ["idle"]
+    states = {b.name: b.state for b in await world.boxes.all()}
+    assert states == {"idle": BoxState.STOPPED, "busy": BoxState.RUNNING, "never": BoxState.RUNNING}
+    await proc.close()  # the exec ends: the count starts again from here
+    now[0] += 59
+    assert await world.reaper.reap() == []
+    now[0] += 2
+    assert await world.reaper.reap() == ["busy"]
+    # An API call with wake=true starts a stopped box first.
+    assert (await world.boxes.wake("idle")).state == BoxState.RUNNING
+    for bad in (5, 31 * 86400):
+        with pytest.raises(InvalidRequest, match="idle stop"):
+            await world.boxes.create("bad", None, 0, None, idle_stop=bad)

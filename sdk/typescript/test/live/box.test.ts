@@ -167,6 +167,24 @@ describe(
       await c.push(BOX, join(src, "a.txt"), "/config/project/sub");
       const files = await c.exec(BOX, "cat /config/renamed.txt /config/project/sub/a.txt");
       assert.equal(files.stdout, "hello\nhello\n");
+
+      // docker cp's rules, as the Python SDK: a folder into an existing folder lands in it
+      // under its name; `SRC/.` is SRC's contents; the same both ways.
+      const folder = join(tmp, "tree");
+      mkdirSync(folder);
+      writeFileSync(join(folder, "one"), "1\n");
+      writeFileSync(join(folder, "two"), "2\n");
+      const nested = await c.push(BOX, folder, "/config/project");
+      assert.equal(nested.path, "/config/project/tree");
+      const merged = await c.push(BOX, folder + "/.", "/config/merged");
+      assert.equal(merged.path, "/config/merged");
+      const seen = await c.exec(BOX, "ls /config/merged /config/project/tree");
+      assert.equal(seen.stdout, "/config/merged:\none\ntwo\n\n/config/project/tree:\none\ntwo\n");
+      const again = join(tmp, "again");
+      mkdirSync(again);
+      assert.equal(await c.pull(BOX, "/config/merged", again), join(again, "merged"));
+      assert.equal(await c.pull(BOX, "/config/merged/.", again), again);
+      assert.deepEqual(readdirSync(again).sort(), ["merged", "one", "two"]);
     });
 
     test("a hostile pull: the chain b1 -> .., b2 -> b1/.., …, host_etc does not escape", async () => {

@@ -45,6 +45,7 @@ async def present(
         owner=names.get(box.owner_id, "(removed user)"),
         # By name: boxes from before accounts (no owner id) are the owner's too.
         mine=names.get(box.owner_id) == caller.username,
+        idle_stop=box.idle_stop,
     )
 
 
@@ -60,6 +61,7 @@ async def create_box(body: BoxCreate, svc: Svc, caller: Caller) -> BoxModel:
         network=policy(mode, body.allow) if mode else None,
         agent=body.agent,
         caller=caller,
+        idle_stop=body.idle_stop,
     )
     return await present(svc, box, caller)
 

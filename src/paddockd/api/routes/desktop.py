@@ -116,9 +116,11 @@ async def desktop_bridge(ws: WebSocket, ref: str, token: str = "") -> None:
         tg.cancel_scope.cancel()
 
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(first_done, tg, browser_to_box)
-            tg.start_soon(first_done, tg, box_to_browser)
+        # A viewer is use: no idle stop while one is connected.
+        with services(ws).boxes.activity.busy(grant.box_id):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first_done, tg, browser_to_box)
+                tg.start_soon(first_done, tg, box_to_browser)
     finally:
         writer.close()
         with contextlib.suppress(Exception):

@@ -60,6 +60,8 @@ async def exec_command(
     ref: str, body: ExecRequest, svc: Svc, caller: Caller, wait: bool = False
 ) -> StreamingResponse | ExecResult:
     cmd, env = body.cmd, body.env
+    if body.wake:
+        await svc.boxes.wake(ref, caller)
     if body.desktop:
         # On the box's desktop (started if need be); detached: back once it started.
         env = {**await svc.desktop.session_env(ref, caller), **env}
@@ -81,6 +83,8 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
         caller = await authenticate(ws)
         req = _EXEC_REQUEST.validate_json(await ws.receive_text())
         size = (req.cols, req.rows) if req.cols and req.rows else None
+        if req.wake:
+            await services(ws).boxes.wake(ref, caller)
         proc = await services(ws).boxes.exec(
             ref,
             req.cmd,

@@ -31,11 +31,19 @@ _OWNER_RE = re.compile(r"^(\d{1,10}):(\d{1,10})$")
     },
 )
 async def push_files(
-    ref: str, path: str, request: Request, svc: Svc, caller: Caller, owner: str = "1000:1000"
+    ref: str,
+    path: str,
+    request: Request,
+    svc: Svc,
+    caller: Caller,
+    owner: str = "1000:1000",
+    wake: bool = False,
 ) -> PushResult:
     match = _OWNER_RE.match(owner)
     if not match:
         raise InvalidRequest(f"owner must be UID:GID, not {owner!r}")
+    if wake:
+        await svc.boxes.wake(ref, caller)
     dest, size = await svc.boxes.push(
         ref, path, (int(match[1]), int(match[2])), request.stream(), caller
     )

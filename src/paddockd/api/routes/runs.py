@@ -43,6 +43,8 @@ def present(run: Run) -> RunInfo:
     summary="Run a coding agent headless in the box (it goes on if the client leaves)",
 )
 async def start_run(ref: str, body: RunRequest, svc: Svc, caller: Caller) -> RunInfo:
+    if body.wake:
+        await svc.boxes.wake(ref, caller)
     run = await svc.runs.start(
         ref, body.agent, body.instruction, body.workdir, body.model, body.json, caller
     )

@@ -223,11 +223,11 @@ async def join(token: str, request: Request, svc: Svc) -> Response:
 def _next(target: str) -> str:
     """Where to go after logging in: a path on this site only (no open redirect)."""
     ok = target.startswith("/") and not target.startswith("//") and "\\" not in target
-    return target if ok else "/account"
+    return target if ok else "/"
 
 
 def _login_form(
-    csrf: str, error: str = "", note: str = "", username: str = "", after: str = "/account"
+    csrf: str, error: str = "", note: str = "", username: str = "", after: str = "/"
 ) -> str:
     return (
         f"{_message(note, 'ok')}{_message(error)}<form method=post action=/login>"
@@ -239,7 +239,7 @@ def _login_form(
 
 @router.get("/login")
 async def login_page(request: Request, svc: Svc) -> Response:
-    after = _next(request.query_params.get("next", "/account"))
+    after = _next(request.query_params.get("next", "/"))
     if await _session(request, svc) is not None:
         return RedirectResponse(after, 303)
     created = request.query_params.get("created", "")
@@ -264,7 +264,7 @@ async def login(request: Request, svc: Svc) -> Response:
         status = 429 if isinstance(exc, TooManyAttempts) else 401
         page = _page("Log in", _login_form(csrf, exc.message, "", username), status)
         return _with_login_csrf(request, page, csrf)
-    done = RedirectResponse(_next(form.get("next", "/account")), 303)
+    done = RedirectResponse(_next(form.get("next", "/")), 303)
     done.set_cookie(
         _name(request, SESSION_COOKIE),
         cookie,

@@ -1,0 +1,1 @@
+"""The web dashboard's built assets (from web/, by scripts/build-dashboard) and its page."""

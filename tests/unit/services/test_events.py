@@ -1,0 +1,77 @@
+"""The live box list (services/events.py) on fakes: each listener gets the boxes it may
+see as they change, in settled batches; a member learns nothing of another user's boxes,
+not even that one went away."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from paddockd.services.events import BACKLOG, BoxChanges, BoxEvent, batches
+
+from ..conftest import People, World
+
+pytestmark = pytest.mark.anyio
+
+
+async def take(events: AsyncIterator[BoxEvent], n: int) -> list[tuple[str, str | None]]:
+    """The next n events as (box id, state or None for a removal)."""
+    got = []
+    for _ in range(n):
+        event = await asyncio.wait_for(anext(events), 5)
+        got.append((event.box_id, event.box.state.value if event.box else None))
+    return got
+
+
+async def nothing_more(events: AsyncIterator[BoxEvent]) -> None:
+    pending = asyncio.ensure_future(anext(events))
+    done, _ = await asyncio.wait({pending}, timeout=0.6)
+    assert not done, f"an event leaked: {pending.result() if done else None}"
+    pending.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pending
+
+
+async def test_a_member_hears_of_their_own_boxes_only(world: World, people: People) -> None:
+    events = world.services.events
+    theirs = await world.boxes.create("bob-box", None, None, None, [], caller=people.bob)
+    bob_list, bob_events = await events.follow(people.bob)
+    owner_list, owner_events = await events.follow(people.owner)
+    carol_list, carol_events = await events.follow(people.carol)
+    assert [b.name for b in bob_list] == ["bob-box"] and carol_list == []
+    assert [b.name for b in owner_list] == ["bob-box"]
+
+    await world.boxes.stop(theirs.id, caller=people.bob)
+    assert (await take(bob_events, 1))[-1] == (theirs.id, "stopped")
+    assert (await take(owner_events, 1))[-1] == (theirs.id, "stopped")
+    await world.boxes.delete(theirs.id, force=True, caller=people.bob)
+    assert (await take(bob_events, 1))[-1] == (theirs.id, None)
+    # Carol was never shown the box: not its changes, not its going.
+    await nothing_more(carol_events)
+    for stream in (bob_events, owner_events, carol_events):
+        await stream.aclose()  # type: ignore[attr-defined]
+    assert world.services.events._changes.listeners == 0
+
+
+async def test_a_new_box_is_told_with_its_state(world: World, people: People) -> None:
+    _, events = await world.services.events.follow(people.carol)
+    made = await world.boxes.create("carol-box", None, None, None, [], caller=people.carol)
+    got = await take(events, 1)
+    assert got[0][0] == made.id and got[0][1] in ("creating", "running")
+    await events.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_burst_of_writes_is_one_batch_and_a_stalled_listener_is_ended() -> None:
+    changes = BoxChanges()
+    queue = changes.subscribe()
+    for box_id in ("a", "b", "a", "a"):
+        changes.changed(box_id)
+    stream = batches(queue)
+    assert await anext(stream) == {"a", "b"}
+    for _ in range(BACKLOG + 1):
+        changes.changed("c")
+    assert changes.listeners == 0  # dropped: its stream ends
+    assert [b async for b in stream] == []

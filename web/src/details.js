@@ -1,0 +1,66 @@
+// The Details tab (type, limits, runtime, TTL extend) and the Previews tab.
+import { get, post, del, enc } from "./api.js";
+import { h, clear, table, when, bytes, toast, confirmed, field } from "./dom.js";
+
+export function detailsTab(panel, box) {
+  const dl = h("dl.details");
+  const ttl = h("select", { name: "ttl", "aria-label": "New time to live" },
+    [["3600", "1 hour"], ["28800", "8 hours"], ["86400", "1 day"], ["604800", "7 days"], ["0", "none"]].map(([v, l]) => h("option", { value: v }, l)));
+  const extend = h("form.toolbar", { on: { submit: async (e) => {
+    e.preventDefault();
+    try { Object.assign(box, await post(`/boxes/${enc(box.name)}/extend`, { ttl: Number(ttl.value) })); toast("time to live set"); paint(); } catch (err) { toast(err.message, "err"); }
+  } } }, h("span", {}, "Time to live from now: "), ttl, h("button.small", { type: "submit" }, "Set"));
+  clear(panel, dl, h("h2", {}, "Extend"), extend);
+  let type = null;
+  function paint() {
+    const rows = [
+      ["Name", box.name], ["Id", box.id], ["State", `${box.state} (wanted: ${box.desired_state})`],
+      ["Type", box.type], ...(type ? [["Limits", `${type.cpus} CPU, ${bytes(type.memory_mb * 1e6)} memory, ${type.pids} processes${type.disk_mb ? `, ${bytes(type.disk_mb * 1e6)} disk` : ""}`]] : []),
+      ["Runtime profile", box.profile], ["Image", box.image], ["Owner", box.owner || "–"],
+      ["Created", when(box.created_at)], ["Started", when(box.started_at)],
+      ["Expires", box.expires_at ? `${when(box.expires_at)} (then: ${box.ttl_action})` : "never"],
+      ["Drives", box.drives.length ? box.drives.join(", ") : "none"],
+      ["Network", box.network ? `${box.network.mode}${box.network.allow.length ? ": " + box.network.allow.join(", ") : ""}` : "–"],
+      ["Default agent", box.agent || "server default"], ["Snapshots", String(box.snapshots)],
+      ...(box.message ? [["Message", box.message]] : []),
+    ];
+    clear(dl, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  }
+  paint();
+  get("/types").then(({ types }) => { type = types.find((t) => t.name === box.type) || null; paint(); }).catch(() => {});
+  return null;
+}
+
+export function previewTable(previews, refresh, { showBox = false } = {}) {
+  return table([
+    ...(showBox ? [{ label: "Box", cell: (p) => h("a", { href: `#/box/${enc(p.box)}/previews` }, p.box) }] : []),
+    { label: "Port", cell: (p) => String(p.port) },
+    { label: "URL", cell: (p) => h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url) },
+    { label: "Access", cell: (p) => (p.public ? "public" : "private") },
+    { label: "Created", cell: (p) => when(p.created_at) },
+    { label: "Ends", cell: (p) => when(p.expires_at) },
+    { label: "", cell: (p) => h("button.small.danger", { type: "button", "aria-label": `Remove preview of port ${p.port}`, on: { click: async () => {
+      if (!(await confirmed(`End the preview of port ${p.port}? Its URL stops working.`, "Remove"))) return;
+      try { await del(`/previews/${enc(p.id)}`); toast("preview removed"); } catch (err) { toast(err.message, "err"); }
+      refresh();
+    } } }, "Remove") },
+  ], previews, { empty: "No previews." });
+}
+
+export function previewsTab(panel, box) {
+  const list = h("div.listing");
+  const port = h("input", { name: "port", type: "number", min: 1, max: 65535, required: true, placeholder: "3000" });
+  const isPublic = h("input", { name: "public", type: "checkbox" });
+  const form = h("form.toolbar", { on: { submit: async (e) => {
+    e.preventDefault();
+    try { const p = await post(`/boxes/${enc(box.name)}/previews`, { port: Number(port.value), public: isPublic.checked }); toast(`preview at ${p.url}`); } catch (err) { toast(err.message, "err"); }
+    refresh();
+  } } }, field("Port", port), h("label.check", {}, isPublic, " Public (no secret in the URL)"), h("button.primary", { type: "submit" }, "Add preview"));
+  clear(panel, form, list);
+  async function refresh() {
+    const { previews } = await get(`/boxes/${enc(box.name)}/previews`);
+    clear(list, previewTable(previews, refresh));
+  }
+  refresh().catch((err) => clear(list, h("p.err", {}, err.message)));
+  return null;
+}

@@ -1,0 +1,156 @@
+// The account-wide pages: Drives, Previews, Credentials, Tokens, Members (the owner's),
+// Server.
+import { get, post, put, del, enc, isOwner } from "./api.js";
+import { h, clear, table, when, bytes, toast, dialog, confirmed, field } from "./dom.js";
+import { previewTable } from "./details.js";
+import { ndjson } from "./stream.js";
+
+/** A page: a title, a toolbar, and a body that `load` fills (again after each change). */
+function page(main, title, load, tools = () => []) {
+  const body = h("div.listing");
+  const refresh = async () => {
+    try { clear(body, await load(refresh)); } catch (err) { clear(body, h("p.err", {}, err.message)); }
+  };
+  clear(main, h("div.titlebar", {}, h("h1", {}, title), tools(refresh)), body);
+  refresh();
+}
+
+async function attempt(fn, done) {
+  try { await fn(); if (done) toast(done); return true; } catch (err) { toast(err.message, "err"); return false; }
+}
+
+export function drivesPage(main) {
+  page(main, "Drives", async (refresh) => table([
+    { label: "Name", cell: (d) => d.name },
+    ...(isOwner ? [{ label: "Owner", cell: (d) => d.owner || "–" }] : []),
+    { label: "Size", cell: (d) => bytes(d.size_bytes) },
+    { label: "Used by", cell: (d) => d.boxes.join(", ") || "–" },
+    { label: "", cell: (d) => h("button.small.danger", { type: "button", "aria-label": `Delete drive ${d.name}`, on: { click: async () => {
+      if (!(await confirmed(`Delete drive ${d.name} and its data?`))) return;
+      const owner = d.mine ? "" : `?owner=${enc(d.owner === "(removed user)" ? d.owner_id : d.owner)}`;
+      await attempt(() => del(`/drives/${enc(d.name)}${owner}`), `drive ${d.name} deleted`);
+      refresh();
+    } } }, "Delete") },
+  ], (await get("/drives")).drives, { empty: "No drives. A drive is a folder kept across boxes, at /mnt/NAME." }),
+  (refresh) => h("button.primary", { type: "button", on: { click: async () => {
+    const v = await dialog("New drive", [field("Name", h("input", { name: "name", required: true, autocomplete: "off" }))], { submit: "Create" });
+    if (v && await attempt(() => post("/drives", { name: v.name }), `drive ${v.name} created`)) refresh();
+  } } }, "New drive"));
+}
+
+export function previewsPage(main) {
+  page(main, "Previews", async (refresh) => previewTable((await get("/previews")).previews, refresh, { showBox: true }));
+}
+
+export function credentialsPage(main) {
+  page(main, "Credentials", async (refresh) => h("div", {},
+    h("p", {}, "Provider keys for the agents in your boxes. A key is stored encrypted and never shown again: you can replace or remove it."),
+    table([
+      { label: "Provider", cell: (c) => c.provider },
+      { label: "Key", cell: (c) => (c.configured ? "set" : "not set") },
+      { label: "Endpoint", cell: (c) => c.base_url || "default" },
+      { label: "Last used", cell: (c) => when(c.last_used_at) },
+      { label: "", cell: (c) => h("span.actions", {},
+        h("button.small", { type: "button", "aria-label": `Set key for ${c.provider}`, on: { click: async () => {
+          const v = await dialog(`Key for ${c.provider}`, [
+            field("API key", h("input", { name: "key", type: "password", required: true, autocomplete: "off" })),
+            field("Endpoint (optional)", h("input", { name: "base_url", type: "url", placeholder: "https://…" })),
+          ], { submit: "Save" });
+          if (v && await attempt(() => put(`/auth/${enc(c.provider)}`, { key: v.key, base_url: v.base_url || null }), `key for ${c.provider} saved`)) refresh();
+        } } }, c.configured ? "Replace" : "Set"),
+        c.configured ? h("button.small.danger", { type: "button", "aria-label": `Remove key for ${c.provider}`, on: { click: async () => {
+          if (await confirmed(`Forget your ${c.provider} key?`, "Remove") && await attempt(() => del(`/auth/${enc(c.provider)}`), "key removed")) refresh();
+        } } }, "Remove") : null) },
+    ], (await get("/auth")).providers)));
+}
+
+export function tokensPage(main) {
+  page(main, "API tokens", async (refresh) => table([
+    { label: "Name", cell: (t) => t.name },
+    ...(isOwner ? [{ label: "User", cell: (t) => t.user || "–" }] : []),
+    { label: "Created", cell: (t) => when(t.created_at) },
+    { label: "Last used", cell: (t) => when(t.last_used_at) },
+    { label: "Expires", cell: (t) => (t.expires_at ? when(t.expires_at) : "never") },
+    { label: "", cell: (t) => h("button.small.danger", { type: "button", "aria-label": `Revoke token ${t.name}`, on: { click: async () => {
+      if (await confirmed(`Revoke token ${t.name}? Whatever uses it stops working at once.`, "Revoke") && await attempt(() => del(`/tokens/${enc(t.id)}`), "token revoked")) refresh();
+    } } }, "Revoke") },
+  ], (await get("/tokens")).tokens, { empty: "No tokens." }),
+  (refresh) => h("button.primary", { type: "button", on: { click: async () => {
+    const v = await dialog("New API token", [
+      field("Name", h("input", { name: "name", required: true, autocomplete: "off" })),
+      field("Expires", h("select", { name: "expires_in" }, [["", "never"], ["86400", "in a day"], ["2592000", "in 30 days"], ["31536000", "in a year"]].map(([x, l]) => h("option", { value: x }, l)))),
+    ], { submit: "Create" });
+    if (!v) return;
+    try {
+      const t = await post("/tokens", { name: v.name, expires_in: v.expires_in ? Number(v.expires_in) : null });
+      await dialog("Your new token", [h("input.secret", { readonly: true, value: t.token, "aria-label": "Token", on: { focus: (e) => e.target.select() } })],
+        { submit: "Done", note: "Copy it now: it is not shown again." });
+    } catch (err) { toast(err.message, "err"); }
+    refresh();
+  } } }, "New token"));
+}
+
+export function membersPage(main) {
+  page(main, "Members", async (refresh) => table([
+    { label: "User", cell: (m) => m.username },
+    { label: "Role", cell: (m) => m.role },
+    { label: "Joined", cell: (m) => when(m.created_at) },
+    { label: "Boxes", cell: (m) => String(m.boxes) },
+    { label: "Limits", cell: (m) => [m.limits.max_boxes != null ? `${m.limits.max_boxes} boxes` : null, m.limits.max_cpus != null ? `${m.limits.max_cpus} CPU` : null,
+      m.limits.max_memory_mb != null ? bytes(m.limits.max_memory_mb * 1e6) : null].filter(Boolean).join(", ") || "none" },
+    { label: "", cell: (m) => m.role === "owner" ? "" : h("span.actions", {},
+      h("button.small", { type: "button", "aria-label": `Limits of ${m.username}`, on: { click: async () => {
+        const num = (name, value, step) => h("input", { name, type: "number", min: 0, step, value: value ?? "", placeholder: "none" });
+        const v = await dialog(`Limits of ${m.username}`, [field("Boxes", num("max_boxes", m.limits.max_boxes, 1)),
+          field("CPUs", num("max_cpus", m.limits.max_cpus, 0.5)), field("Memory (MB)", num("max_memory_mb", m.limits.max_memory_mb, 1))], { submit: "Save" });
+        const n = (x) => (x === "" ? null : Number(x));
+        if (v && await attempt(() => put(`/members/${enc(m.username)}/limits`, { max_boxes: n(v.max_boxes), max_cpus: n(v.max_cpus), max_memory_mb: n(v.max_memory_mb) }), "limits saved")) refresh();
+      } } }, "Limits"),
+      h("button.small.danger", { type: "button", "aria-label": `Remove ${m.username}`, on: { click: async () => {
+        if (await confirmed(`Remove ${m.username}? Their sessions end, tokens are revoked, boxes stop (and are kept).`, "Remove")
+          && await attempt(() => del(`/members/${enc(m.username)}`), `${m.username} removed`)) refresh();
+      } } }, "Remove")) },
+  ], (await get("/members")).members),
+  () => h("button.primary", { type: "button", on: { click: async () => {
+    const v = await dialog("Invite someone", [field("Role", h("select", { name: "role" }, h("option", { value: "member" }, "member"), h("option", { value: "owner" }, "owner")))], { submit: "Make link" });
+    if (!v) return;
+    try {
+      const inv = await post("/members/invites", { role: v.role });
+      await dialog("Invitation link", [h("input.secret", { readonly: true, value: inv.url, "aria-label": "Invitation link", on: { focus: (e) => e.target.select() } })],
+        { submit: "Done", note: `Send it to them: it works once, until ${when(inv.expires_at)}.` });
+    } catch (err) { toast(err.message, "err"); }
+  } } }, "Invite"));
+}
+
+export function serverPage(main) {
+  const buildLog = h("pre.log", { hidden: true, tabindex: "0", "aria-label": "Image build" });
+  page(main, "Server", async () => {
+    const s = await get("/status");
+    const rows = [
+      ["Version", s.version],
+      ["Engine", s.engine.reachable ? `reachable${s.engine.version ? ", Docker " + s.engine.version : ""}${s.engine.profile ? ", profile " + s.engine.profile : ""}` : `unreachable: ${s.engine.error || ""}`],
+      ["Box image", `${s.engine.image}${s.engine.image_present ? "" : " (not built)"}`],
+      ["CPUs", `${s.capacity.cpus_used} of ${s.capacity.cpus_total} given to boxes`],
+      ["Memory", `${bytes(s.capacity.memory_used_mb * 1e6)} of ${bytes(s.capacity.memory_total_mb * 1e6)} given to boxes`],
+      ["Boxes", `${s.boxes_running} running, ${s.boxes_stopped} stopped`],
+      ["Disk", s.data_root ? `${s.data_root}: ${bytes(s.data_root_free_bytes)} free of ${bytes(s.data_root_total_bytes)}` : "–"],
+      ...(s.disk_limits ? [["Box disks", s.disk_limits]] : []),
+      ...(s.problems.length ? [["Problems", s.problems.join("; ")]] : []),
+    ];
+    return h("div", {}, h("dl.details", {}, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])), buildLog);
+  }, (refresh) => isOwner ? h("button", { type: "button", on: { click: async (e) => {
+    if (!(await confirmed("Rebuild the box image now? It takes a few minutes; boxes made after use it.", "Rebuild"))) return;
+    const button = e.target;
+    button.disabled = true;
+    buildLog.hidden = false;
+    buildLog.textContent = "";
+    try {
+      await ndjson("POST", "/images/build", {}, (ev) => {
+        buildLog.append(ev.line ?? (ev.error ? `error: ${ev.error.message}\n` : ev.done ? "done\n" : ""));
+        buildLog.scrollTop = buildLog.scrollHeight;
+      });
+    } catch (err) { toast(err.message, "err"); }
+    button.disabled = false;
+    refresh();
+  } } }, "Rebuild box image") : null);
+}

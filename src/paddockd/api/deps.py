@@ -9,6 +9,7 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from ..config import Config
+from ..e2b.service import E2BService
 from ..domain.accounts import User
 from ..domain.errors import Forbidden, Unauthorized
 from ..images.builder import ImageBuilder
@@ -53,6 +54,7 @@ class Services:
     previews: PreviewService
     events: EventService
     terminals: TerminalService
+    e2b: E2BService | None = None
 
 
 def services(conn: HTTPConnection) -> Services:

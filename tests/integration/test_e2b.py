@@ -11,8 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from .conftest import Server, free_port
+from .test_members import create_owner, member_token
 
 e2b = pytest.importorskip("e2b")
+from e2b.sandbox.filesystem.filesystem import WriteEntry  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -88,10 +90,10 @@ def test_background_stdin_kill(sbx: e2b.Sandbox) -> None:
 
 def test_pty(sbx: e2b.Sandbox) -> None:
     out = bytearray()
-    h = sbx.pty.create(e2b.PtySize(rows=24, cols=80), on_data=out.extend)
+    h = sbx.pty.create(e2b.PtySize(rows=24, cols=80))
     sbx.pty.resize(h.pid, e2b.PtySize(rows=30, cols=100))
     sbx.pty.send_stdin(h.pid, b"stty size; exit\n")
-    h.wait()
+    h.wait(on_pty=out.extend)
     assert b"30 100" in out
 
 
@@ -101,7 +103,7 @@ def test_files(sbx: e2b.Sandbox) -> None:
     blob = bytes(range(256)) * 100
     sbx.files.write("/tmp/blob.bin", blob)
     assert bytes(sbx.files.read("/tmp/blob.bin", format="bytes")) == blob
-    many = [e2b.WriteEntry(path=f"many/f{i}.txt", data=f"n{i}") for i in range(5)]
+    many = [WriteEntry(path=f"many/f{i}.txt", data=f"n{i}") for i in range(5)]
     assert len(sbx.files.write_files(many)) == 5
     names = sorted(e.name for e in sbx.files.list("many"))
     assert names == [f"f{i}.txt" for i in range(5)]
@@ -153,21 +155,12 @@ def test_timeout_pause_resume(sdk_env: dict[str, str]) -> None:
 def test_auth_and_other_users(server: Server, sbx: e2b.Sandbox) -> None:
     with pytest.raises(e2b.AuthenticationException):
         e2b.Sandbox.list(api_key="pdk_wrong").next_items()
-    member = server.cli("member", "add", "e2b-member", check=False)
-    token = _member_token(server, member.stdout)
-    if token is None:
-        pytest.skip("could not make a member token")
+    create_owner(server)
+    token = member_token(server, "e2bmember")
     listed = e2b.Sandbox.list(api_key=token).next_items()
     assert sbx.sandbox_id not in [s.sandbox_id for s in listed]
     with pytest.raises(e2b.NotFoundException):
         e2b.Sandbox.connect(sbx.sandbox_id, api_key=token)
-
-
-def _member_token(server: Server, out: str) -> str | None:
-    for word in out.split():
-        if word.startswith("pdk_"):
-            return word
-    return None
 
 
 def test_unknown_call_is_a_clear_error(server: Server) -> None:

@@ -105,7 +105,7 @@ class FilesystemService:
 
     async def _target(self, ctx: RequestContext) -> Target:  # type: ignore[type-arg]
         try:
-            return await target(self._e2b, ctx.request_headers().get)
+            return await target(self._e2b, ctx.request_headers.get)
         except PaddockError as exc:
             raise connect_error(exc) from None
 

@@ -16,11 +16,20 @@ from .processes import EnvdProcess, Output, ProcessRegistry
 from .service import E2BService
 
 _KEEPALIVE = "keepalive-ping-interval"
+# Each envd command first notes its pid in the box, so a signal can reach it and all it
+# started, sent in the box as root. (The engine's own kill goes by the exec's host pid, which
+# did not reach a non-TTY command; reading other users' /proc/PID/environ needs ptrace.)
+_NOTE_PID = 'echo $$ > "/tmp/.paddock-e2b-$0"; exec "$@"'
+_SIGNAL = (
+    'tree() { for c in $(ps -o pid= --ppid "$1"); do tree "$c"; done; echo "$1"; }; '
+    'read -r p < "/tmp/.paddock-e2b-$1" || exit 0; case "$p" in *[!0-9]*|"") exit 0;; esac; '
+    'kill "-$2" $(tree "$p") 2>/dev/null; exit 0'
+)
 
 
 def _keepalive(ctx: RequestContext[object, object]) -> float:
     try:
-        return min(max(float(ctx.request_headers().get(_KEEPALIVE, "50")), 1.0), 300.0)
+        return min(max(float(ctx.request_headers.get(_KEEPALIVE, "50")), 1.0), 300.0)
     except ValueError:
         return 50.0
 
@@ -57,7 +66,7 @@ class ProcessService:
 
     async def _target(self, ctx: RequestContext[object, object]) -> Target:
         try:
-            return await target(self._e2b, ctx.request_headers().get)
+            return await target(self._e2b, ctx.request_headers.get)
         except PaddockError as exc:
             raise connect_error(exc) from None
 
@@ -95,11 +104,12 @@ class ProcessService:
             size = (int(pty.size.cols), int(pty.size.rows))
         stdin = bool(request.stdin) or pty is not None
         cwd = config.cwd or None
+        pid = self._registry.next_pid()
         try:
             envs = {**await self._e2b.env_vars(t.box.id), **dict(config.envs)}
             proc = await self._e2b.boxes.exec(
                 t.box.id,
-                [config.cmd, *config.args],
+                ["/bin/sh", "-c", _NOTE_PID, str(pid), config.cmd, *config.args],
                 envs,
                 cwd,
                 t.user,
@@ -111,13 +121,14 @@ class ProcessService:
         except PaddockError as exc:
             raise connect_error(exc) from None
         p = self._registry.add(
+            pid,
             t.box.id,
             proc,
             config.cmd,
             list(config.args),
             dict(config.envs),
             cwd,
-            request.tag,
+            request.tag if request.has_field("tag") else None,
             pty is not None,
             stdin,
         )
@@ -202,8 +213,17 @@ class ProcessService:
             p = self._select(t, request.process)
         except PaddockError as exc:
             raise connect_error(exc) from None
-        # The engine ends a command's whole tree, TERM then KILL: both signals E2B has.
-        await p.proc.kill()
+        sig = "TERM" if request.signal == pb.Signal.SIGTERM else "KILL"
+        try:
+            await self._e2b.boxes.run(
+                t.box.id,
+                ["sh", "-c", _SIGNAL, "sh", str(p.pid), sig],
+                user="root",
+                workdir="/",
+                caller=t.caller,
+            )
+        except PaddockError as exc:
+            raise connect_error(exc) from None
         return pb.SendSignalResponse()
 
     async def close_stdin(

@@ -66,7 +66,7 @@ def _rest_app(e2b: E2BService) -> FastAPI:
             return error(
                 501,
                 "unsupported",
-                f"Paddock's E2B API does not support {request.method} {request.url.path}",
+                f"Paddock's E2B API does not support {request.method} {PREFIX}{request.url.path}",
             )
         return error(exc.status_code, "http_error", str(exc.detail))
 

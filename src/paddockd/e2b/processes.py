@@ -61,8 +61,12 @@ class ProcessRegistry:
         self._running: dict[str, dict[int, EnvdProcess]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def next_pid(self) -> int:
+        return next(self._pids)
+
     def add(
         self,
+        pid: int,
         box_id: str,
         proc: ExecProcess,
         cmd: str,
@@ -73,7 +77,7 @@ class ProcessRegistry:
         pty: bool,
         stdin: bool,
     ) -> EnvdProcess:
-        p = EnvdProcess(next(self._pids), box_id, cmd, args, envs, cwd, tag, pty, stdin, proc)
+        p = EnvdProcess(pid, box_id, cmd, args, envs, cwd, tag, pty, stdin, proc)
         self._running.setdefault(box_id, {})[p.pid] = p
         return p
 

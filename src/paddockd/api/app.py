@@ -11,10 +11,10 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
+from ..e2b.gateway import E2BGateway
 from . import errors
 from .deps import Services
 from .gate import BodyLimit, TokenGate
-from ..e2b.gateway import E2BGateway
 from .preview_proxy import PreviewProxy
 from .routes import (
     auth,

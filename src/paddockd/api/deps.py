@@ -9,9 +9,9 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from ..config import Config
-from ..e2b.service import E2BService
 from ..domain.accounts import User
 from ..domain.errors import Forbidden, Unauthorized
+from ..e2b.service import E2BService
 from ..images.builder import ImageBuilder
 from ..services.accounts import AccountService
 from ..services.agents import AgentService

@@ -70,7 +70,8 @@ async def _file_chunks(f: IO[bytes]) -> AsyncIterator[bytes]:
 async def _spooled(
     body: AsyncIterator[bytes], gzipped: bool
 ) -> tempfile.SpooledTemporaryFile[bytes]:
-    spool: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(_SPOOL)
+    # The caller closes it (a `with` there), once it has been sent.
+    spool: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(_SPOOL)  # noqa: SIM115
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
     async for chunk in body:
         spool.write(inflate.decompress(chunk) if inflate else chunk)
@@ -121,7 +122,7 @@ async def upload(request: Request) -> list[dict[str, Any]]:
     spool = await _spooled(request.stream(), gzipped)
     with spool:
         size = spool.tell()
-        return [await _push(svc, request, path, size, _file_chunks(spool))]  # type: ignore[arg-type]
+        return [await _push(svc, request, path, size, _file_chunks(spool))]
 
 
 async def _member(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -10,8 +10,10 @@ import posixpath
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Literal
 
 from connectrpc.request import RequestContext
+from e2b.envd.filesystem import filesystem_connect
 from e2b.envd.filesystem import filesystem_pb as pb
 from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
@@ -96,7 +98,7 @@ class _Watcher:
     seen: dict[str, tuple[str, str, str]]
 
 
-class FilesystemService:
+class FilesystemService(filesystem_connect.Filesystem):
     """Implements e2b's generated `filesystem_connect.Filesystem` protocol."""
 
     def __init__(self, e2b: E2BService) -> None:
@@ -223,15 +225,19 @@ class FilesystemService:
             w = await self._watcher(t, request.path, request.recursive)
         except PaddockError as exc:
             raise connect_error(exc) from None
-        yield pb.WatchDirResponse(event=Oneof("start", pb.WatchDirResponse.StartEvent()))
+        started: Oneof[Literal["start"], pb.WatchDirResponse.StartEvent]
+        started = Oneof("start", pb.WatchDirResponse.StartEvent())
+        yield pb.WatchDirResponse(event=started)
         while True:
             await asyncio.sleep(_POLL)
             try:
                 changes = await self._changes(t, w)
             except PaddockError as exc:
                 raise connect_error(exc) from None
-            for event in changes:
-                yield pb.WatchDirResponse(event=Oneof("filesystem", event))
+            for change in changes:
+                event: Oneof[Literal["filesystem"], pb.FilesystemEvent]
+                event = Oneof("filesystem", change)
+                yield pb.WatchDirResponse(event=event)
 
     async def create_watcher(
         self,

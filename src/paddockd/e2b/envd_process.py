@@ -4,9 +4,11 @@ ProcessRegistry so they can be listed, fed, signalled, resized and attached to a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
+from e2b.envd.process import process_connect
 from e2b.envd.process import process_pb as pb
 from protobuf import Oneof
 
@@ -36,28 +38,39 @@ def _keepalive(ctx: RequestContext[object, object]) -> float:
 
 def _event(item: Output | None) -> pb.ProcessEvent:
     if item is None:
-        return pb.ProcessEvent(event=Oneof("keepalive", pb.ProcessEvent.KeepAlive()))
+        alive: Oneof[Literal["keepalive"], pb.ProcessEvent.KeepAlive]
+        alive = Oneof("keepalive", pb.ProcessEvent.KeepAlive())
+        return pb.ProcessEvent(event=alive)
     if item.kind == "end":
-        end = pb.ProcessEvent.EndEvent(
-            exit_code=item.exit_code,
-            exited=item.exit_code >= 0,
-            status=f"exit status {item.exit_code}",
+        end: Oneof[Literal["end"], pb.ProcessEvent.EndEvent] = Oneof(
+            "end",
+            pb.ProcessEvent.EndEvent(
+                exit_code=item.exit_code,
+                exited=item.exit_code >= 0,
+                status=f"exit status {item.exit_code}",
+            ),
         )
-        return pb.ProcessEvent(event=Oneof("end", end))
-    if item.kind == "stdout":
-        data = pb.ProcessEvent.DataEvent(output=Oneof("stdout", item.data))
+        return pb.ProcessEvent(event=end)
+    if item.kind == "pty":
+        pty: Oneof[Literal["pty"], bytes] = Oneof("pty", item.data)
+        data = pb.ProcessEvent.DataEvent(output=pty)
     elif item.kind == "stderr":
-        data = pb.ProcessEvent.DataEvent(output=Oneof("stderr", item.data))
+        err: Oneof[Literal["stderr"], bytes] = Oneof("stderr", item.data)
+        data = pb.ProcessEvent.DataEvent(output=err)
     else:
-        data = pb.ProcessEvent.DataEvent(output=Oneof("pty", item.data))
-    return pb.ProcessEvent(event=Oneof("data", data))
+        out: Oneof[Literal["stdout"], bytes] = Oneof("stdout", item.data)
+        data = pb.ProcessEvent.DataEvent(output=out)
+    event: Oneof[Literal["data"], pb.ProcessEvent.DataEvent] = Oneof("data", data)
+    return pb.ProcessEvent(event=event)
 
 
 def _started(pid: int) -> pb.ProcessEvent:
-    return pb.ProcessEvent(event=Oneof("start", pb.ProcessEvent.StartEvent(pid=pid)))
+    start: Oneof[Literal["start"], pb.ProcessEvent.StartEvent]
+    start = Oneof("start", pb.ProcessEvent.StartEvent(pid=pid))
+    return pb.ProcessEvent(event=start)
 
 
-class ProcessService:
+class ProcessService(process_connect.Process):
     """Implements e2b's generated `process_connect.Process` protocol."""
 
     def __init__(self, e2b: E2BService, registry: ProcessRegistry) -> None:
@@ -194,11 +207,11 @@ class ProcessService:
         p: EnvdProcess | None = None
         try:
             async for message in request:
-                match message.event:
-                    case Oneof(field="start", value=start):
-                        p = self._select(t, start.process)
-                    case Oneof(field="data", value=data) if p is not None:
-                        await self._write(p, data.input)
+                value = message.event.value if message.event is not None else None
+                if isinstance(value, pb.StreamInputRequest.StartEvent):
+                    p = self._select(t, value.process)
+                elif isinstance(value, pb.StreamInputRequest.DataEvent) and p is not None:
+                    await self._write(p, value.input)
         except PaddockError as exc:
             raise connect_error(exc) from None
         return pb.StreamInputResponse()

@@ -118,7 +118,7 @@ def create_app(
     ]
     app.add_middleware(TokenGate, prefix=API, public=public)
     # E2B's API under /e2b authenticates with its own headers and answers its own errors.
-    app.add_middleware(E2BGateway, e2b=services.e2b)
+    app.add_middleware(E2BGateway, e2b=getattr(services, "e2b", None))
     # Outermost: a preview's requests are the box's, never the API's (no token, no cap).
     app.add_middleware(PreviewProxy)
     return app

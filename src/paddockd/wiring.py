@@ -18,6 +18,8 @@ from . import __version__, config, frontdoor
 from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
+from .e2b.service import E2BService
+from .e2b.store import SandboxRepository
 from .images.builder import ImageBuilder
 from .netpolicy.base import NetworkRules
 from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
@@ -182,6 +184,7 @@ def wire(
         activity,
     )
 
+    stats = StatsService(boxes, runtime)
     services = Services(
         config=cfg,
         boxes=boxes,
@@ -201,7 +204,7 @@ def wire(
         credentials=credentials,
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
-        stats=StatsService(boxes, runtime),
+        stats=stats,
         accounts=accounts,
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
@@ -209,6 +212,7 @@ def wire(
         previews=previews,
         events=EventService(changes, boxes),
         terminals=TerminalService(boxes),
+        e2b=E2BService(cfg, boxes, stats, tokens, SandboxRepository(db), now),
     )
     reaper = Reaper(boxes, now, previews)
     sweeper = ImageSweeper(

@@ -11,6 +11,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
+from ..e2b.gateway import E2BGateway
 from . import errors
 from .deps import Services
 from .gate import BodyLimit, TokenGate
@@ -116,6 +117,8 @@ def create_app(
         if isinstance(r, APIRoute)
     ]
     app.add_middleware(TokenGate, prefix=API, public=public)
+    # E2B's API under /e2b authenticates with its own headers and answers its own errors.
+    app.add_middleware(E2BGateway, e2b=getattr(services, "e2b", None))
     # Outermost: a preview's requests are the box's, never the API's (no token, no cap).
     app.add_middleware(PreviewProxy)
     return app

@@ -11,6 +11,7 @@ from starlette.requests import HTTPConnection
 from ..config import Config
 from ..domain.accounts import User
 from ..domain.errors import Forbidden, Unauthorized
+from ..e2b.service import E2BService
 from ..images.builder import ImageBuilder
 from ..services.accounts import AccountService
 from ..services.agents import AgentService
@@ -53,6 +54,7 @@ class Services:
     previews: PreviewService
     events: EventService
     terminals: TerminalService
+    e2b: E2BService | None = None
 
 
 def services(conn: HTTPConnection) -> Services:

@@ -306,6 +306,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE boxes ADD COLUMN idle_stop INTEGER NOT NULL DEFAULT 0",
         ],
     ),
+    (
+        20,
+        [
+            # What an E2B client gave at create (e2b/store.py): kept beside the box, gone
+            # with it (the E2B service deletes the row when it deletes the box).
+            """CREATE TABLE e2b_sandboxes (
+                box_id VARCHAR(32) PRIMARY KEY, template VARCHAR(128) NOT NULL,
+                metadata TEXT NOT NULL, env_vars TEXT NOT NULL)""",
+        ],
+    ),
 ]
 
 

@@ -1,0 +1,162 @@
+"""E2B's control-plane REST API (what the `e2b` SDK calls at E2B_API_URL), as thin routes
+over E2BService. Errors take E2B's shape, `{"code": HTTP status, "message": ...}`, plus
+`error_code`: Paddock's stable code."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..domain.accounts import User
+from .service import CLIENT_ID, ENVD_VERSION, E2BService, Sandbox, api_key
+
+
+def e2b(request: Request) -> E2BService:
+    svc: E2BService = request.app.state.e2b
+    return svc
+
+
+Svc = Annotated[E2BService, Depends(e2b)]
+
+
+async def caller(request: Request, svc: Svc) -> User:
+    return await svc.authenticate(api_key(request.headers.get))
+
+
+Caller = Annotated[User, Depends(caller)]
+router = APIRouter()
+
+
+class NewSandbox(BaseModel):
+    # Fields of newer SDKs that Paddock has no use for are ignored, never refused.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    template_id: str = Field("base", alias="templateID", max_length=128)
+    timeout: int | None = Field(None, ge=0)
+    metadata: dict[str, str] = {}
+    env_vars: dict[str, str] = Field({}, alias="envVars")
+    allow_internet_access: bool | None = None
+    network: dict[str, Any] | None = None
+    auto_pause: bool | None = Field(None, alias="autoPause")
+
+
+class Timeout(BaseModel):
+    timeout: int = Field(ge=0)
+
+
+class ConnectBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout: int | None = Field(None, ge=0)
+
+
+def _token(request: Request) -> str:
+    # The envd calls authenticate with the same Paddock token, sent as X-Access-Token:
+    # the caller gets back only the key it sent, so nothing new is handed out.
+    return api_key(request.headers.get)
+
+
+def _common(svc: E2BService, s: Sandbox) -> dict[str, Any]:
+    return {
+        "sandboxID": s.box.id,
+        "templateID": s.extras.template,
+        "alias": s.extras.template,
+        "clientID": CLIENT_ID,
+        "envdVersion": ENVD_VERSION,
+    }
+
+
+def _detail(svc: E2BService, s: Sandbox) -> dict[str, Any]:
+    box = s.box
+    started = box.started_at or box.created_at
+    return {
+        **_common(svc, s),
+        "startedAt": started.isoformat() if started else None,
+        "endAt": svc.end_at(box).isoformat(),
+        "cpuCount": max(1, round(box.cpus)),
+        "memoryMB": box.memory_mb,
+        "diskSizeMB": box.disk_mb,
+        "state": s.state,
+        "metadata": s.extras.metadata,
+        "allowInternetAccess": box.network.mode != "deny-all",
+    }
+
+
+def _created(request: Request, svc: E2BService, s: Sandbox) -> dict[str, Any]:
+    return {**_common(svc, s), "envdAccessToken": _token(request)}
+
+
+@router.post("/v2/sandboxes", status_code=201)
+@router.post("/sandboxes", status_code=201)
+async def create(body: NewSandbox, request: Request, svc: Svc, user: Caller) -> dict[str, Any]:
+    s = await svc.create(
+        user,
+        body.template_id,
+        body.timeout,
+        body.metadata,
+        body.env_vars,
+        body.allow_internet_access,
+        body.network,
+        auto_pause=bool(body.auto_pause),
+    )
+    return _created(request, svc, s)
+
+
+def _metadata_filter(raw: str | None) -> dict[str, str]:
+    if not raw:
+        return {}
+    pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)
+    return {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, v in pairs}
+
+
+@router.get("/v2/sandboxes")
+@router.get("/sandboxes")
+async def listed(
+    svc: Svc,
+    user: Caller,
+    metadata: str | None = None,
+    state: Annotated[list[str] | None, Query()] = None,
+) -> list[dict[str, Any]]:
+    states = {p for s in state or () for p in s.split(",") if p}
+    found = await svc.listed(user, _metadata_filter(metadata), states)
+    return [_detail(svc, s) for s in found]
+
+
+@router.get("/sandboxes/{sandbox_id}")
+async def info(sandbox_id: str, request: Request, svc: Svc, user: Caller) -> dict[str, Any]:
+    s = await svc.get(user, sandbox_id)
+    return {**_detail(svc, s), "envdAccessToken": _token(request)}
+
+
+@router.delete("/sandboxes/{sandbox_id}", status_code=204)
+async def kill(sandbox_id: str, svc: Svc, user: Caller) -> Response:
+    await svc.kill(user, sandbox_id)
+    return Response(status_code=204)
+
+
+@router.post("/sandboxes/{sandbox_id}/timeout", status_code=204)
+async def set_timeout(sandbox_id: str, body: Timeout, svc: Svc, user: Caller) -> Response:
+    await svc.set_timeout(user, sandbox_id, body.timeout)
+    return Response(status_code=204)
+
+
+@router.post("/sandboxes/{sandbox_id}/pause", status_code=204)
+async def pause(sandbox_id: str, svc: Svc, user: Caller) -> Response:
+    await svc.pause(user, sandbox_id)
+    return Response(status_code=204)
+
+
+@router.post("/v2/sandboxes/{sandbox_id}/connect")
+@router.post("/sandboxes/{sandbox_id}/connect")
+@router.post("/sandboxes/{sandbox_id}/resume", status_code=201)
+async def connect(
+    sandbox_id: str, request: Request, svc: Svc, user: Caller, body: ConnectBody | None = None
+) -> dict[str, Any]:
+    s = await svc.connect(user, sandbox_id, body.timeout if body else None)
+    return _created(request, svc, s)
+
+
+@router.get("/sandboxes/{sandbox_id}/metrics")
+async def metrics(sandbox_id: str, svc: Svc, user: Caller) -> list[dict[str, Any]]:
+    return await svc.metrics(user, sandbox_id)

@@ -1,0 +1,70 @@
+"""What every envd call shares: who calls (the Paddock token as X-Access-Token), which box
+(the E2b-Sandbox-Id header the SDK sends), as which user in the box (HTTP Basic `user:`), and
+Paddock's errors as Connect's."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+
+from ..domain import errors as e
+from ..domain.accounts import User
+from ..domain.box import Box
+from ..services.boxes import BOX_USER
+from .service import E2BService, api_key
+
+SANDBOX_HEADER = "e2b-sandbox-id"
+# E2B's templates run commands as `user`; a Paddock box's user is abc (uid 1000).
+_USERS = {"user": BOX_USER, "": BOX_USER}
+
+_CODES: dict[type[e.PaddockError], Code] = {
+    e.NotFound: Code.NOT_FOUND,
+    e.InvalidRequest: Code.INVALID_ARGUMENT,
+    e.PayloadTooLarge: Code.RESOURCE_EXHAUSTED,
+    e.Conflict: Code.ALREADY_EXISTS,
+    e.InvalidState: Code.FAILED_PRECONDITION,
+    e.CapacityExceeded: Code.RESOURCE_EXHAUSTED,
+    e.Unauthorized: Code.UNAUTHENTICATED,
+    e.Forbidden: Code.PERMISSION_DENIED,
+}
+
+
+def connect_error(exc: e.PaddockError) -> ConnectError:
+    return ConnectError(_CODES.get(type(exc), Code.INTERNAL), f"{exc.message} ({exc.code})")
+
+
+@dataclass(frozen=True)
+class Target:
+    caller: User
+    box: Box
+    user: str  # who runs the operation in the box
+
+
+def box_user(authorization: str | None) -> str:
+    scheme, _, value = (authorization or "").partition(" ")
+    if scheme.lower() != "basic":
+        return BOX_USER
+    try:
+        name = base64.b64decode(value.strip(), validate=True).decode().partition(":")[0]
+    except (binascii.Error, UnicodeDecodeError):
+        raise e.InvalidRequest("the Authorization header's user is not valid base64") from None
+    return _USERS.get(name, name)
+
+
+async def target(
+    e2b: E2BService, headers: Callable[[str], str | None], running: bool = True
+) -> Target:
+    """The caller and their sandbox; another user's sandbox is missing, as in the API."""
+    caller = await e2b.authenticate(api_key(headers))
+    sandbox_id = headers(SANDBOX_HEADER) or ""
+    if not sandbox_id:
+        raise e.InvalidRequest("missing E2b-Sandbox-Id header: set E2B_SANDBOX_URL")
+    box = (await e2b.get(caller, sandbox_id)).box
+    if running:
+        box = await e2b.boxes.running(box.id, caller)
+    return Target(caller, box, box_user(headers("authorization")))

@@ -1,0 +1,289 @@
+"""envd's `filesystem` service over Connect. Each call is one short command in the box, run
+as the requested user (so the box's own permissions decide), through BoxService.run. The
+box's output is untrusted: listings come NUL-separated from GNU find (a name cannot hold a
+NUL), are parsed field by field, and anything malformed is dropped, never guessed at."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+from connectrpc.request import RequestContext
+from e2b.envd.filesystem import filesystem_connect
+from e2b.envd.filesystem import filesystem_pb as pb
+from protobuf import Oneof
+from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
+
+from ..domain.errors import Conflict, InvalidRequest, NotFound, PaddockError
+from ..services.boxes import box_path
+from .envd import Target, connect_error, target
+from .service import E2BService
+
+# type (of the link itself), type of its target, size, symbolic mode, octal mode, owner,
+# group, mtime, link target, path.
+_FMT = r"%y\0%Y\0%s\0%M\0%m\0%u\0%g\0%T@\0%l\0%p\0"
+_FIELDS = 10
+_STAT = '[ -e "$1" ] || [ -L "$1" ] || exit 3; exec find "$1" -maxdepth 0 -printf "$2"'
+_LIST = (
+    '[ -e "$1" ] || exit 3; [ -d "$1" ] || exit 4; '
+    'find "$1" -mindepth 1 -maxdepth "$3" -printf "$2" 2>/dev/null; exit 0'
+)
+_MKDIR = '[ -e "$1" ] || [ -L "$1" ] && exit 5; mkdir -p -- "$1"'
+_MOVE = (
+    '[ -e "$1" ] || [ -L "$1" ] || exit 3; mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2"'
+)
+_REMOVE = '[ -e "$1" ] || [ -L "$1" ] || exit 3; rm -rf -- "$1"'
+# For watching: path relative to the folder, type, size, mtime.
+_SNAP = (
+    '[ -d "$1" ] || exit 4; '
+    r'find "$1" -mindepth 1 -maxdepth "$2" -printf "%P\0%y\0%s\0%T@\0" 2>/dev/null; exit 0'
+)
+_TYPES = {"f": pb.FileType.FILE, "d": pb.FileType.DIRECTORY, "l": pb.FileType.SYMLINK}
+_MAX_WATCHERS = 64
+_POLL = 0.5
+
+
+def _timestamp(mtime: str) -> Timestamp | None:
+    try:
+        seconds = float(mtime)
+    except ValueError:
+        return None
+    whole = int(seconds)
+    return Timestamp(seconds=whole, nanos=int((seconds - whole) * 1e9))
+
+
+def parse_entries(out: str) -> list[pb.EntryInfo]:
+    fields = out.split("\0")
+    entries = []
+    for i in range(0, len(fields) - _FIELDS + 1, _FIELDS):
+        kind, target_kind, size, perms, mode, owner, group, mtime, link, path = fields[
+            i : i + _FIELDS
+        ]
+        if not path.startswith("/") or not size.isdigit():
+            continue
+        is_link = kind == "l"
+        resolved = target_kind if is_link and target_kind in ("f", "d") else kind
+        try:
+            octal = int(mode, 8)
+        except ValueError:
+            octal = 0
+        entries.append(
+            pb.EntryInfo(
+                name=posixpath.basename(path) or path,
+                type=_TYPES.get(resolved, pb.FileType.UNSPECIFIED),
+                path=path,
+                size=int(size),
+                mode=octal,
+                permissions=perms,
+                owner=owner,
+                group=group,
+                modified_time=_timestamp(mtime),
+                symlink_target=link if is_link else None,
+                is_symlink=is_link,
+            )
+        )
+    return entries
+
+
+@dataclass
+class _Watcher:
+    box_id: str
+    path: str
+    depth: int
+    user: str
+    seen: dict[str, tuple[str, str, str]]
+
+
+class FilesystemService(filesystem_connect.Filesystem):
+    """Implements e2b's generated `filesystem_connect.Filesystem` protocol."""
+
+    def __init__(self, e2b: E2BService) -> None:
+        self._e2b = e2b
+        self._watchers: dict[str, _Watcher] = {}
+
+    async def _target(self, ctx: RequestContext) -> Target:  # type: ignore[type-arg]
+        try:
+            return await target(self._e2b, ctx.request_headers.get)
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def _sh(self, t: Target, script: str, *args: str) -> str:
+        code, out, err = await self._e2b.boxes.run(
+            t.box.id, ["sh", "-c", script, "sh", *args], user=t.user, workdir="/", caller=t.caller
+        )
+        if code == 3:
+            raise NotFound(f"no such file or directory: {args[0]}")
+        if code == 4:
+            raise InvalidRequest(f"not a directory: {args[0]}")
+        if code == 5:
+            raise Conflict(f"already exists: {args[0]}")
+        if code != 0:
+            raise InvalidRequest(err.strip()[-500:] or f"the operation failed ({code})")
+        return out
+
+    async def _stat(self, t: Target, path: str) -> pb.EntryInfo:
+        entries = parse_entries(await self._sh(t, _STAT, path, _FMT))
+        if not entries:
+            raise NotFound(f"no such file or directory: {path}")
+        return entries[0]
+
+    async def stat(self, request: pb.StatRequest, ctx: RequestContext) -> pb.StatResponse:  # type: ignore[type-arg]
+        t = await self._target(ctx)
+        try:
+            return pb.StatResponse(entry=await self._stat(t, box_path(request.path)))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def list_dir(
+        self,
+        request: pb.ListDirRequest,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> pb.ListDirResponse:
+        t = await self._target(ctx)
+        depth = max(1, min(int(request.depth or 1), 64))
+        try:
+            out = await self._sh(t, _LIST, box_path(request.path), _FMT, str(depth))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+        return pb.ListDirResponse(entries=parse_entries(out))
+
+    async def make_dir(
+        self,
+        request: pb.MakeDirRequest,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> pb.MakeDirResponse:
+        t = await self._target(ctx)
+        try:
+            path = box_path(request.path)
+            await self._sh(t, _MKDIR, path)
+            return pb.MakeDirResponse(entry=await self._stat(t, path))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def move(self, request: pb.MoveRequest, ctx: RequestContext) -> pb.MoveResponse:  # type: ignore[type-arg]
+        t = await self._target(ctx)
+        try:
+            dest = box_path(request.destination)
+            await self._sh(t, _MOVE, box_path(request.source), dest)
+            return pb.MoveResponse(entry=await self._stat(t, dest))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def remove(self, request: pb.RemoveRequest, ctx: RequestContext) -> pb.RemoveResponse:  # type: ignore[type-arg]
+        t = await self._target(ctx)
+        try:
+            await self._sh(t, _REMOVE, box_path(request.path))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+        return pb.RemoveResponse()
+
+    # -- watching: E2B's envd uses inotify; here the folder is polled and compared, so a
+    # file made and removed between two looks is missed, and a rename is a remove + create.
+    async def _snapshot(self, t: Target, w: _Watcher) -> dict[str, tuple[str, str, str]]:
+        fields = (await self._sh(t, _SNAP, w.path, str(w.depth))).split("\0")
+        return {
+            fields[i]: (fields[i + 1], fields[i + 2], fields[i + 3])
+            for i in range(0, len(fields) - 3, 4)
+            if fields[i]
+        }
+
+    async def _changes(self, t: Target, w: _Watcher) -> list[pb.FilesystemEvent]:
+        now = await self._snapshot(t, w)
+        events = []
+        for name, (kind, size, mtime) in now.items():
+            before = w.seen.get(name)
+            if before is None:
+                events.append(pb.FilesystemEvent(name=name, type=pb.EventType.CREATE))
+                if kind == "f" and size != "0":
+                    events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
+            elif before[1:] != (size, mtime):
+                events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
+        events += [
+            pb.FilesystemEvent(name=name, type=pb.EventType.REMOVE)
+            for name in w.seen
+            if name not in now
+        ]
+        w.seen = now
+        return events
+
+    async def _watcher(self, t: Target, path: str, recursive: bool) -> _Watcher:
+        w = _Watcher(t.box.id, box_path(path), 64 if recursive else 1, t.user, {})
+        w.seen = await self._snapshot(t, w)
+        return w
+
+    async def watch_dir(
+        self,
+        request: pb.WatchDirRequest,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> AsyncIterator[pb.WatchDirResponse]:
+        t = await self._target(ctx)
+        try:
+            w = await self._watcher(t, request.path, request.recursive)
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+        started: Oneof[Literal["start"], pb.WatchDirResponse.StartEvent]
+        started = Oneof("start", pb.WatchDirResponse.StartEvent())
+        yield pb.WatchDirResponse(event=started)
+        while True:
+            await asyncio.sleep(_POLL)
+            try:
+                changes = await self._changes(t, w)
+            except PaddockError as exc:
+                raise connect_error(exc) from None
+            for change in changes:
+                event: Oneof[Literal["filesystem"], pb.FilesystemEvent]
+                event = Oneof("filesystem", change)
+                yield pb.WatchDirResponse(event=event)
+
+    async def create_watcher(
+        self,
+        request: pb.CreateWatcherRequest,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> pb.CreateWatcherResponse:
+        t = await self._target(ctx)
+        mine = [k for k, w in self._watchers.items() if w.box_id == t.box.id]
+        if len(mine) >= _MAX_WATCHERS:
+            # The oldest goes: a client that never removes its watchers cannot pile them up.
+            self._watchers.pop(mine[0], None)
+        try:
+            w = await self._watcher(t, request.path, request.recursive)
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+        watcher_id = secrets.token_hex(8)
+        self._watchers[watcher_id] = w
+        return pb.CreateWatcherResponse(watcher_id=watcher_id)
+
+    def _own(self, t: Target, watcher_id: str) -> _Watcher:
+        w = self._watchers.get(watcher_id)
+        if w is None or w.box_id != t.box.id:
+            raise NotFound(f"no watcher {watcher_id!r}")
+        return w
+
+    async def get_watcher_events(
+        self,
+        request: pb.GetWatcherEventsRequest,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> pb.GetWatcherEventsResponse:
+        t = await self._target(ctx)
+        try:
+            w = self._own(t, request.watcher_id)
+            return pb.GetWatcherEventsResponse(events=await self._changes(t, w))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def remove_watcher(
+        self,
+        request: pb.RemoveWatcherRequest,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> pb.RemoveWatcherResponse:
+        t = await self._target(ctx)
+        try:
+            self._own(t, request.watcher_id)
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+        self._watchers.pop(request.watcher_id, None)
+        return pb.RemoveWatcherResponse()

@@ -1,0 +1,138 @@
+"""The E2B-compatible API under /e2b: an ASGI middleware ahead of Paddock's own API (like the
+preview proxy), since E2B authenticates with its own headers (X-API-Key, X-Access-Token),
+not Paddock's Bearer token, and shapes its errors its own way.
+
+    /e2b/...                          the control plane (E2B_API_URL=https://HOST/e2b)
+    /e2b/sandbox/process.Process/*    envd over Connect  (E2B_SANDBOX_URL=https://HOST/e2b/sandbox;
+    /e2b/sandbox/filesystem.Filesystem/*                  the box comes from E2b-Sandbox-Id)
+    /e2b/sandbox/files, /health       envd's REST side
+
+Anything else under /e2b is answered with a JSON error naming the call that is not
+supported, so a newer SDK fails clearly instead of hanging."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from connectrpc.code import Code
+from e2b.envd.filesystem.filesystem_connect import FilesystemASGIApplication
+from e2b.envd.process.process_connect import ProcessASGIApplication
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..api.errors import status_of
+from ..domain.errors import PaddockError
+from . import control, envd_files
+from .envd_filesystem import FilesystemService
+from .envd_process import ProcessService
+from .processes import ProcessRegistry
+from .service import E2BService
+
+PREFIX = "/e2b"
+SANDBOX = "/sandbox"
+log = logging.getLogger("paddockd.e2b")
+
+
+def error(status: int, code: str, message: str) -> JSONResponse:
+    # E2B's error body is {code: HTTP status, message}; error_code is Paddock's stable code.
+    return JSONResponse({"code": status, "message": message, "error_code": code}, status)
+
+
+def _rest_app(e2b: E2BService) -> FastAPI:
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.e2b = e2b
+    app.include_router(control.router)
+    app.include_router(envd_files.router)
+
+    @app.exception_handler(PaddockError)
+    async def paddock_error(_: Request, exc: PaddockError) -> JSONResponse:
+        return error(status_of(exc), exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg')}"
+            for err in exc.errors()
+        )
+        return error(400, "invalid_request", f"invalid request: {where}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405):
+            return error(
+                501,
+                "unsupported",
+                f"Paddock's E2B API does not support {request.method} {PREFIX}{request.url.path}",
+            )
+        return error(exc.status_code, "http_error", str(exc.detail))
+
+    return app
+
+
+class E2BGateway:
+    def __init__(self, app: ASGIApp, e2b: E2BService | None) -> None:
+        self.app = app
+        self.e2b = e2b
+        if e2b is None:
+            return
+        self.registry = ProcessRegistry()
+        self.rest = _rest_app(e2b)
+        process = ProcessASGIApplication(ProcessService(e2b, self.registry))
+        filesystem = FilesystemASGIApplication(FilesystemService(e2b))
+        self.rpc: dict[str, ASGIApp] = {process.path: process, filesystem.path: filesystem}
+        self.methods = {
+            process.path: _methods(ProcessService),
+            filesystem.path: _methods(FilesystemService),
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if (
+            self.e2b is None
+            or scope["type"] != "http"
+            or not (path == PREFIX or path.startswith(PREFIX + "/"))
+        ):
+            await self.app(scope, receive, send)
+            return
+        rest = path[len(PREFIX) :]
+        if rest.startswith(SANDBOX + "/"):
+            service, _, method = rest[len(SANDBOX) :].rpartition("/")
+            if service in self.rpc:
+                if method not in self.methods[service]:
+                    await _unimplemented(scope, send, f"{service[1:]}/{method}")
+                    return
+                inner = {**scope, "path": service + "/" + method, "raw_path": None}
+                await self.rpc[service](inner, receive, send)
+                return
+        inner = {**scope, "path": rest or "/", "root_path": scope.get("root_path", "") + PREFIX}
+        inner.pop("raw_path", None)
+        await self.rest(inner, receive, send)
+
+
+def _methods(cls: type) -> frozenset[str]:
+    names = [n for n in vars(cls) if not n.startswith("_")]
+    return frozenset("".join(p.capitalize() for p in n.split("_")) for n in names)
+
+
+async def _unimplemented(scope: Scope, send: Send, call: str) -> None:
+    body = json.dumps(
+        {
+            "code": Code.UNIMPLEMENTED.value,
+            "message": f"Paddock's envd does not support {call} (unsupported)",
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 501,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

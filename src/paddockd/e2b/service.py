@@ -1,0 +1,243 @@
+"""E2B's sandboxes as Paddock's boxes: the control plane's use cases, each one a call to the
+box services (a sandbox is a box, its id the box id), plus what E2B adds per box (template,
+metadata, env vars) in its own table. No second implementation of boxes lives here."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ..config import Config
+from ..domain.accounts import User
+from ..domain.box import Box, BoxState, Desired
+from ..domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
+from ..domain.network import NetworkPolicy, policy
+from ..services.boxes import BoxService
+from ..services.stats import StatsService
+from ..store.tokens import TokenRepository
+from .store import SandboxExtras, SandboxRepository
+
+# The envd version the SDK is told: the features it gates (stdin, default user, octet-stream
+# uploads, recursive watch, entry info in watch events) are the ones served here. File
+# metadata (xattrs, 0.6.2) is refused with a clear error, not claimed.
+ENVD_VERSION = "0.6.4"
+DEFAULT_TEMPLATE = "base"
+DEFAULT_TIMEOUT = 300
+CLIENT_ID = "paddock"
+# An E2B sandbox without a timeout still needs an end time in listings.
+_FOREVER = timedelta(days=30)
+_MAX_METADATA = 64
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    box: Box
+    extras: SandboxExtras
+
+    @property
+    def state(self) -> str:
+        stopped = self.box.state in (BoxState.STOPPED, BoxState.STOPPING)
+        return "paused" if stopped or self.box.desired == Desired.STOPPED else "running"
+
+
+def api_key(headers: Callable[[str], str | None]) -> str:
+    """The Paddock token an E2B client sent: X-API-Key (the SDK's control plane),
+    X-Access-Token (its envd calls), or a Bearer token. An `e2b_` prefix is dropped, so a
+    tool that insists on E2B's key format can be given `e2b_pdk_...`."""
+    key = headers("x-api-key") or headers("x-access-token") or ""
+    if not key:
+        scheme, _, token = (headers("authorization") or "").partition(" ")
+        key = token if scheme.lower() == "bearer" else ""
+    key = key.strip()
+    return key.removeprefix("e2b_") if key.startswith("e2b_pdk_") else key
+
+
+def network_policy(
+    allow_internet_access: bool | None, network: dict[str, Any] | None
+) -> NetworkPolicy | None:
+    """E2B's egress options as Paddock's policy; None keeps the server's default. Cloud
+    metadata stays blocked whatever is asked: no policy can open it (domain/network.py)."""
+    network = network or {}
+    allow = [str(t) for t in network.get("allowOut") or []]
+    deny = [str(t) for t in network.get("denyOut") or []]
+    unsupported = sorted(
+        k for k in network if k not in ("allowOut", "denyOut", "allowPublicTraffic")
+    )
+    if unsupported:
+        raise InvalidRequest(f"unsupported network options: {', '.join(unsupported)}")
+    everything = {"0.0.0.0/0", "::/0"}
+    if deny and not set(deny) <= everything:
+        # Paddock's policy is an allowlist; a deny list of some hosts has no equivalent.
+        raise InvalidRequest(
+            "denyOut is supported only as 0.0.0.0/0 (deny all, with allowOut as exceptions)"
+        )
+    if allow:
+        return policy("allowlist", allow)
+    if deny or allow_internet_access is False:
+        return policy("deny-all")
+    if allow_internet_access is True:
+        return policy("allow-all")
+    return None
+
+
+class E2BService:
+    def __init__(
+        self,
+        cfg: Config,
+        boxes: BoxService,
+        stats: StatsService,
+        tokens: TokenRepository,
+        repo: SandboxRepository,
+        now: Callable[[], datetime],
+    ) -> None:
+        self._cfg = cfg
+        self._boxes = boxes
+        self._stats = stats
+        self._tokens = tokens
+        self._repo = repo
+        self._now = now
+
+    @property
+    def boxes(self) -> BoxService:
+        return self._boxes
+
+    async def authenticate(self, key: str) -> User:
+        if not key:
+            raise Unauthorized("missing API key: set E2B_API_KEY to a Paddock token (pdk_...)")
+        user = await self._tokens.verify(key)
+        if user is None:
+            raise Unauthorized("the API key was not accepted (wrong, or revoked)")
+        return user
+
+    def _type_for(self, template: str) -> str | None:
+        """A template names a box type; `base` is the server's default box."""
+        if template == DEFAULT_TEMPLATE:
+            return None
+        if template in self._cfg.types:
+            return template
+        known = ", ".join([DEFAULT_TEMPLATE, *sorted(self._cfg.types)])
+        raise NotFound(f"template {template!r} not found; templates here: {known}")
+
+    async def create(
+        self,
+        caller: User,
+        template: str,
+        timeout: int | None,
+        metadata: dict[str, str],
+        env_vars: dict[str, str],
+        allow_internet_access: bool | None,
+        network: dict[str, Any] | None,
+        auto_pause: bool = False,
+    ) -> Sandbox:
+        if len(metadata) > _MAX_METADATA or len(env_vars) > _MAX_METADATA * 4:
+            raise InvalidRequest("too many metadata entries or env vars")
+        for key, value in env_vars.items():
+            if not key.isidentifier() or "\x00" in value:
+                raise InvalidRequest(f"invalid environment variable {key!r}")
+        type_name = self._type_for(template)
+        net = network_policy(allow_internet_access, network)
+        box = await self._boxes.create(
+            None,
+            type_name,
+            DEFAULT_TIMEOUT if timeout is None else timeout,
+            # An E2B sandbox is gone when its timeout passes, or paused with autoPause:
+            # a box's TTL action, delete or stop (files kept).
+            "stop" if auto_pause else "delete",
+            network=net,
+            caller=caller,
+        )
+        extras = SandboxExtras(box.id, template, dict(metadata), dict(env_vars))
+        await self._repo.put(extras)
+        return Sandbox(box, extras)
+
+    async def get(self, caller: User, sandbox_id: str) -> Sandbox:
+        box = await self._resolve(caller, sandbox_id)
+        return Sandbox(box, await self._repo.get(box.id))
+
+    async def _resolve(self, caller: User, sandbox_id: str) -> Box:
+        # Only an exact id: a name or id prefix is Paddock's convenience, not E2B's.
+        box = await self._boxes.resolve(sandbox_id, caller)
+        if box.id != sandbox_id or box.state == BoxState.DELETING:
+            raise NotFound(f"sandbox {sandbox_id!r} not found")
+        return box
+
+    async def listed(
+        self, caller: User, metadata: dict[str, str], states: set[str]
+    ) -> list[Sandbox]:
+        extras = await self._repo.all()
+        found = [
+            Sandbox(b, extras.get(b.id) or SandboxExtras(b.id))
+            for b in await self._boxes.listed(caller)
+        ]
+        return [
+            s
+            for s in found
+            if (not states or s.state in states)
+            and all(s.extras.metadata.get(k) == v for k, v in metadata.items())
+        ]
+
+    async def kill(self, caller: User, sandbox_id: str) -> None:
+        box = await self._resolve(caller, sandbox_id)
+        await self._boxes.delete(box.id, force=True, caller=caller)
+        await self._repo.delete(box.id)
+
+    async def set_timeout(self, caller: User, sandbox_id: str, timeout: int) -> Sandbox:
+        """E2B's timeout counts from now, as a box's TTL does once extended."""
+        if timeout <= 0:
+            raise InvalidRequest("timeout must be a positive number of seconds")
+        box = await self._resolve(caller, sandbox_id)
+        box = await self._boxes.extend(box.id, timeout, caller)
+        return Sandbox(box, await self._repo.get(box.id))
+
+    async def pause(self, caller: User, sandbox_id: str) -> Sandbox:
+        box = await self._resolve(caller, sandbox_id)
+        box = await self._boxes.stop(box.id, caller)
+        return Sandbox(box, await self._repo.get(box.id))
+
+    async def connect(self, caller: User, sandbox_id: str, timeout: int | None) -> Sandbox:
+        """Resume a paused sandbox (its files were kept) and reset its timeout."""
+        box = await self._resolve(caller, sandbox_id)
+        if timeout is not None and timeout > 0:
+            box = await self._boxes.extend(box.id, timeout, caller)
+        if box.desired != Desired.RUNNING or box.state != BoxState.RUNNING:
+            box = await self._boxes.resume(box.id, caller)
+        return Sandbox(box, await self._repo.get(box.id))
+
+    async def metrics(self, caller: User, sandbox_id: str) -> list[dict[str, Any]]:
+        box = await self._resolve(caller, sandbox_id)
+        stats = await self._stats.one(box.id, caller)
+        if stats.cpu_percent is None:
+            return []
+        now = self._now()
+        return [
+            {
+                "timestamp": now.isoformat(),
+                "timestampUnix": int(now.timestamp()),
+                "cpuCount": max(1, round(box.cpus)),
+                # E2B's is of the whole sandbox; Paddock's counts 100 per CPU.
+                "cpuUsedPct": float(stats.cpu_percent) / max(box.cpus, 1e-9),
+                "memUsed": int(stats.memory_bytes or 0),
+                "memTotal": int(stats.memory_limit_bytes or box.memory_mb << 20),
+                "memCache": 0,
+                "diskUsed": int(stats.disk_bytes or 0),
+                "diskTotal": int(stats.disk_quota_bytes or box.disk_mb << 20),
+            }
+        ]
+
+    async def env_vars(self, box_id: str) -> dict[str, str]:
+        return dict((await self._repo.get(box_id)).env_vars)
+
+    async def forget(self, box_id: str) -> None:
+        with contextlib.suppress(PaddockError):
+            await self._repo.delete(box_id)
+
+    def end_at(self, box: Box) -> datetime:
+        start = box.started_at or box.created_at
+        if box.expires_at is not None:
+            return box.expires_at
+        return (start or datetime.now(timezone.utc)) + (
+            timedelta(seconds=box.ttl) if box.ttl else _FOREVER
+        )

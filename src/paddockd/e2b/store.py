@@ -1,0 +1,82 @@
+"""What an E2B client gave when it created a sandbox (template, metadata, env vars), one row
+per box. The box itself stays Paddock's own record; this is only what E2B adds to it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..store.db import Database
+
+_meta = sa.MetaData()
+sandboxes = sa.Table(
+    "e2b_sandboxes",
+    _meta,
+    sa.Column("box_id", sa.String(32), primary_key=True),
+    sa.Column("template", sa.String(128), nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("env_vars", sa.Text, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class SandboxExtras:
+    box_id: str
+    template: str = "base"
+    metadata: dict[str, str] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
+
+
+def _load(text: object) -> dict[str, str]:
+    data = json.loads(str(text)) if text else {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+class SandboxRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def put(self, extras: SandboxExtras) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(sandboxes.delete().where(sandboxes.c.box_id == extras.box_id))
+            conn.execute(
+                sandboxes.insert().values(
+                    box_id=extras.box_id,
+                    template=extras.template,
+                    metadata=json.dumps(extras.metadata),
+                    env_vars=json.dumps(extras.env_vars),
+                )
+            )
+
+        await self._db.run(work)
+
+    async def all(self) -> dict[str, SandboxExtras]:
+        def work(conn: Connection) -> dict[str, SandboxExtras]:
+            return {
+                str(r.box_id): SandboxExtras(
+                    str(r.box_id), str(r.template), _load(r.metadata), _load(r.env_vars)
+                )
+                for r in conn.execute(sa.select(sandboxes))
+            }
+
+        return await self._db.run(work)
+
+    async def get(self, box_id: str) -> SandboxExtras:
+        """The box's extras; a box made outside E2B has none (the defaults)."""
+
+        def work(conn: Connection) -> SandboxExtras:
+            r = conn.execute(sa.select(sandboxes).where(sandboxes.c.box_id == box_id)).first()
+            if r is None:
+                return SandboxExtras(box_id)
+            return SandboxExtras(box_id, str(r.template), _load(r.metadata), _load(r.env_vars))
+
+        return await self._db.run(work)
+
+    async def delete(self, box_id: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(sandboxes.delete().where(sandboxes.c.box_id == box_id))
+
+        await self._db.run(work)

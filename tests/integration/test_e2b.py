@@ -1,0 +1,171 @@
+"""The official `e2b` Python SDK, unmodified, against a live paddockd and real boxes
+(docs/e2b.md). Every SDK call stays on loopback: the SDK is pointed at the test server, and a
+dead proxy catches anything that would leave for E2B's cloud."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from .conftest import Server, free_port
+from .test_members import create_owner, member_token
+
+e2b = pytest.importorskip("e2b")
+from e2b.sandbox.filesystem.filesystem import WriteEntry  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def sdk_env(server: Server) -> Iterator[dict[str, str]]:
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = {
+        "E2B_API_URL": server.url + "/e2b",
+        "E2B_SANDBOX_URL": server.url + "/e2b/sandbox",
+        "E2B_DOMAIN": "paddock.invalid",
+        "E2B_API_KEY": server.token,
+        "E2B_HTTP_VERSION": "1.1",
+        "HTTPS_PROXY": dead,
+        "HTTP_PROXY": dead,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def sbx(sdk_env: dict[str, str]) -> Iterator[e2b.Sandbox]:
+    box = e2b.Sandbox.create(metadata={"suite": "e2b", "n": "1"}, envs={"GREETING": "hi"})
+    yield box
+    box.kill()
+
+
+def test_create_info_list(sbx: e2b.Sandbox) -> None:
+    info = sbx.get_info()
+    assert info.sandbox_id == sbx.sandbox_id
+    assert info.metadata == {"suite": "e2b", "n": "1"}
+    listed = e2b.Sandbox.list(query=e2b.SandboxQuery(metadata={"suite": "e2b"})).next_items()
+    assert [s.sandbox_id for s in listed] == [sbx.sandbox_id]
+    assert e2b.Sandbox.list(query=e2b.SandboxQuery(metadata={"suite": "nope"})).next_items() == []
+    assert sbx.is_running()
+
+
+def test_commands(sbx: e2b.Sandbox) -> None:
+    r = sbx.commands.run("echo $GREETING; echo oops >&2; whoami")
+    assert r.stdout == "hi\nabc\n"
+    assert r.stderr == "oops\n"
+    assert r.exit_code == 0
+    with pytest.raises(e2b.CommandExitException) as failed:
+        sbx.commands.run("exit 3")
+    assert failed.value.exit_code == 3
+    assert sbx.commands.run("echo $X", envs={"X": "y"}).stdout == "y\n"
+    assert sbx.commands.run("whoami", user="root").stdout == "root\n"
+    seen: list[str] = []
+    sbx.commands.run("echo a; echo b", on_stdout=seen.append)
+    assert "".join(seen) == "a\nb\n"
+
+
+def test_background_stdin_kill(sbx: e2b.Sandbox) -> None:
+    h = sbx.commands.run("cat", background=True, stdin=True)
+    sbx.commands.send_stdin(h.pid, "hello\n")
+    assert h.pid in [p.pid for p in sbx.commands.list()]
+    sbx.commands.close_stdin(h.pid)
+    assert h.wait().stdout == "hello\n"
+    sleeper = sbx.commands.run("sleep 600", background=True)
+    again = sbx.commands.connect(sleeper.pid)
+    assert sbx.commands.kill(sleeper.pid)
+    with pytest.raises(e2b.CommandExitException):
+        again.wait()
+    assert sleeper.pid not in [p.pid for p in sbx.commands.list()]
+
+
+def test_pty(sbx: e2b.Sandbox) -> None:
+    out = bytearray()
+    h = sbx.pty.create(e2b.PtySize(rows=24, cols=80))
+    sbx.pty.resize(h.pid, e2b.PtySize(rows=30, cols=100))
+    sbx.pty.send_stdin(h.pid, b"stty size; exit\n")
+    h.wait(on_pty=out.extend)
+    assert b"30 100" in out
+
+
+def test_files(sbx: e2b.Sandbox) -> None:
+    sbx.files.write("notes/a.txt", "hello")
+    assert sbx.files.read("notes/a.txt") == "hello"
+    blob = bytes(range(256)) * 100
+    sbx.files.write("/tmp/blob.bin", blob)
+    assert bytes(sbx.files.read("/tmp/blob.bin", format="bytes")) == blob
+    many = [WriteEntry(path=f"many/f{i}.txt", data=f"n{i}") for i in range(5)]
+    assert len(sbx.files.write_files(many)) == 5
+    names = sorted(e.name for e in sbx.files.list("many"))
+    assert names == [f"f{i}.txt" for i in range(5)]
+    assert sbx.files.exists("many/f1.txt")
+    assert not sbx.files.exists("many/none")
+    info = sbx.files.rename("many/f1.txt", "moved/f1.txt")
+    assert info.path == "/config/moved/f1.txt"
+    assert sbx.files.read("moved/f1.txt") == "n1"
+    assert sbx.files.get_info("moved").type == e2b.FileType.DIR
+    sbx.files.remove("many")
+    assert not sbx.files.exists("many")
+    assert sbx.files.make_dir("newdir")
+    assert not sbx.files.make_dir("newdir")
+    with pytest.raises(e2b.NotFoundException):
+        sbx.files.read("nope.txt")
+
+
+def test_watch_dir(sbx: e2b.Sandbox) -> None:
+    sbx.files.make_dir("watched")
+    handle = sbx.files.watch_dir("watched")
+    sbx.files.write("watched/new.txt", "x")
+    events = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not events:
+        events = handle.get_new_events()
+        time.sleep(0.3)
+    handle.stop()
+    assert any(ev.name == "new.txt" and ev.type == e2b.FilesystemEventType.CREATE for ev in events)
+
+
+def test_timeout_pause_resume(sdk_env: dict[str, str]) -> None:
+    box = e2b.Sandbox.create(timeout=120)
+    try:
+        box.files.write("keep.txt", "kept")
+        box.set_timeout(600)
+        end = box.get_info().end_at
+        assert 500 < end.timestamp() - time.time() <= 600
+        box.pause()
+        assert box.get_info().state == e2b.SandboxState.PAUSED
+        again = e2b.Sandbox.connect(box.sandbox_id)
+        assert again.files.read("keep.txt") == "kept"
+        assert again.get_info().state == e2b.SandboxState.RUNNING
+    finally:
+        box.kill()
+    with pytest.raises(e2b.NotFoundException):
+        e2b.Sandbox.connect(box.sandbox_id)
+
+
+def test_auth_and_other_users(server: Server, sbx: e2b.Sandbox) -> None:
+    with pytest.raises(e2b.AuthenticationException):
+        e2b.Sandbox.list(api_key="pdk_wrong").next_items()
+    create_owner(server)
+    token = member_token(server, "e2bmember")
+    listed = e2b.Sandbox.list(api_key=token).next_items()
+    assert sbx.sandbox_id not in [s.sandbox_id for s in listed]
+    with pytest.raises(e2b.NotFoundException):
+        e2b.Sandbox.connect(sbx.sandbox_id, api_key=token)
+
+
+def test_unknown_call_is_a_clear_error(server: Server) -> None:
+    import httpx
+
+    r = httpx.get(server.url + "/e2b/volumes", headers={"X-API-Key": server.token})
+    assert r.status_code == 501
+    assert "GET /e2b/volumes" in r.json()["message"]

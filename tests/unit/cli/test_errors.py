@@ -24,6 +24,7 @@ NO_SERVER = {
     ("shell",): 125,
     ("auth", "set", "anthropic"): 2,  # asks for the key first, and there is no terminal
     ("prompt", "nosuchbox"): 2,  # the instruction comes from stdin, which is empty
+    ("host", "x"): 2,  # one word is neither BOX PORT nor a subcommand: a usage mistake
 }
 
 

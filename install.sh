@@ -96,7 +96,10 @@ systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
-packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs nodejs npm)
+packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs)
+# The dashboard's build needs node and npm; a Node already installed (NodeSource's nodejs
+# carries its own npm and conflicts with Debian's) is used as it is.
+command -v npm >/dev/null || packages+=(nodejs npm)
 [ -n "$HOST_NAME" ] && packages+=(caddy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -24,7 +24,10 @@ VALUES = {
     "DEST": "/tmp/x",
 }
 # Values for a positional that takes one or more (`cp SRC... DEST` needs two).
-SEVERAL = {"PATH": ["nosuchbox:/etc/hostname", "/tmp/paddock-test-dest"]}
+SEVERAL = {
+    "PATH": ["nosuchbox:/etc/hostname", "/tmp/paddock-test-dest"],
+    "BOX PORT | ls [BOX] | rm ID": ["nosuchbox", "8080"],
+}
 
 
 def tree(

@@ -66,6 +66,18 @@ async def _ticking(items: AsyncIterator[T], every: float, until: float) -> Async
         await items.aclose()  # type: ignore[attr-defined]
 
 
+# One parsed event, as OpenAPI 3.1 describes a `text/event-stream` item: its data is JSON
+# text (a `BoxList`, a `Box` or `{"id": ...}` by `event`).
+_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["boxes", "box", "box-removed"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
 @router.get(
     "/events",
     summary="Your boxes as they change: server-sent events",
@@ -76,7 +88,7 @@ async def _ticking(items: AsyncIterator[T], every: float, until: float) -> Async
         "alive; it ends after 15 minutes (reconnect: EventSource does so by itself)."
     ),
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+    responses={200: {"content": {"text/event-stream": {"schema": _EVENT_SCHEMA}}}},
 )
 async def events(svc: Svc, caller: Caller) -> StreamingResponse:
     boxes, changes = await svc.events.follow(caller)

@@ -89,6 +89,37 @@ def test_docker_build_run_ports_networks_compose_and_limits(server: Server, box:
     assert server.cli("exec", box, "--", "bash", "-c", compose).returncode == 0
 
 
+def test_dockerd_starts_on_first_use_and_with_containers_to_restart(server: Server) -> None:
+    name = f"lazy-{uuid.uuid4().hex[:6]}"
+    server.cli("new", "--name", name, "--ttl", "600", check=True)
+    try:
+        running = "pgrep -x dockerd >/dev/null && echo up || echo down"
+        time_for_services = "sleep 2; "  # what an eager start would have needed
+        assert server.sh(name, time_for_services + running, user="root") == "down\n"
+        assert server.sh(name, "stat -c %G:%a /var/run/docker.sock") == "docker:660\n"
+        server.sh(name, BUSYBOX_IMAGE)  # the first client starts it and is served
+        assert server.sh(name, running, user="root") == "up\n"
+        server.sh(
+            name,
+            "docker run -d --pull never --restart unless-stopped --name keep bb sleep 1d",
+        )
+        server.cli("stop", name, check=True)
+        server.cli("resume", name, check=True)
+        # Nobody touches the socket: the container comes back because dockerd started.
+        assert (
+            server.sh(
+                name,
+                "for i in $(seq 100); do [ -S /var/run/docker.sock ] && pgrep -x dockerd "
+                ">/dev/null && docker ps -q -f name=keep | grep -q . && echo back && break;"
+                " sleep 0.1; done",
+                user="root",
+            )
+            == "back\n"
+        )
+    finally:
+        server.cli("rm", "--force", name, check=True)
+
+
 def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str) -> None:
     server.cli("snapshot", box, "--name", "before-images", check=True)
     server.sh(box, BUSYBOX_IMAGE)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -25,10 +25,9 @@ import docker
 import docker.errors
 import docker.types
 import requests.exceptions
-from docker.utils import socket as docker_socket
 
 from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
-from . import cgroups, cpuset, seccomp
+from . import attach, cgroups, cpuset, seccomp
 from .base import (
     LABEL_BOX,
     LABEL_VIEWS,
@@ -735,11 +734,6 @@ def end_tree(root: int, grace: float = 2.0) -> None:
             return
 
 
-def _frames_iter(sock: Any, tty: bool) -> Iterator[tuple[int, bytes]]:
-    frames: Iterator[tuple[int, bytes]] = cast(Any, docker_socket).frames_iter(sock, tty)
-    return frames
-
-
 async def _next_or_none(chunks: AsyncIterator[bytes]) -> bytes | None:
     try:
         return await chunks.__anext__()
@@ -756,9 +750,8 @@ class _DockerExec:
         self._tty = tty
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
-        async for kind, data in self._rt._aiter(_frames_iter(self._sock, self._tty)):
-            if data:
-                yield kind, data
+        async for kind, data in attach.output(self._raw, self._tty):
+            yield kind, data
 
     async def wait(self) -> int:
         def work() -> int:
@@ -773,11 +766,15 @@ class _DockerExec:
         return await self._rt._run(work)
 
     async def write(self, data: bytes) -> None:
-        await self._rt._run(lambda: self._raw.sendall(data), stream=True)
+        self._raw.setblocking(False)
+        try:
+            await attach.send_all(self._raw, data)
+        except OSError as exc:
+            raise translate(exc) from exc
 
     async def close_stdin(self) -> None:
-        with contextlib.suppress(OSError, PaddockError):
-            await self._rt._run(lambda: self._raw.shutdown(socket.SHUT_WR))
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_WR)
 
     async def resize(self, cols: int, rows: int) -> None:
         await self._rt._run(lambda: self._rt.api.exec_resize(self._id, height=rows, width=cols))

@@ -1,0 +1,87 @@
+"""An exec's attach stream read and written on the event loop: no thread per chunk.
+
+Reading the engine's socket through a worker thread costs a thread hop for every frame
+the engine sends (a few KiB each); with dozens of streams at once that hop, not the
+bytes, was paddockd's throughput limit. Here the socket is non-blocking, large reads
+are split into frames as they arrive, and consecutive frames of one stream leave as one.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import AsyncIterator
+
+import anyio
+
+from .base import STDOUT
+
+HEADER = 8  # stream (1 byte), 3 zero bytes, payload size (4 bytes, big-endian)
+READ_SIZE = 256 * 1024
+
+
+class Demux:
+    """The engine's multiplexed (non-TTY) stream, fed as bytes arrive: complete frames
+    come out as (stream, payload), a frame cut by a read waits for its rest."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buf += data
+        buf, pos, out = self._buf, 0, []
+        parts: list[bytes] = []
+        kind = -1
+        while len(buf) - pos >= HEADER:
+            size = int.from_bytes(buf[pos + 4 : pos + HEADER], "big")
+            if len(buf) - pos - HEADER < size:
+                break
+            stream = buf[pos] or STDOUT  # stdin echoed back (0) reads as output
+            if stream != kind and parts:
+                out.append((kind, b"".join(parts)))
+                parts = []
+            kind = stream
+            if size:
+                parts.append(bytes(buf[pos + HEADER : pos + HEADER + size]))
+            pos += HEADER + size
+        if parts:
+            out.append((kind, b"".join(parts)))
+        del buf[:pos]
+        return out
+
+    @property
+    def pending(self) -> int:
+        """Bytes of a frame not yet complete."""
+        return len(self._buf)
+
+
+async def recv(sock: socket.socket) -> bytes:
+    """The next bytes from a non-blocking socket (b"" at its end)."""
+    while True:
+        try:
+            return sock.recv(READ_SIZE)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            await anyio.wait_readable(sock)
+
+
+async def send_all(sock: socket.socket, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            sent = sock.send(view)
+        except (BlockingIOError, ssl.SSLWantWriteError):
+            await anyio.wait_writable(sock)
+            continue
+        view = view[sent:]
+
+
+async def output(sock: socket.socket, tty: bool) -> AsyncIterator[tuple[int, bytes]]:
+    """(stream, bytes) until the engine closes the stream; a TTY's output is one stream."""
+    sock.setblocking(False)
+    demux = None if tty else Demux()
+    while data := await recv(sock):
+        if demux is None:
+            yield STDOUT, data
+            continue
+        for item in demux.feed(data):
+            yield item

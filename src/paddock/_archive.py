@@ -150,6 +150,12 @@ def tar_stream(
     and a tree of small files does not become thousands of tiny HTTP chunks."""
     buf = bytearray()
     for piece in _tar_pieces(plan, uid, gid, progress):
+        if len(piece) >= _READ:  # a big file's data: as read, not copied again
+            if buf:
+                yield bytes(buf)
+                buf.clear()
+            yield piece
+            continue
         buf += piece
         if len(buf) >= _READ:
             yield bytes(buf)

@@ -145,7 +145,9 @@ class _Connection:
             self._send(self.h11.send(request), timeout)
             for chunk in body:
                 if chunk:
-                    self._send(self.h11.send(h11.Data(data=chunk)), timeout)
+                    # Passthrough: a MiB piece goes out as it is, not copied into its frame.
+                    for piece in self.h11.send_with_data_passthrough(h11.Data(data=chunk)) or ():
+                        self._send(piece, timeout)
             self._send(self.h11.send(h11.EndOfMessage()), timeout)
         except _PeerGone:
             pass

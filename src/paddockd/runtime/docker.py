@@ -17,9 +17,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 import docker
 import docker.errors
@@ -27,7 +27,7 @@ import docker.types
 import requests.exceptions
 
 from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
-from . import attach, cgroups, cpuset, seccomp
+from . import attach, cgroups, cpuset, seccomp, upload
 from .base import (
     LABEL_BOX,
     LABEL_VIEWS,
@@ -61,13 +61,7 @@ def translate(exc: Exception) -> PaddockError:
     if isinstance(exc, docker.errors.NotFound):
         return NotFound(str(exc.explanation or exc))
     if isinstance(exc, docker.errors.APIError):
-        status = exc.status_code or 500
-        text = str(exc.explanation or exc)
-        if status < 500:
-            return InvalidRequest(text)
-        if bad_archive := _bad_archive(text):
-            return bad_archive
-        return PaddockError(f"the box engine failed: {text}")
+        return engine_error(exc.status_code or 500, str(exc.explanation or exc))
     if isinstance(
         exc, (requests.exceptions.ConnectionError, docker.errors.DockerException, OSError)
     ):
@@ -76,6 +70,17 @@ def translate(exc: Exception) -> PaddockError:
             f"({exc.__class__.__name__}: {exc})"
         )
     return PaddockError(f"unexpected engine error: {exc}")
+
+
+def engine_error(status: int, text: str) -> PaddockError:
+    """The engine's error answer (its status and message) as Paddock's."""
+    if status == 404:
+        return NotFound(text)
+    if status < 500:
+        return InvalidRequest(text)
+    if bad_archive := _bad_archive(text):
+        return bad_archive
+    return PaddockError(f"the box engine failed: {text}")
 
 
 # The engine answers 500 for an archive it cannot unpack (moby's chrootarchive: "Error
@@ -592,24 +597,18 @@ class DockerRuntime:
 
     # -- files ------------------------------------------------------------------------
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
-        def body() -> Iterator[bytes]:
-            while True:
-                chunk = anyio.from_thread.run(_next_or_none, chunks)
-                if chunk is None:
-                    return
-                yield chunk
-
-        def work() -> None:
-            # docker-py's put_archive has no copyUIDGID: without it the engine chowns every
-            # file to the box's root, and the box user could not edit what it was given.
-            # noOverwriteDirNonDir, as `docker cp` sets it: a file never silently replaces
-            # a whole folder (nor a folder a file).
-            url = self.api._url("/containers/{0}/archive", cid)
-            params = {"path": path, "copyUIDGID": "1", "noOverwriteDirNonDir": "1"}
-            res = self.api._put(url, params=params, data=body())
-            self.api._raise_for_status(res)
-
-        await self._run(work, stream=True)
+        # copyUIDGID: without it the engine chowns every file to the box's root, and the
+        # box user could not edit what it was given. noOverwriteDirNonDir, as `docker cp`
+        # sets it: a file never silently replaces a whole folder (nor a folder a file).
+        target = f"/v{self.api._version}/containers/{quote(cid, safe='')}/archive?" + urlencode(
+            {"path": path, "copyUIDGID": "1", "noOverwriteDirNonDir": "1"}
+        )
+        try:
+            status, text = await upload.put(self._socket_path, target, "application/x-tar", chunks)
+        except OSError as exc:
+            raise translate(exc) from exc
+        if status >= 400:
+            raise engine_error(status, upload.message(text))
 
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
@@ -732,13 +731,6 @@ def end_tree(root: int, grace: float = 2.0) -> None:
             time.sleep(0.05)
         if not Path(f"/proc/{root}").exists():
             return
-
-
-async def _next_or_none(chunks: AsyncIterator[bytes]) -> bytes | None:
-    try:
-        return await chunks.__anext__()
-    except StopAsyncIteration:
-        return None
 
 
 class _DockerExec:

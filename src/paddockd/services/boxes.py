@@ -468,19 +468,21 @@ class BoxService:
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:
-            # The server receives the body in socket-sized pieces; gathering them into
-            # ~1 MiB keeps the thread hops to the engine few.
+            # The server receives the body in socket-sized pieces; gathered into ~1 MiB
+            # they cost the engine's socket fewer writes.
             nonlocal total
-            buf = bytearray()
+            parts: list[bytes] = []
+            size = 0
             async for chunk in chunks:
                 total += len(chunk)
-                buf += chunk
-                if len(buf) >= 1 << 20:
-                    yield bytes(buf)
-                    buf.clear()
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= 1 << 20:
+                    yield b"".join(parts)
+                    parts, size = [], 0
                     faults.point("push.streaming")
-            if buf:
-                yield bytes(buf)
+            if parts:
+                yield b"".join(parts)
 
         await self._rt.put_archive(box.container_id, dest, counted())
         return dest, total

@@ -7467,7 +7467,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: string;
+                        /** @enum {string} */
+                        event: "boxes" | "box" | "box-removed";
+                    };
                 };
             };
             /** @description invalid_request: a bad name, size, path, TTL or policy */

@@ -96,7 +96,7 @@ systemd=false
 [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
 step "Debian packages"
-packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs)
+packages=(docker.io nftables conntrack mmdebstrap iproute2 uidmap python3 python3-venv ca-certificates curl lxcfs xfsprogs e2fsprogs)
 # The dashboard's build needs node and npm; a Node already installed (NodeSource's nodejs
 # carries its own npm and conflicts with Debian's) is used as it is.
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -17,6 +17,7 @@ from pathlib import Path
 import docker
 
 from paddock import Client
+from paddockd.runtime.drivefs import DriveFs
 
 BIN = Path(sys.executable).parent
 PADDOCKD = str(BIN / "paddockd")
@@ -24,6 +25,8 @@ PADDOCK = str(BIN / "paddock")
 ENGINE_SOCKET = "/run/paddock/docker.sock"
 IMAGE = "paddock-box:latest"
 ROOT = Path(__file__).resolve().parents[1]
+# Where the engine's sized drives live (paddockd's default data root).
+DRIVES = DriveFs(Path("/var/lib/paddock/engine/paddock-drives"))
 
 
 def free_subnet() -> str:
@@ -221,3 +224,4 @@ class Server:
         ):
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_volume(volume["Name"], force=True)
+                DRIVES.remove(volume["Name"])  # a sized drive's filesystem

@@ -479,8 +479,13 @@ class _Base:
 
     # -- drives -------------------------------------------------------------------------
     @operation
-    def create_drive(self, name: str) -> Call[Drive]:
-        return Call(_Request("POST", "/v1/drives", json={"name": name}), _model("Drive"))
+    def create_drive(self, name: str, *, capacity_mb: int | None = None) -> Call[Drive]:
+        """A new empty drive; `capacity_mb`: the most it holds (absent: it grows within
+        the server's disk)."""
+        body: dict[str, Any] = {"name": name}
+        if capacity_mb is not None:
+            body["capacity_mb"] = capacity_mb
+        return Call(_Request("POST", "/v1/drives", json=body), _model("Drive"))
 
     @operation
     def list_drives(self) -> Call[list[Drive]]:

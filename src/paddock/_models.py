@@ -248,6 +248,7 @@ class Drive:
     owner: str | None = None
     owner_id: str | None = None
     mine: bool = True  # whether it is the caller's own (the owner also sees others')
+    capacity_mb: int | None = None  # the most it holds; None: it grows within the server's disk
 
 
 @dataclass
@@ -257,7 +258,11 @@ class DriveList:
 
 @dataclass
 class DriveCreate:
+    """`capacity_mb`: the most the drive holds (64 MiB up; a full drive is "no space left
+    on device" in the box). Absent: it grows within the server's disk."""
+
     name: str
+    capacity_mb: int | None = None
 
 
 @dataclass

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI
@@ -269,6 +270,7 @@ def _real_adapters(
 ) -> tuple[BoxEngine, NetworkRules]:
     from .netpolicy.nftables import NftablesPolicy
     from .runtime.docker import DockerRuntime
+    from .runtime.drivefs import DriveFs
 
     bridge, bridge_cidr = cfg.box_bridge
     runtime = DockerRuntime(
@@ -282,6 +284,7 @@ def _real_adapters(
             f"paddock-{cfg.engine.build_bridge}", cfg.engine.build_bridge, cfg.engine.build_cidr
         ),
         lxcfs=lxcfs_of(cfg.engine),
+        drives=DriveFs(Path(cfg.engine.data_root) / "paddock-drives", userns_base),
     )
     network = NftablesPolicy(
         bridge,

@@ -332,8 +332,11 @@ export class Client {
   }
 
   // -- drives ---------------------------------------------------------------------------
-  async createDrive(name: string): Promise<Drive> {
-    return this.#call({ method: "POST", path: "/v1/drives", json: { name } });
+  /** A new empty drive; `capacityMb`: the most it holds (absent: it grows within the
+   * server's disk). */
+  async createDrive(name: string, options: { capacityMb?: number } = {}): Promise<Drive> {
+    const json = { name, capacity_mb: options.capacityMb ?? null };
+    return this.#call({ method: "POST", path: "/v1/drives", json });
   }
 
   async listDrives(): Promise<Drive[]> {

@@ -204,3 +204,14 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], 
         return EXIT_USAGE
 
     return show
+
+
+def megabytes(text: str) -> int:
+    """MiB from a size as people write it: 512m, 8g, 1t (binary units; a bare number is
+    MiB). For argparse's `type=`: a mistake is a usage error that says what is expected."""
+    units = {"m": 1, "g": 1024, "t": 1024 * 1024}
+    low = text.strip().lower().removesuffix("ib").removesuffix("b")
+    number, unit = (low[:-1], units[low[-1]]) if low and low[-1] in units else (low, 1)
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 20g or 512m")
+    return int(number) * unit

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from .._models import Drive
-from ._common import add_json, client, nested
-from ._output import emit_json, note, size, table
+from ._common import add_json, client, examples, megabytes, nested
+from ._output import binary_size, emit_json, note, size, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,8 +20,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "alone, and another user may have a drive of the same name.",
     )
     drive = nested(p)
-    c = drive.add_parser("create", help="create an empty drive")
+    c = drive.add_parser(
+        "create",
+        help="create an empty drive",
+        description="Create an empty drive. With --size it is a filesystem of that size: "
+        "when it is full, writes in the box fail with 'No space left on device' and "
+        "nothing else on the server notices. Without, it grows within the server's disk.",
+        epilog=examples("paddock drive create cache", "paddock drive create datasets --size 20g"),
+    )
     c.add_argument("name", metavar="NAME")
+    c.add_argument(
+        "--size", type=megabytes, metavar="SIZE", help="the most it holds, e.g. 20g or 512m"
+    )
     c.set_defaults(run=cmd_create)
     ls = drive.add_parser(
         "ls", help="your drives (the owner: everyone's), their size and the boxes using them"
@@ -40,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def cmd_create(args: argparse.Namespace) -> int:
     with client(args) as c:
-        c.create_drive(args.name)
+        c.create_drive(args.name, capacity_mb=args.size)
     note(f"drive {args.name} created; mount it with `paddock new --drive {args.name}`")
     return 0
 
@@ -52,7 +62,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         emit_json(drives)
         return 0
     headers = ["NAME", "SIZE", "BOXES"]
-    rows = [[d.name, size(d.size_bytes), ", ".join(d.boxes) or "-"] for d in drives]
+    rows = [[d.name, _used(d), ", ".join(d.boxes) or "-"] for d in drives]
     # Only the owner is shown others' drives: then whose each is matters.
     if any(not d.mine for d in drives):
         headers.append("OWNER")
@@ -62,6 +72,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not drives:
         note("no drives yet: `paddock drive create NAME` or `paddock new --drive NAME`")
     return 0
+
+
+def _used(d: Drive) -> str:
+    if d.capacity_mb is None:
+        return size(d.size_bytes)
+    # One kind of unit in a cell: the size was given in MiB/GiB, so the use is too.
+    return f"{binary_size(d.size_bytes)} of {binary_size(d.capacity_mb << 20)}"
 
 
 def _whose(d: Drive) -> str:

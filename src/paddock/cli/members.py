@@ -7,7 +7,7 @@ import argparse
 from datetime import datetime, timezone
 
 from .._exceptions import NotFound
-from ._common import add_json, client, examples, nested, seconds_arg
+from ._common import add_json, client, examples, megabytes, nested, seconds_arg
 from ._output import emit_json, note, since, table, until
 
 TYPE_CHECKING = False
@@ -115,14 +115,7 @@ def _limit(kind: Callable[[str], float], what: str) -> Callable[[str], float]:
 
 def _memory(text: str) -> int:
     """MiB: a plain number, or with m/g."""
-    if text.lower() == "none":
-        return _NONE
-    units = {"m": 1, "g": 1024}
-    low = text.lower().removesuffix("ib").removesuffix("b")
-    number, unit = (low[:-1], units[low[-1]]) if low and low[-1] in units else (low, 1)
-    if not number.isdigit() or int(number) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a memory size like 8g or 512m")
-    return int(number) * unit
+    return _NONE if text.lower() == "none" else megabytes(text)
 
 
 def _limits_text(m: Member) -> str:

@@ -27,7 +27,7 @@ import docker.types
 import requests.exceptions
 
 from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
-from . import attach, cgroups, cpuset, seccomp, upload
+from . import attach, cgroups, cpuset, drivefs, seccomp, upload
 from .base import (
     LABEL_BOX,
     LABEL_VIEWS,
@@ -41,6 +41,7 @@ from .base import (
     Usage,
     VolumeInfo,
 )
+from .drivefs import DriveFs
 from .exec_start import StartChecked
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
@@ -124,6 +125,7 @@ class DockerRuntime:
         network: BoxNetwork | None = None,
         build_network: BoxNetwork | None = None,
         lxcfs: Lxcfs | None = None,
+        drives: DriveFs | None = None,
     ) -> None:
         self._api = (
             docker.APIClient(
@@ -144,6 +146,7 @@ class DockerRuntime:
         # the default pool that every other call uses.
         self._streams = anyio.CapacityLimiter(1024)
         self._lxcfs = lxcfs
+        self._drives = drives
         # Running boxes' cpusets by container id, so placing one box does not inspect all
         # the others every time; the lock keeps two starts from choosing the same CPUs.
         self._cpusets: dict[str, set[int]] = {}
@@ -443,6 +446,8 @@ class DockerRuntime:
 
     async def start(self, cid: str) -> None:
         def work() -> None:
+            if self._drives is not None:
+                self._drives.mount_all()  # after a reboot, before a box binds one
             self._place(cid)
             self.api.start(cid)
 
@@ -529,16 +534,34 @@ class DockerRuntime:
         return int(history[0].get("Size", 0)) if history else 0
 
     # -- volumes ----------------------------------------------------------------------
-    async def create_volume(self, name: str, labels: dict[str, str]) -> VolumeInfo:
+    async def create_volume(
+        self, name: str, labels: dict[str, str], size: int | None = None
+    ) -> VolumeInfo:
         def work() -> VolumeInfo:
-            data = self.api.create_volume(name=name, driver="local", labels=labels)
+            opts = None
+            if size is not None:
+                if self._drives is None or (why := drivefs.available()):
+                    raise InvalidRequest(
+                        "this server cannot give drives a size: "
+                        f"{why if self._drives else 'no folder for them is set'}"
+                    )
+                with contextlib.suppress(docker.errors.NotFound):
+                    self.api.inspect_volume(name)
+                    raise Conflict(f"the engine already has a volume {name!r}")
+                # The engine binds the drive's own filesystem: its size is its limit.
+                device = self._drives.create(name, size)
+                opts = {"type": "none", "o": "bind", "device": device}
+            data = self.api.create_volume(
+                name=name, driver="local", labels=labels, driver_opts=opts
+            )
             if (data.get("Labels") or {}) != labels:
                 # Docker hands back an existing volume of that name as it is.
                 raise Conflict(f"the engine already has a volume {name!r} that is not this one")
             mountpoint = str(data["Mountpoint"])
             # A fresh volume belongs to host root; make it the box user's (uid 1000 in the
-            # box), or `abc` could not write to its own drive.
-            if self._userns_base is not None:
+            # box), or `abc` could not write to its own drive. (A sized drive's root is
+            # theirs from the start.)
+            if self._userns_base is not None and size is None:
                 os.chown(mountpoint, self._userns_base + 1000, self._userns_base + 1000)
                 os.chmod(mountpoint, 0o775)
             return VolumeInfo(name, dict(data.get("Labels") or {}), mountpoint)
@@ -548,6 +571,9 @@ class DockerRuntime:
     async def remove_volume(self, name: str) -> None:
         with contextlib.suppress(NotFound):
             await self._run(lambda: self.api.remove_volume(name))
+        drives = self._drives
+        if drives is not None and drives.has(name):
+            await self._run(lambda: drives.remove(name))
 
     async def volumes(self, labels: dict[str, str]) -> list[VolumeInfo]:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
@@ -559,6 +585,8 @@ class DockerRuntime:
 
     async def volume_usage(self, volume: VolumeInfo) -> int:
         def work() -> int:
+            if self._drives is not None and self._drives.has(volume.name):
+                return self._drives.usage(volume.name)[0]
             total = 0
             for root, _, files in os.walk(volume.mountpoint):
                 for name in files:

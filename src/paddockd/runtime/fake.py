@@ -65,6 +65,7 @@ class FakeRuntime:
         self.created: dict[str, float] = {}  # image -> Unix time; absent: long ago
         self.calls: list[str] = []
         self.volume_by_name: dict[str, VolumeInfo] = {}
+        self.volume_sizes: dict[str, int | None] = {}
         self.fail_next: dict[str, Exception] = {}
         self.views = True  # whether LXCFS "answers"
         self.stale: set[str] = set()  # containers whose views died with an old LXCFS
@@ -199,7 +200,10 @@ class FakeRuntime:
     async def layer_size(self, ref: str) -> int:
         return 4096 if ref in self.images else 0
 
-    async def create_volume(self, name: str, labels: dict[str, str]) -> VolumeInfo:
+    async def create_volume(
+        self, name: str, labels: dict[str, str], size: int | None = None
+    ) -> VolumeInfo:
+        self.volume_sizes[name] = size
         self.volume_by_name[name] = VolumeInfo(name, labels, f"/fake/{name}")
         return self.volume_by_name[name]
 

@@ -13,12 +13,18 @@ from dataclasses import dataclass
 from .. import faults
 from ..domain.accounts import Holders, User, holder_of, sees
 from ..domain.box import Box
-from ..domain.errors import Conflict, NotFound
+from ..domain.errors import Conflict, InvalidRequest, NotFound
 from ..domain.snapshot import parse_drive, validate_drive_name
 from ..runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER, Runtime, VolumeInfo
 from ..store.boxes import BoxRepository
 from .accounts import AccountService
 from .reconciler import drive_volume
+
+# A drive made with a size holds that much (its own filesystem); one without grows
+# within the engine's disk.
+LABEL_CAPACITY = "paddock.drive.capacity_mb"
+MIN_CAPACITY_MB = 64
+MAX_CAPACITY_MB = 16 << 20  # 16 TiB: a typo's guard, not a policy
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,12 @@ class DriveUsage:
     size: int
     boxes: list[str]
     holder: str | None  # whose: a member's id, None for the owner's
+    capacity_mb: int | None = None
+
+
+def _capacity(volume: VolumeInfo) -> int | None:
+    text = volume.labels.get(LABEL_CAPACITY, "")
+    return int(text) if text.isdigit() else None
 
 
 def _volume_holder(volume: VolumeInfo) -> str | None:
@@ -61,25 +73,37 @@ class DriveService:
         found = await self._rt.volumes({**self._labels, LABEL_DRIVE: name})
         return next((v for v in found if _volume_holder(v) == holder), None)
 
-    async def ensure(self, name: str, holder: str | None = None) -> VolumeInfo:
+    async def ensure(
+        self, name: str, holder: str | None = None, capacity_mb: int | None = None
+    ) -> VolumeInfo:
         """The holder's drive, created empty (owned by the box user) if it does not exist
-        yet."""
+        yet; `capacity_mb`: the most it holds (None: no size of its own)."""
         validate_drive_name(name)
         labels = {**self._labels, LABEL_DRIVE: name}
         if holder is not None:
             labels[LABEL_OWNER] = holder
+        if capacity_mb is not None:
+            labels[LABEL_CAPACITY] = str(capacity_mb)
+        size = capacity_mb << 20 if capacity_mb is not None else None
         return await self._find(name, holder) or await self._rt.create_volume(
-            drive_volume(name, holder), labels
+            drive_volume(name, holder), labels, size
         )
 
-    async def create(self, name: str, caller: User | None = None) -> DriveUsage:
+    async def create(
+        self, name: str, caller: User | None = None, capacity_mb: int | None = None
+    ) -> DriveUsage:
         validate_drive_name(name)
+        if capacity_mb is not None and not MIN_CAPACITY_MB <= capacity_mb <= MAX_CAPACITY_MB:
+            raise InvalidRequest(
+                f"a drive's size is {MIN_CAPACITY_MB} MiB to {MAX_CAPACITY_MB >> 20} TiB, "
+                f"not {capacity_mb} MiB"
+            )
         holder = holder_of(caller)
         if await self._find(name, holder):
             raise Conflict(f"a drive named {name!r} already exists")
-        await self.ensure(name, holder)
+        await self.ensure(name, holder, capacity_mb)
         faults.point("drive.created")
-        return DriveUsage(name, 0, [], holder)
+        return DriveUsage(name, 0, [], holder, capacity_mb)
 
     async def all(self, caller: User | None = None) -> list[DriveUsage]:
         """The caller's drives (the owner: everyone's)."""
@@ -90,7 +114,8 @@ class DriveService:
             name, holder = volume.labels.get(LABEL_DRIVE), _volume_holder(volume)
             if name and sees(caller, holder):
                 size = await self._rt.volume_usage(volume)
-                result.append(DriveUsage(name, size, _users(name, holder, boxes, holders), holder))
+                users = _users(name, holder, boxes, holders)
+                result.append(DriveUsage(name, size, users, holder, _capacity(volume)))
         return sorted(result, key=lambda d: (d.name, d.holder or ""))
 
     async def remove(self, name: str, caller: User | None = None, owner: str | None = None) -> None:

@@ -186,3 +186,18 @@ async def test_a_box_gets_only_its_owners_keys(world: World, people: People) -> 
     assert await keys.attached("ada-box") == ["anthropic"]
     assert "ANTHROPIC_API_KEY" not in await env_of(bobs.name)
     assert (await env_of(mine.name))["ANTHROPIC_API_KEY"] == OWNERS
+
+
+async def test_a_drive_size_is_checked_kept_and_shown(world: World, people: People) -> None:
+    drives = world.services.drives
+    for wrong in (0, 63, (16 << 20) + 1):
+        with pytest.raises(InvalidRequest, match="64 MiB to 16 TiB"):
+            await drives.create("sized", people.bob, capacity_mb=wrong)
+    assert world.runtime.volume_sizes == {}  # nothing was made
+    made = await drives.create("sized", people.bob, capacity_mb=2048)
+    assert made.capacity_mb == 2048
+    volume = f"paddock-user-{people.bob.id}-drive-sized"
+    assert world.runtime.volume_sizes[volume] == 2048 << 20
+    await drives.create("plain", people.bob)
+    sizes = {d.name: d.capacity_mb for d in await drives.all(people.bob)}
+    assert sizes == {"sized": 2048, "plain": None}

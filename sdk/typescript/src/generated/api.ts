@@ -1163,6 +1163,8 @@ export interface components {
         Drive: {
             /** Boxes */
             boxes: string[];
+            /** Capacity Mb */
+            capacity_mb?: number | null;
             /**
              * Mine
              * @default true
@@ -1177,8 +1179,14 @@ export interface components {
             /** Size Bytes */
             size_bytes: number;
         };
-        /** DriveCreate */
+        /**
+         * DriveCreate
+         * @description `capacity_mb`: the most the drive holds (64 MiB up; a full drive is "no space left
+         *     on device" in the box). Absent: it grows within the server's disk.
+         */
         DriveCreate: {
+            /** Capacity Mb */
+            capacity_mb?: number | null;
             /** Name */
             name: string;
         };

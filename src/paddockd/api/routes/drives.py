@@ -23,6 +23,7 @@ def present(d: DriveUsage, caller: User, owners: dict[str | None, str]) -> Drive
         owner=owners.get(d.holder, "(removed user)"),
         owner_id=d.holder,
         mine=d.holder == caller.holder,
+        capacity_mb=d.capacity_mb,
     )
 
 
@@ -38,7 +39,7 @@ async def list_drives(svc: Svc, caller: Caller) -> DriveList:
 
 @router.post("", status_code=201, response_model=Drive, summary="Create an empty drive of yours")
 async def create_drive(body: DriveCreate, svc: Svc, caller: Caller) -> Drive:
-    made = await svc.drives.create(body.name, caller)
+    made = await svc.drives.create(body.name, caller, body.capacity_mb)
     return present(made, caller, await svc.accounts.owners())
 
 

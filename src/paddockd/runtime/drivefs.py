@@ -1,0 +1,131 @@
+"""Drives with a size: each one an ext4 filesystem in a sparse file of that size,
+loop-mounted on the host and given to the engine as the device of a bind volume.
+
+A full drive is ENOSPC inside the box and nowhere else. This needs loop devices only,
+not the XFS project quotas that `--storage-opt size` and volume sizes need (which many
+VPS kernels lack). The files live in the engine's data root, so what drives hold also
+counts toward the engine's filesystem.
+
+Everything here runs as host root on names paddockd made (`drive_volume`), never on a
+path a box gave; the filesystems' contents are the box's, their image files are not
+reachable from any box.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1 << 20
+MIN_SIZE = 64 * MIB  # ext4's journal and metadata leave too little below this
+_VOLUME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
+_IMAGE = ".ext4"
+_MOUNT = ".mnt"
+BOX_USER = 1000  # the box user's id inside every box; its drive root is theirs
+
+
+def _run(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(f"{' '.join(argv)}: {(done.stderr or done.stdout).strip()}")
+
+
+def _mounted() -> set[str]:
+    with open("/proc/self/mountinfo") as table:
+        return {line.split()[4].encode().decode("unicode_escape") for line in table}
+
+
+@dataclass(frozen=True)
+class DriveFs:
+    """The folder of sized drives: NAME.ext4 (the filesystem) and NAME.mnt (where it is
+    mounted). `userns_base`: the host id of box root, when boxes run remapped."""
+
+    root: Path
+    userns_base: int | None = None
+
+    def _paths(self, volume: str) -> tuple[Path, Path]:
+        if not _VOLUME.fullmatch(volume):
+            raise ValueError(f"not a drive volume name: {volume!r}")
+        return self.root / (volume + _IMAGE), self.root / (volume + _MOUNT)
+
+    def has(self, volume: str) -> bool:
+        return self._paths(volume)[0].exists()
+
+    def mountpoint(self, volume: str) -> str:
+        return str(self._paths(volume)[1])
+
+    def create(self, volume: str, size: int) -> str:
+        """Make and mount the filesystem; where it is mounted. Call only when the engine
+        has no such volume: what is there then is a crash's leftover, and goes."""
+        image, point = self._paths(volume)
+        self.remove(volume)
+        self._prepare_root()
+        partial = image.with_name(image.name + ".new")
+        with open(partial, "wb") as handle:
+            handle.truncate(size)
+        partial.chmod(0o600)
+        owner = (self.userns_base or 0) + BOX_USER
+        try:
+            # No reserved blocks: the whole size is the box's. The root belongs to the
+            # box user, as an engine volume's does.
+            _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", f"root_owner={owner}:{owner}",
+                 str(partial))  # fmt: skip
+        except OSError:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.rename(image)  # only a formatted file has the final name
+        self._mount(image, point)
+        with contextlib.suppress(OSError):
+            (point / "lost+found").rmdir()  # host root's, and no use to a box
+        point.chmod(0o775)
+        return str(point)
+
+    def mount_all(self) -> None:
+        """Mount every drive not mounted (after a reboot): before any box uses one, or
+        the engine would bind the empty folder under it."""
+        if not self.root.is_dir():
+            return
+        mounted = _mounted()
+        for image in sorted(self.root.glob("*" + _IMAGE)):
+            point = image.with_name(image.name.removesuffix(_IMAGE) + _MOUNT)
+            if os.path.realpath(point) not in mounted:
+                self._mount(image, point)
+
+    def usage(self, volume: str) -> tuple[int, int]:
+        """(bytes used, bytes the drive holds), as its filesystem counts them."""
+        st = os.statvfs(self._paths(volume)[1])
+        return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_blocks * st.f_frsize
+
+    def remove(self, volume: str) -> None:
+        image, point = self._paths(volume)
+        if os.path.realpath(point) in _mounted():
+            _run("umount", str(point))
+        image.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            point.rmdir()
+
+    def _prepare_root(self) -> None:
+        # Box root (remapped) must pass through to reach a mount it is given; nobody
+        # else may list or read the images.
+        self.root.mkdir(mode=0o710, exist_ok=True)
+        if self.userns_base is not None:
+            os.chown(self.root, 0, self.userns_base)
+
+    def _mount(self, image: Path, point: Path) -> None:
+        point.mkdir(mode=0o700, exist_ok=True)
+        # A box must not gain devices or setuid programs through its own filesystem.
+        _run("mount", "-o", "loop,nodev,nosuid,noatime", str(image), str(point))
+
+
+def available() -> str | None:
+    """Why sized drives cannot be made here, or None."""
+    if shutil.which("mkfs.ext4") is None:
+        return "mkfs.ext4 is missing (Debian package e2fsprogs)"
+    if not Path("/dev/loop-control").exists():
+        return "this machine has no loop devices (/dev/loop-control)"
+    return None

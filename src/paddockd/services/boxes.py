@@ -51,7 +51,16 @@ _MKDIRS = (
 )
 
 
-_SIZED = 'stty cols "$1" rows "$2" 2>/dev/null; shift 2; exec "$@"'
+# The engine's API (1.41) cannot size a TTY at creation, and its resize reaches the TTY only
+# after the command has started: so paddockd resizes right after the start, and the command
+# waits (up to 1 s) for that size before it runs. Setting the size here instead undid a
+# resize sent at once after the start (seen: E2B's pty.create then resize gave 24x80).
+_SIZED = (
+    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ "$i" -lt 100 ]; do '
+    "sleep 0.01; i=$((i+1)); done; "
+    '[ "$(stty size 2>/dev/null)" = "0 0" ] && stty cols "$1" rows "$2" 2>/dev/null; '
+    'shift 2; exec "$@"'
+)
 
 
 async def _crashing_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -428,8 +437,6 @@ class BoxService:
             base.update(await self.environment.env_for_box(box))
         env = {**base, **env}
         if tty and size:
-            # The engine's API (1.41) cannot size a TTY at creation, and a resize after start
-            # races the command; so the terminal gets its size inside the box, first.
             cols, rows = size
             cmd = ["/bin/sh", "-c", _SIZED, "sh", str(int(cols)), str(int(rows)), *cmd]
         spec = ExecSpec(
@@ -442,6 +449,10 @@ class BoxService:
         )
         assert box.container_id is not None
         proc = await self._rt.exec(box.container_id, spec)
+        if tty and size:
+            # Before the caller can send its own resize, so that one is the last (_SIZED).
+            with contextlib.suppress(PaddockError):
+                await proc.resize(int(size[0]), int(size[1]))
         return _InUse(proc, self.activity, box.id)
 
     async def push(

@@ -20,7 +20,7 @@ from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
 from .e2b.service import E2BService
-from .e2b.store import SandboxRepository
+from .e2b.store import SandboxRepository, sandboxes
 from .images.builder import ImageBuilder
 from .netpolicy.base import NetworkRules
 from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
@@ -105,7 +105,7 @@ def wire(
     upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
     resolver = DnsFilter(network, upstreams, egress_log.dns)
     changes = BoxChanges()
-    repo = BoxRepository(db, changes.changed)
+    repo = BoxRepository(db, changes.changed, dependents=(sandboxes.c.box_id,))
     accounts_repo = AccountRepository(db)
     accounts = AccountService(accounts_repo)
     reconciler = Reconciler(

@@ -4,7 +4,6 @@ metadata, env vars) in its own table. No second implementation of boxes lives he
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -13,11 +12,12 @@ from typing import Any
 from ..config import Config
 from ..domain.accounts import User
 from ..domain.box import Box, BoxState, Desired
-from ..domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
+from ..domain.errors import InvalidRequest, NotFound, Unauthorized
 from ..domain.network import NetworkPolicy, policy
 from ..services.boxes import BoxService
 from ..services.stats import StatsService
 from ..store.tokens import TokenRepository
+from .listing import Query, page
 from .store import SandboxExtras, SandboxRepository
 
 # The envd version the SDK is told: the features it gates (stdin, default user, octet-stream
@@ -164,25 +164,19 @@ class E2BService:
             raise NotFound(f"sandbox {sandbox_id!r} not found")
         return box
 
-    async def listed(
-        self, caller: User, metadata: dict[str, str], states: set[str]
-    ) -> list[Sandbox]:
+    async def listed(self, caller: User, query: Query) -> tuple[list[Sandbox], str | None]:
+        """The caller's sandboxes `query` asks for, one page, and the next page's token."""
         extras = await self._repo.all()
         found = [
             Sandbox(b, extras.get(b.id) or SandboxExtras(b.id))
             for b in await self._boxes.listed(caller)
         ]
-        return [
-            s
-            for s in found
-            if (not states or s.state in states)
-            and all(s.extras.metadata.get(k) == v for k, v in metadata.items())
-        ]
+        return page(found, query)
 
     async def kill(self, caller: User, sandbox_id: str) -> None:
         box = await self._resolve(caller, sandbox_id)
+        # Its E2B row goes with the box's row (store/boxes.py), as with any other delete.
         await self._boxes.delete(box.id, force=True, caller=caller)
-        await self._repo.delete(box.id)
 
     async def set_timeout(self, caller: User, sandbox_id: str, timeout: int) -> Sandbox:
         """E2B's timeout counts from now, as a box's TTL does once extended."""
@@ -229,10 +223,6 @@ class E2BService:
 
     async def env_vars(self, box_id: str) -> dict[str, str]:
         return dict((await self._repo.get(box_id)).env_vars)
-
-    async def forget(self, box_id: str) -> None:
-        with contextlib.suppress(PaddockError):
-            await self._repo.delete(box_id)
 
     def end_at(self, box: Box) -> datetime:
         start = box.started_at or box.created_at

@@ -1,5 +1,7 @@
 """What an E2B client gave when it created a sandbox (template, metadata, env vars), one row
-per box. The box itself stays Paddock's own record; this is only what E2B adds to it."""
+per box. The box itself stays Paddock's own record; this is only what E2B adds to it. The
+row goes with the box's, in one transaction (BoxRepository's `dependents`, wired in
+wiring.py), however the box is deleted."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..store.db import Database
+from ..store.db import Database, boxes
 
 _meta = sa.MetaData()
 sandboxes = sa.Table(
@@ -40,15 +42,19 @@ class SandboxRepository:
         self._db = db
 
     async def put(self, extras: SandboxExtras) -> None:
+        """Keep the box's extras, only while the box exists: one statement, so a box deleted
+        just after it was made (a TTL of seconds, a kill from elsewhere) leaves no row."""
+        row = sa.select(
+            sa.literal(extras.box_id),
+            sa.literal(extras.template),
+            sa.literal(json.dumps(extras.metadata)),
+            sa.literal(json.dumps(extras.env_vars)),
+        ).where(sa.exists().where(boxes.c.id == extras.box_id))
+
         def work(conn: Connection) -> None:
             conn.execute(sandboxes.delete().where(sandboxes.c.box_id == extras.box_id))
             conn.execute(
-                sandboxes.insert().values(
-                    box_id=extras.box_id,
-                    template=extras.template,
-                    metadata=json.dumps(extras.metadata),
-                    env_vars=json.dumps(extras.env_vars),
-                )
+                sandboxes.insert().from_select(["box_id", "template", "metadata", "env_vars"], row)
             )
 
         await self._db.run(work)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -53,11 +53,19 @@ def _from_row(row: sa.Row[Any]) -> Box:
 
 
 class BoxRepository:
-    def __init__(self, db: Database, changed: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        changed: Callable[[str], None] | None = None,
+        dependents: Sequence[sa.Column[Any]] = (),
+    ) -> None:
         """`changed(box_id)` is told of every write to a box or its snapshots, once done
-        (the dashboard's live list: services/events.py)."""
+        (the dashboard's live list: services/events.py). `dependents` are box-id columns
+        of other tables (E2B's sandbox rows) whose rows go in the same transaction as the
+        box's, whoever deletes it (API, reaper, reconciler), so none outlives its box."""
         self._db = db
         self._changed = changed or (lambda box_id: None)
+        self._dependents = tuple(dependents)
 
     async def add(self, box: Box) -> None:
         def work(conn: Connection) -> None:
@@ -114,6 +122,8 @@ class BoxRepository:
 
     async def delete(self, box_id: str) -> None:
         def work(conn: Connection) -> None:
+            for column in self._dependents:
+                conn.execute(column.table.delete().where(column == box_id))
             conn.execute(snapshots.delete().where(snapshots.c.box_id == box_id))
             conn.execute(boxes.delete().where(boxes.c.id == box_id))
 

@@ -310,10 +310,18 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         20,
         [
             # What an E2B client gave at create (e2b/store.py): kept beside the box, gone
-            # with it (the E2B service deletes the row when it deletes the box).
+            # with it (deleted in the box row's own transaction).
             """CREATE TABLE e2b_sandboxes (
                 box_id VARCHAR(32) PRIMARY KEY, template VARCHAR(128) NOT NULL,
                 metadata TEXT NOT NULL, env_vars TEXT NOT NULL)""",
+        ],
+    ),
+    (
+        22,
+        [
+            # Rows of boxes deleted by the reaper or the native API before those deletes
+            # took them along (BoxRepository's dependents).
+            "DELETE FROM e2b_sandboxes WHERE box_id NOT IN (SELECT id FROM boxes)",
         ],
     ),
 ]

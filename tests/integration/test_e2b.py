@@ -5,8 +5,10 @@ dead proxy catches anything that would leave for E2B's cloud."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -163,9 +165,75 @@ def test_auth_and_other_users(server: Server, sbx: e2b.Sandbox) -> None:
         e2b.Sandbox.connect(sbx.sandbox_id, api_key=token)
 
 
-def test_unknown_call_is_a_clear_error(server: Server) -> None:
+def test_list_pages(sdk_env: dict[str, str]) -> None:
+    run = uuid.uuid4().hex[:8]
+    made = [e2b.Sandbox.create(metadata={"pages": run}) for _ in range(3)]
+    try:
+        ids = [s.sandbox_id for s in made]
+        query = e2b.SandboxQuery(metadata={"pages": run})
+        for order, expected in (("asc", ids), ("desc", ids[::-1])):
+            pager = e2b.Sandbox.list(query=query, limit=2, order=order)
+            pages = []
+            while pager.has_next:
+                pages.append([s.sandbox_id for s in pager.next_items()])
+            assert pages == [expected[:2], expected[2:]]
+        # A token handed back later still starts after the sandbox it names.
+        first = e2b.Sandbox.list(query=query, limit=1)
+        assert [s.sandbox_id for s in first.next_items()] == ids[:1]
+        rest = e2b.Sandbox.list(query=query, limit=5, next_token=first.next_token)
+        assert [s.sandbox_id for s in rest.next_items()] == ids[1:]
+        assert not rest.has_next
+    finally:
+        for s in made:
+            s.kill()
+
+
+def _e2b_rows(server: Server) -> set[str]:
+    with sqlite3.connect(f"file:{server.dir / 'data' / 'paddock.db'}?mode=ro", uri=True) as db:
+        return {row[0] for row in db.execute("SELECT box_id FROM e2b_sandboxes")}
+
+
+def _until(check: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def test_rows_go_with_the_box(server: Server, sdk_env: dict[str, str]) -> None:
+    """A sandbox deleted by Paddock itself (its TTL, `paddock rm`) leaves no E2B row."""
+    native = e2b.Sandbox.create(metadata={"gone": "native"}, envs={"A": "1"})
+    ttl = e2b.Sandbox.create(metadata={"gone": "ttl"}, timeout=3)
+    assert {native.sandbox_id, ttl.sandbox_id} <= _e2b_rows(server)
+    with server.client() as c:
+        c.delete_box(native.sandbox_id, force=True)
+    _until(lambda: not {native.sandbox_id, ttl.sandbox_id} & _e2b_rows(server))
+    for gone in (native, ttl):
+        with pytest.raises(e2b.NotFoundException):
+            e2b.Sandbox.connect(gone.sandbox_id)
+
+
+def test_unknown_call_is_a_clear_error(server: Server, sbx: e2b.Sandbox) -> None:
+    """What a newer SDK may call and Paddock does not serve: a JSON error naming it."""
     import httpx
 
-    r = httpx.get(server.url + "/e2b/volumes", headers={"X-API-Key": server.token})
+    key = {"X-API-Key": server.token}
+    r = httpx.get(server.url + "/e2b/volumes", headers=key)
     assert r.status_code == 501
+    assert r.json()["error_code"] == "unsupported"
     assert "GET /e2b/volumes" in r.json()["message"]
+    # An RPC of a known service that this envd lacks, and one of a service it lacks.
+    envd = {"X-Access-Token": server.token, "E2b-Sandbox-Id": sbx.sandbox_id}
+    rpc = "/e2b/sandbox/filesystem.Filesystem/ReadXattrs"
+    r = httpx.post(server.url + rpc, headers=envd, json={})
+    assert r.status_code == 501
+    assert r.json()["code"] == "unimplemented"
+    assert "filesystem.Filesystem/ReadXattrs" in r.json()["message"]
+    r = httpx.post(server.url + "/e2b/sandbox/git.Git/Clone", headers=envd, json={})
+    assert r.status_code == 501
+    assert "POST /e2b/sandbox/git.Git/Clone" in r.json()["message"]
+    # Through the SDK itself: a call it has that Paddock does not serve yet.
+    with pytest.raises(e2b.SandboxException, match="does not support PUT"):
+        sbx.update_network({"allow_out": ["198.18.0.1"]})

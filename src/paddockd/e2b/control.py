@@ -5,12 +5,14 @@ over E2BService. Errors take E2B's shape, `{"code": HTTP status, "message": ...}
 from __future__ import annotations
 
 import urllib.parse
-from typing import Annotated, Any
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain.accounts import User
+from . import listing
 from .service import CLIENT_ID, ENVD_VERSION, E2BService, Sandbox, api_key
 
 
@@ -111,16 +113,46 @@ def _metadata_filter(raw: str | None) -> dict[str, str]:
 
 
 @router.get("/v2/sandboxes")
-@router.get("/sandboxes")
 async def listed(
+    response: Response,
     svc: Svc,
     user: Caller,
     metadata: str | None = None,
     state: Annotated[list[str] | None, Query()] = None,
+    template: Annotated[str | None, Query(max_length=128)] = None,
+    started_after: Annotated[datetime | None, Query(alias="startedAfter")] = None,
+    order: Literal["asc", "desc"] = "asc",
+    limit: Annotated[int, Query(ge=1, le=listing.MAX_LIMIT)] = listing.MAX_LIMIT,
+    next_token: Annotated[str | None, Query(alias="nextToken", max_length=256)] = None,
 ) -> list[dict[str, Any]]:
-    states = {p for s in state or () for p in s.split(",") if p}
-    found = await svc.listed(user, _metadata_filter(metadata), states)
+    if started_after is not None and started_after.tzinfo is None:
+        started_after = started_after.replace(tzinfo=timezone.utc)
+    query = listing.Query(
+        _metadata_filter(metadata),
+        _states(state),
+        template or None,
+        started_after,
+        order,
+        limit,
+        next_token or None,
+    )
+    found, token = await svc.listed(user, query)
+    if token is not None:
+        # The SDKs' paginators read the next page's token from this header.
+        response.headers["x-next-token"] = token
     return [_detail(svc, s) for s in found]
+
+
+@router.get("/sandboxes")
+async def listed_v1(svc: Svc, user: Caller, metadata: str | None = None) -> list[dict[str, Any]]:
+    """The older route: every running sandbox at once, no pages."""
+    query = listing.Query(_metadata_filter(metadata), frozenset({"running"}))
+    return [_detail(svc, s) for s in (await svc.listed(user, query))[0]]
+
+
+def _states(state: list[str] | None) -> frozenset[str]:
+    # Both `state=running&state=paused` (the JS SDK) and `state=running,paused` (Python).
+    return frozenset(p for s in state or () for p in s.split(",") if p)
 
 
 @router.get("/sandboxes/{sandbox_id}")

@@ -123,17 +123,81 @@ def test_files(sbx: e2b.Sandbox) -> None:
         sbx.files.read("nope.txt")
 
 
-def test_watch_dir(sbx: e2b.Sandbox) -> None:
-    sbx.files.make_dir("watched")
-    handle = sbx.files.watch_dir("watched")
+def _events_until(
+    handle: e2b.sandbox_sync.filesystem.watch_handle.WatchHandle,
+    want: set[tuple[str, e2b.FilesystemEventType]],
+    timeout: float = 10,
+) -> list[e2b.FilesystemEvent]:
+    seen: list[e2b.FilesystemEvent] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not want <= {(e.name, e.type) for e in seen}:
+        seen += handle.get_new_events()
+        time.sleep(0.2)
+    assert want <= {(e.name, e.type) for e in seen}, seen
+    return seen
+
+
+def _watchers_in_box(server: Server, sbx: e2b.Sandbox) -> int:
+    # The in-box watcher is `python3 -c <inbox_watch.py>`; its text names inotify_init1.
+    out = server.sh(sbx.sandbox_id, "pgrep -c -f 'inotify_init[1]' || true", user="root")
+    return int(out.strip() or 0)
+
+
+def test_watch_dir(server: Server, sbx: e2b.Sandbox) -> None:
+    """Every change, as inotify in the box reports it: even a file made, renamed and
+    removed in one go, which no polling could see."""
+    t = e2b.FilesystemEventType
+    sbx.files.make_dir("watched/sub")
+    handle = sbx.files.watch_dir("watched", recursive=True, include_entry=True)
     sbx.files.write("watched/new.txt", "x")
-    events = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not events:
-        events = handle.get_new_events()
-        time.sleep(0.3)
+    sbx.commands.run(
+        "cd ~/watched && echo y > sub/deep.txt && chmod 600 sub/deep.txt"
+        " && echo z > brief && mv brief gone && rm gone && mkdir late && echo w > late/f"
+    )
+    seen = _events_until(
+        handle,
+        {
+            ("new.txt", t.CREATE),
+            ("new.txt", t.WRITE),
+            ("sub/deep.txt", t.CREATE),
+            ("sub/deep.txt", t.CHMOD),
+            ("brief", t.RENAME),
+            ("gone", t.CREATE),
+            ("gone", t.REMOVE),
+            ("late", t.CREATE),
+            # A folder made after the watch began is watched too.
+            ("late/f", t.CREATE),
+        },
+    )
+    created = next(e for e in seen if e.name == "sub/deep.txt" and e.type == t.CREATE)
+    assert created.entry is not None
+    assert created.entry.path == "/config/watched/sub/deep.txt"
+    assert created.entry.owner == "abc"
+    assert _watchers_in_box(server, sbx) == 1
     handle.stop()
-    assert any(ev.name == "new.txt" and ev.type == e2b.FilesystemEventType.CREATE for ev in events)
+    # Removing the watcher ends its process in the box.
+    _until(lambda: _watchers_in_box(server, sbx) == 0, timeout=10)
+    with pytest.raises(e2b.SandboxException):
+        handle.get_new_events()
+    with pytest.raises(e2b.NotFoundException):
+        sbx.files.watch_dir("no-such-folder")
+
+
+def test_watch_dir_polls_without_python(server: Server, sbx: e2b.Sandbox) -> None:
+    """A box that cannot run the inotify watcher (no python3) is polled: slower, coarser,
+    but the events still come."""
+    server.sh(sbx.sandbox_id, "mv /usr/bin/python3 /usr/bin/python3.away", user="root")
+    try:
+        sbx.files.make_dir("polled")
+        handle = sbx.files.watch_dir("polled")
+        assert _watchers_in_box(server, sbx) == 0
+        sbx.files.write("polled/a.txt", "x")
+        _events_until(handle, {("a.txt", e2b.FilesystemEventType.CREATE)})
+        sbx.files.remove("polled/a.txt")
+        _events_until(handle, {("a.txt", e2b.FilesystemEventType.REMOVE)})
+        handle.stop()
+    finally:
+        server.sh(sbx.sandbox_id, "mv /usr/bin/python3.away /usr/bin/python3", user="root")
 
 
 def test_timeout_pause_resume(sdk_env: dict[str, str]) -> None:

@@ -19,6 +19,7 @@ from ..services.boxes import BOX_USER
 from .service import E2BService, api_key
 
 SANDBOX_HEADER = "e2b-sandbox-id"
+_KEEPALIVE = "keepalive-ping-interval"
 # E2B's templates run commands as `user`; a Paddock box's user is abc (uid 1000).
 _USERS = {"user": BOX_USER, "": BOX_USER}
 
@@ -36,6 +37,15 @@ _CODES: dict[type[e.PaddockError], Code] = {
 
 def connect_error(exc: e.PaddockError) -> ConnectError:
     return ConnectError(_CODES.get(type(exc), Code.INTERNAL), f"{exc.message} ({exc.code})")
+
+
+def keepalive(headers: Callable[[str], str | None]) -> float:
+    """Seconds of quiet after which a stream sends a keepalive, as the SDK asks (it sends
+    one too, for proxies that close idle connections)."""
+    try:
+        return min(max(float(headers(_KEEPALIVE) or "50"), 1.0), 300.0)
+    except ValueError:
+        return 50.0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """envd's `filesystem` service over Connect. Each call is one short command in the box, run
-as the requested user (so the box's own permissions decide), through BoxService.run. The
-box's output is untrusted: listings come NUL-separated from GNU find (a name cannot hold a
-NUL), are parsed field by field, and anything malformed is dropped, never guessed at."""
+as the requested user (so the box's own permissions decide), through BoxService.run; a watch
+is one long-running command (watching.py). The box's output is untrusted: listings come
+NUL-separated from GNU find (a name cannot hold a NUL), are parsed field by field, and
+anything malformed is dropped, never guessed at."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
 from ..domain.errors import Conflict, InvalidRequest, NotFound, PaddockError
+from ..runtime.base import ExecProcess
 from ..services.boxes import box_path
-from .envd import Target, connect_error, target
+from .envd import Target, connect_error, keepalive, target
 from .service import E2BService
+from .watching import Watch, start_watch
 
 # type (of the link itself), type of its target, size, symbolic mode, octal mode, owner,
 # group, mtime, link target, path.
@@ -37,14 +40,8 @@ _MOVE = (
     '[ -e "$1" ] || [ -L "$1" ] || exit 3; mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2"'
 )
 _REMOVE = '[ -e "$1" ] || [ -L "$1" ] || exit 3; rm -rf -- "$1"'
-# For watching: path relative to the folder, type, size, mtime.
-_SNAP = (
-    '[ -d "$1" ] || exit 4; '
-    r'find "$1" -mindepth 1 -maxdepth "$2" -printf "%P\0%y\0%s\0%T@\0" 2>/dev/null; exit 0'
-)
 _TYPES = {"f": pb.FileType.FILE, "d": pb.FileType.DIRECTORY, "l": pb.FileType.SYMLINK}
 _MAX_WATCHERS = 64
-_POLL = 0.5
 
 
 def _timestamp(mtime: str) -> Timestamp | None:
@@ -89,13 +86,10 @@ def parse_entries(out: str) -> list[pb.EntryInfo]:
     return entries
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Watcher:
     box_id: str
-    path: str
-    depth: int
-    user: str
-    seen: dict[str, tuple[str, str, str]]
+    watch: Watch
 
 
 class FilesystemService(filesystem_connect.Filesystem):
@@ -181,39 +175,17 @@ class FilesystemService(filesystem_connect.Filesystem):
             raise connect_error(exc) from None
         return pb.RemoveResponse()
 
-    # -- watching: E2B's envd uses inotify; here the folder is polled and compared, so a
-    # file made and removed between two looks is missed, and a rename is a remove + create.
-    async def _snapshot(self, t: Target, w: _Watcher) -> dict[str, tuple[str, str, str]]:
-        fields = (await self._sh(t, _SNAP, w.path, str(w.depth))).split("\0")
-        return {
-            fields[i]: (fields[i + 1], fields[i + 2], fields[i + 3])
-            for i in range(0, len(fields) - 3, 4)
-            if fields[i]
-        }
+    # -- watching (watching.py): inotify in the box, or polling where it cannot be had
+    async def _watch(self, t: Target, path: str, recursive: bool, include_entry: bool) -> Watch:
+        async def start(argv: list[str]) -> ExecProcess:
+            return await self._e2b.boxes.exec(
+                t.box.id, argv, {}, "/", t.user, stdin=True, caller=t.caller
+            )
 
-    async def _changes(self, t: Target, w: _Watcher) -> list[pb.FilesystemEvent]:
-        now = await self._snapshot(t, w)
-        events = []
-        for name, (kind, size, mtime) in now.items():
-            before = w.seen.get(name)
-            if before is None:
-                events.append(pb.FilesystemEvent(name=name, type=pb.EventType.CREATE))
-                if kind == "f" and size != "0":
-                    events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
-            elif before[1:] != (size, mtime):
-                events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
-        events += [
-            pb.FilesystemEvent(name=name, type=pb.EventType.REMOVE)
-            for name in w.seen
-            if name not in now
-        ]
-        w.seen = now
-        return events
+        async def sh(script: str, *args: str) -> str:
+            return await self._sh(t, script, *args)
 
-    async def _watcher(self, t: Target, path: str, recursive: bool) -> _Watcher:
-        w = _Watcher(t.box.id, box_path(path), 64 if recursive else 1, t.user, {})
-        w.seen = await self._snapshot(t, w)
-        return w
+        return await start_watch(start, sh, parse_entries, box_path(path), recursive, include_entry)
 
     async def watch_dir(
         self,
@@ -222,22 +194,27 @@ class FilesystemService(filesystem_connect.Filesystem):
     ) -> AsyncIterator[pb.WatchDirResponse]:
         t = await self._target(ctx)
         try:
-            w = await self._watcher(t, request.path, request.recursive)
+            w = await self._watch(t, request.path, request.recursive, request.include_entry)
         except PaddockError as exc:
             raise connect_error(exc) from None
-        started: Oneof[Literal["start"], pb.WatchDirResponse.StartEvent]
-        started = Oneof("start", pb.WatchDirResponse.StartEvent())
-        yield pb.WatchDirResponse(event=started)
-        while True:
-            await asyncio.sleep(_POLL)
-            try:
-                changes = await self._changes(t, w)
-            except PaddockError as exc:
-                raise connect_error(exc) from None
-            for change in changes:
+        try:
+            started: Oneof[Literal["start"], pb.WatchDirResponse.StartEvent]
+            started = Oneof("start", pb.WatchDirResponse.StartEvent())
+            yield pb.WatchDirResponse(event=started)
+            async for change in w.events(keepalive(ctx.request_headers.get)):
+                if change is None:
+                    alive: Oneof[Literal["keepalive"], pb.WatchDirResponse.KeepAlive]
+                    alive = Oneof("keepalive", pb.WatchDirResponse.KeepAlive())
+                    yield pb.WatchDirResponse(event=alive)
+                    continue
                 event: Oneof[Literal["filesystem"], pb.FilesystemEvent]
                 event = Oneof("filesystem", change)
                 yield pb.WatchDirResponse(event=event)
+        except PaddockError as exc:
+            raise connect_error(exc) from None
+        finally:
+            # The client went (or the box did): the watcher in the box goes too.
+            await asyncio.shield(w.close())
 
     async def create_watcher(
         self,
@@ -248,20 +225,25 @@ class FilesystemService(filesystem_connect.Filesystem):
         mine = [k for k, w in self._watchers.items() if w.box_id == t.box.id]
         if len(mine) >= _MAX_WATCHERS:
             # The oldest goes: a client that never removes its watchers cannot pile them up.
-            self._watchers.pop(mine[0], None)
+            await self._drop(mine[0])
         try:
-            w = await self._watcher(t, request.path, request.recursive)
+            w = await self._watch(t, request.path, request.recursive, request.include_entry)
         except PaddockError as exc:
             raise connect_error(exc) from None
         watcher_id = secrets.token_hex(8)
-        self._watchers[watcher_id] = w
+        self._watchers[watcher_id] = _Watcher(t.box.id, w)
         return pb.CreateWatcherResponse(watcher_id=watcher_id)
 
-    def _own(self, t: Target, watcher_id: str) -> _Watcher:
+    def _own(self, t: Target, watcher_id: str) -> Watch:
         w = self._watchers.get(watcher_id)
         if w is None or w.box_id != t.box.id:
             raise NotFound(f"no watcher {watcher_id!r}")
-        return w
+        return w.watch
+
+    async def _drop(self, watcher_id: str) -> None:
+        w = self._watchers.pop(watcher_id, None)
+        if w is not None:
+            await w.watch.close()
 
     async def get_watcher_events(
         self,
@@ -271,7 +253,7 @@ class FilesystemService(filesystem_connect.Filesystem):
         t = await self._target(ctx)
         try:
             w = self._own(t, request.watcher_id)
-            return pb.GetWatcherEventsResponse(events=await self._changes(t, w))
+            return pb.GetWatcherEventsResponse(events=await w.drain())
         except PaddockError as exc:
             raise connect_error(exc) from None
 
@@ -285,5 +267,5 @@ class FilesystemService(filesystem_connect.Filesystem):
             self._own(t, request.watcher_id)
         except PaddockError as exc:
             raise connect_error(exc) from None
-        self._watchers.pop(request.watcher_id, None)
+        await self._drop(request.watcher_id)
         return pb.RemoveWatcherResponse()

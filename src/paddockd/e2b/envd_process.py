@@ -13,11 +13,10 @@ from e2b.envd.process import process_pb as pb
 from protobuf import Oneof
 
 from ..domain.errors import InvalidRequest, PaddockError
-from .envd import Target, connect_error, target
+from .envd import Target, connect_error, keepalive, target
 from .processes import EnvdProcess, Output, ProcessRegistry
 from .service import E2BService
 
-_KEEPALIVE = "keepalive-ping-interval"
 # Each envd command first notes its pid in the box, so a signal can reach it and all it
 # started, sent in the box as root. (The engine's own kill goes by the exec's host pid, which
 # did not reach a non-TTY command; reading other users' /proc/PID/environ needs ptrace.)
@@ -27,13 +26,6 @@ _SIGNAL = (
     'read -r p < "/tmp/.paddock-e2b-$1" || exit 0; case "$p" in *[!0-9]*|"") exit 0;; esac; '
     'kill "-$2" $(tree "$p") 2>/dev/null; exit 0'
 )
-
-
-def _keepalive(ctx: RequestContext[object, object]) -> float:
-    try:
-        return min(max(float(ctx.request_headers.get(_KEEPALIVE, "50")), 1.0), 300.0)
-    except ValueError:
-        return 50.0
 
 
 def _event(item: Output | None) -> pb.ProcessEvent:
@@ -148,7 +140,7 @@ class ProcessService(process_connect.Process):
         queue = p.subscribe()
         self._registry.start(p)
         yield pb.StartResponse(event=_started(p.pid))
-        async for item in self._registry.events(p, queue, _keepalive(ctx)):
+        async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
             yield pb.StartResponse(event=_event(item))
 
     async def connect(
@@ -163,7 +155,7 @@ class ProcessService(process_connect.Process):
             raise connect_error(exc) from None
         queue = p.subscribe()
         yield pb.ConnectResponse(event=_started(p.pid))
-        async for item in self._registry.events(p, queue, _keepalive(ctx)):
+        async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
             yield pb.ConnectResponse(event=_event(item))
 
     async def update(self, request: pb.UpdateRequest, ctx: RequestContext) -> pb.UpdateResponse:  # type: ignore[type-arg]

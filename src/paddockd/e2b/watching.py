@@ -1,0 +1,260 @@
+"""envd's directory watches. A watch is the kernel's inotify inside the box (inbox_watch.py,
+run with the box's python3 as the caller's box user), its events relayed as they come. A
+box without python3, or whose inotify is exhausted, is polled instead (PolledWatch), with
+the limits that brings, which docs/e2b.md states.
+
+Either kind serves both of envd's ways to watch: a stream (WatchDir: `events()`) and a
+registered watcher read now and then (CreateWatcher/GetWatcherEvents: `drain()`)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+from e2b.envd.filesystem import filesystem_pb as pb
+
+from ..domain.errors import InvalidRequest, NotFound, PaddockError
+from ..runtime.base import ExecProcess
+
+log = logging.getLogger("paddockd.e2b")
+
+SCRIPT = (Path(__file__).parent / "inbox_watch.py").read_text()
+_TYPES = {
+    "create": pb.EventType.CREATE,
+    "write": pb.EventType.WRITE,
+    "remove": pb.EventType.REMOVE,
+    "rename": pb.EventType.RENAME,
+    "chmod": pb.EventType.CHMOD,
+}
+_READY_WITHIN = 15.0
+# A line longer than any event can be is the box's mischief: the watch ends.
+_MAX_LINE = 64 << 10
+# Events kept for a registered watcher between two reads; past this the oldest go.
+_MAX_PENDING = 10_000
+_POLL = 0.5
+_NO_PYTHON = 127
+
+# For polling: path relative to the folder, type, size, mtime.
+_SNAP = (
+    '[ -d "$1" ] || exit 4; '
+    r'find "$1" -mindepth 1 -maxdepth "$2" -printf "%P\0%y\0%s\0%T@\0" 2>/dev/null; exit 0'
+)
+
+Entries = Callable[[str], list[pb.EntryInfo]]
+Shell = Callable[..., Awaitable[str]]
+
+
+class Watch(Protocol):
+    def events(self, keepalive: float) -> AsyncIterator[pb.FilesystemEvent | None]:
+        """Events as they come, until the watch ends; None after `keepalive` seconds
+        without one."""
+        ...
+
+    async def drain(self) -> list[pb.FilesystemEvent]:
+        """The events since the last drain."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class _NoInotify(Exception):
+    """The box cannot run the inotify watcher: poll instead."""
+
+
+class InotifyWatch:
+    def __init__(self, proc: ExecProcess, entries: Entries) -> None:
+        self._proc = proc
+        self._entries = entries
+        self._pending: collections.deque[pb.FilesystemEvent] = collections.deque(
+            maxlen=_MAX_PENDING
+        )
+        self._arrived = asyncio.Event()
+        self._lines = self._read_lines()
+        self._pump: asyncio.Task[None] | None = None
+        self.ended = False
+
+    @classmethod
+    async def start(cls, proc: ExecProcess, entries: Entries) -> InotifyWatch:
+        """Wait for the watcher's first word: ready (from then on nothing is missed), or
+        why it cannot watch."""
+        w = cls(proc, entries)
+        try:
+            first = await asyncio.wait_for(anext(w._lines, None), _READY_WITHIN)
+        except (asyncio.TimeoutError, PaddockError):
+            await w.close()
+            raise InvalidRequest("the box's directory watcher did not start") from None
+        if first is None or "ready" not in first:
+            code = await _exit_code(proc)
+            await w.close()
+            if first is None and code == _NO_PYTHON:
+                raise _NoInotify("no python3 in the box")
+            if first is not None and first.get("error") == "inotify":
+                raise _NoInotify(str(first.get("message")))
+            message = str((first or {}).get("message") or "the directory watcher failed")
+            if first is not None and first.get("error") == "missing":
+                raise NotFound(message)
+            raise InvalidRequest(message)
+        w._pump = asyncio.get_running_loop().create_task(w._run())
+        return w
+
+    async def _read_lines(self) -> AsyncIterator[dict[str, object]]:
+        buf = bytearray()
+        async for kind, data in self._proc.output():
+            if kind != 1:
+                continue
+            buf.extend(data)
+            while (nl := buf.find(b"\n")) >= 0:
+                line = bytes(buf[:nl])
+                del buf[: nl + 1]
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    yield obj
+            if len(buf) > _MAX_LINE:
+                return
+
+    async def _run(self) -> None:
+        try:
+            async for obj in self._lines:
+                event = self._event(obj)
+                if event is not None:
+                    self._pending.append(event)
+                    self._arrived.set()
+        except PaddockError:
+            pass
+        finally:
+            self.ended = True
+            self._arrived.set()
+
+    def _event(self, obj: dict[str, object]) -> pb.FilesystemEvent | None:
+        kind, name = _TYPES.get(str(obj.get("t"))), obj.get("n")
+        if kind is None or not isinstance(name, str) or not name:
+            if obj.get("overflow"):
+                log.warning("a directory watch in a box overflowed: events were lost")
+            return None
+        fields = obj.get("e")
+        found = []
+        if isinstance(fields, list) and all(isinstance(f, str) for f in fields):
+            found = self._entries("".join(f + "\0" for f in fields))
+        return pb.FilesystemEvent(name=name, type=kind, entry=found[0] if found else None)
+
+    async def drain(self) -> list[pb.FilesystemEvent]:
+        if self.ended and not self._pending:
+            raise NotFound("the watcher has ended (its folder or sandbox went away)")
+        events = list(self._pending)
+        self._pending.clear()
+        self._arrived.clear()
+        return events
+
+    async def events(self, keepalive: float) -> AsyncIterator[pb.FilesystemEvent | None]:
+        while True:
+            try:
+                await asyncio.wait_for(self._arrived.wait(), keepalive)
+            except asyncio.TimeoutError:
+                yield None
+                continue
+            if self.ended and not self._pending:
+                return
+            for event in await self.drain():
+                yield event
+
+    async def close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+        # Its stdin closing is what ends the watcher in the box.
+        with contextlib.suppress(PaddockError, OSError):
+            await self._proc.close_stdin()
+        with contextlib.suppress(PaddockError, OSError):
+            await self._proc.close()
+
+
+async def _exit_code(proc: ExecProcess) -> int | None:
+    try:
+        return await asyncio.wait_for(proc.wait(), 5)
+    except (asyncio.TimeoutError, PaddockError):
+        return None
+
+
+class PolledWatch:
+    """The folder listed every half second and compared: a file made and removed between
+    two looks is missed, a rename is a remove and a create, and no entry info is given."""
+
+    def __init__(self, sh: Shell, path: str, depth: int) -> None:
+        self._sh = sh
+        self._path = path
+        self._depth = depth
+        self._seen: dict[str, tuple[str, str, str]] = {}
+
+    @classmethod
+    async def start(cls, sh: Shell, path: str, recursive: bool) -> PolledWatch:
+        w = cls(sh, path, 64 if recursive else 1)
+        w._seen = await w._snapshot()
+        return w
+
+    async def _snapshot(self) -> dict[str, tuple[str, str, str]]:
+        fields = (await self._sh(_SNAP, self._path, str(self._depth))).split("\0")
+        return {
+            fields[i]: (fields[i + 1], fields[i + 2], fields[i + 3])
+            for i in range(0, len(fields) - 3, 4)
+            if fields[i]
+        }
+
+    async def drain(self) -> list[pb.FilesystemEvent]:
+        now = await self._snapshot()
+        events = []
+        for name, (kind, size, mtime) in now.items():
+            before = self._seen.get(name)
+            if before is None:
+                events.append(pb.FilesystemEvent(name=name, type=pb.EventType.CREATE))
+                if kind == "f" and size != "0":
+                    events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
+            elif before[1:] != (size, mtime):
+                events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
+        events += [
+            pb.FilesystemEvent(name=name, type=pb.EventType.REMOVE)
+            for name in self._seen
+            if name not in now
+        ]
+        self._seen = now
+        return events
+
+    async def events(self, keepalive: float) -> AsyncIterator[pb.FilesystemEvent | None]:
+        quiet = 0.0
+        while True:
+            await asyncio.sleep(_POLL)
+            events = await self.drain()
+            quiet = 0.0 if events else quiet + _POLL
+            if quiet >= keepalive:
+                quiet = 0.0
+                yield None
+            for event in events:
+                yield event
+
+    async def close(self) -> None:
+        pass
+
+
+async def start_watch(
+    start: Callable[[list[str]], Awaitable[ExecProcess]],
+    sh: Shell,
+    entries: Entries,
+    path: str,
+    recursive: bool,
+    include_entry: bool,
+) -> Watch:
+    """inotify in the box if it can, else polling. `start` runs a command in the box (stdin
+    open) as the caller's user; `sh` runs a short script there and gives its stdout."""
+    argv = ["python3", "-c", SCRIPT, path, str(int(recursive)), str(int(include_entry))]
+    try:
+        return await InotifyWatch.start(await start(argv), entries)
+    except _NoInotify as exc:
+        log.info("a directory watch is polled: %s", exc)
+    return await PolledWatch.start(sh, path, recursive)

@@ -359,6 +359,8 @@ class Reconciler:
         # A fork may have been made from one of these images: those stay until it goes.
         in_use = await self.images_needed(except_box=box.id)
         mine = await self._repo.snapshot_images(box.id)
+        # A fork's base is another box's snapshot: it stays while that box lists it.
+        in_use |= await self._repo.all_snapshot_images() - set(mine)
         if box.image.startswith("paddock-snapshots/"):
             mine.append(box.image)
         for image in mine:

@@ -191,11 +191,14 @@ class BoxRepository:
         return {row[0] for row in rows}
 
     async def images_in_use(self, except_box: str | None = None) -> set[str]:
-        """Images some box is, or would be, created from (so they must stay)."""
+        """Images some box is, or would be, created from (so they must stay). A box being
+        deleted will be created from nothing again (its container, gone or going, is
+        counted by the engine's listing: Reconciler.images_needed)."""
         rows = await self._db.run(
             lambda conn: conn.execute(
                 sa.select(boxes.c.image, boxes.c.current_snapshot).where(
-                    boxes.c.id != (except_box or "")
+                    boxes.c.id != (except_box or ""),
+                    boxes.c.state != BoxState.DELETING.value,
                 )
             ).all()
         )

@@ -80,6 +80,37 @@ async def test_fork_live_and_from_snapshot_keep_type_ttl_and_drives(world: World
     assert snap.image not in world.runtime.images
 
 
+async def test_deleting_a_fork_keeps_the_snapshot_its_source_still_lists(world: World) -> None:
+    await world.boxes.create("src", None, None, None)
+    snap = await world.services.snapshots.take("src", "s1")
+    await world.services.snapshots.take("src", "s2")  # s1 is no longer the current one
+    await world.services.snapshots.fork("src", "old", "s1")
+    await world.boxes.delete("old", force=True)
+    await world.reconciler.drain()  # storage goes in the background
+    assert snap.image in world.runtime.images
+    restored = await world.services.snapshots.restore("src", "s1")
+    assert world.runtime.by_id[restored.container_id or ""]["spec"].image == snap.image
+    # Once its source lets it go, it goes.
+    await world.services.snapshots.restore("src", "s2")
+    await world.services.snapshots.remove("src", "s1")
+    assert snap.image not in world.runtime.images
+
+
+async def test_a_snapshot_can_go_as_soon_as_its_fork_is_deleted(world: World) -> None:
+    await world.boxes.create("src", None, None, None)
+    snap = await world.services.snapshots.take("src", "s1")
+    await world.services.snapshots.take("src", "s2")
+    await world.services.snapshots.fork("src", "old", "s1")
+    with pytest.raises(Conflict, match="base of box"):
+        await world.services.snapshots.remove("src", "s1")
+    # The fork's container is gone at once; its storage goes in the background, later.
+    await world.boxes.delete("old", force=True)
+    await world.services.snapshots.remove("src", "s1")
+    assert snap.image not in world.runtime.images
+    await world.reconciler.drain()
+    assert [s.label for s in (await world.services.snapshots.list("src"))[1]] == ["s2"]
+
+
 async def test_retention_keeps_the_newest_automatic_snapshots(world: World) -> None:
     await world.boxes.create("b", None, None, None)
     await world.services.snapshots.take("b", "keep-me")

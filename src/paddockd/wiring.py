@@ -20,6 +20,7 @@ from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
 from .e2b.service import E2BService
+from .e2b.snapshots import SandboxSnapshots
 from .e2b.store import SandboxRepository, sandboxes
 from .images.builder import ImageBuilder
 from .netpolicy.base import NetworkRules
@@ -186,13 +187,14 @@ def wire(
     )
 
     stats = StatsService(boxes, runtime)
+    snapshots = SnapshotService(repo, runtime, reconciler, boxes)
     services = Services(
         config=cfg,
         boxes=boxes,
         system=system,
         tokens=tokens,
         images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
-        snapshots=SnapshotService(repo, runtime, reconciler, boxes),
+        snapshots=snapshots,
         drives=drives,
         egress=EgressService(boxes, egress_log, frozenset({gateway})),
         desktop=DesktopService(
@@ -213,7 +215,15 @@ def wire(
         previews=previews,
         events=EventService(changes, boxes),
         terminals=TerminalService(boxes),
-        e2b=E2BService(cfg, boxes, stats, tokens, SandboxRepository(db), now),
+        e2b=E2BService(
+            cfg,
+            boxes,
+            stats,
+            tokens,
+            SandboxRepository(db),
+            SandboxSnapshots(boxes, snapshots),
+            now,
+        ),
     )
     reaper = Reaper(boxes, now, previews)
     sweeper = ImageSweeper(

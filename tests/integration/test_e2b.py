@@ -252,6 +252,53 @@ def test_list_pages(sdk_env: dict[str, str]) -> None:
             s.kill()
 
 
+def test_snapshots_and_fork(sdk_env: dict[str, str]) -> None:
+    """A snapshot is a template to create from; a fork is a new sandbox from the source's
+    files now, with its metadata and env vars; the source runs on, untouched."""
+    run = uuid.uuid4().hex[:8]
+    src = e2b.Sandbox.create(metadata={"snap": run}, envs={"E": "1"})
+    made: list[e2b.Sandbox] = []
+    try:
+        src.files.write("state.txt", "v1")
+        snap = src.create_snapshot(name=f"first-{run}")
+        assert snap.names == [f"first-{run}"]
+        assert snap.snapshot_id.startswith(src.sandbox_id + ":")
+        src.files.write("state.txt", "v2")
+        made.append(e2b.Sandbox.create(snap.snapshot_id))
+        assert made[0].files.read("state.txt") == "v1"
+        assert made[0].get_info().template_id == snap.snapshot_id
+        mine = src.list_snapshots().next_items()
+        assert [s.snapshot_id for s in mine] == [snap.snapshot_id]
+        by_name = e2b.Sandbox.list_snapshots(name=f"first-{run}").next_items()
+        assert [s.snapshot_id for s in by_name] == [snap.snapshot_id]
+
+        forks = src.fork(count=2, timeout=600)
+        assert all(isinstance(f, e2b.Sandbox) for f in forks), forks
+        made += [f for f in forks if isinstance(f, e2b.Sandbox)]
+        for f in made[1:]:
+            assert f.files.read("state.txt") == "v2"
+            assert f.get_info().metadata == {"snap": run}
+            assert f.commands.run("echo $E").stdout == "1\n"
+            assert 500 < f.get_info().end_at.timestamp() - time.time() <= 600
+        made[1].files.write("state.txt", "fork")
+        assert src.files.read("state.txt") == "v2"
+        assert src.is_running()
+        # The fork's own snapshot is listed with the named one.
+        assert len(src.list_snapshots().next_items()) == 2
+
+        # A snapshot a sandbox still runs on stays; once it is gone, it can go.
+        with pytest.raises(e2b.SandboxException, match="base of"):
+            e2b.Sandbox.delete_snapshot(snap.snapshot_id)
+        made.pop(0).kill()
+        assert e2b.Sandbox.delete_snapshot(snap.snapshot_id) is True
+        assert e2b.Sandbox.delete_snapshot(snap.snapshot_id) is False
+        with pytest.raises(e2b.SandboxException, match=r"404: snapshot .* not found"):
+            e2b.Sandbox.create(snap.snapshot_id)
+    finally:
+        for box in (*made, src):
+            box.kill()
+
+
 def _e2b_rows(server: Server) -> set[str]:
     with sqlite3.connect(f"file:{server.dir / 'data' / 'paddock.db'}?mode=ro", uri=True) as db:
         return {row[0] for row in db.execute("SELECT box_id FROM e2b_sandboxes")}

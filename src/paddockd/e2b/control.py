@@ -11,9 +11,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..api.errors import status_of
 from ..domain.accounts import User
+from ..domain.errors import PaddockError
+from ..domain.snapshot import Snapshot
 from . import listing
-from .service import CLIENT_ID, ENVD_VERSION, E2BService, Sandbox, api_key
+from .service import CLIENT_ID, ENVD_VERSION, MAX_FORKS, E2BService, Sandbox, api_key
+from .snapshots import names, snapshot_id
 
 
 def e2b(request: Request) -> E2BService:
@@ -46,6 +50,18 @@ class NewSandbox(BaseModel):
 
 class Timeout(BaseModel):
     timeout: int = Field(ge=0)
+
+
+class ForkBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout: int | None = Field(None, ge=1)
+    count: int = Field(1, ge=1, le=MAX_FORKS)
+
+
+class SnapshotBody(BaseModel):
+    # `memory`: Paddock's snapshots are of files only, whatever is asked (docs/e2b.md).
+    model_config = ConfigDict(extra="ignore")
+    name: str | None = Field(None, max_length=64)
 
 
 class ConnectBody(BaseModel):
@@ -192,3 +208,51 @@ async def connect(
 @router.get("/sandboxes/{sandbox_id}/metrics")
 async def metrics(sandbox_id: str, svc: Svc, user: Caller) -> list[dict[str, Any]]:
     return await svc.metrics(user, sandbox_id)
+
+
+@router.post("/sandboxes/{sandbox_id}/fork", status_code=201)
+async def fork(
+    sandbox_id: str, body: ForkBody, request: Request, svc: Svc, user: Caller
+) -> list[dict[str, Any]]:
+    made = await svc.fork(user, sandbox_id, body.timeout, body.count)
+    return [
+        {"error": {"code": status_of(s), "message": s.message}}
+        if isinstance(s, PaddockError)
+        else {"sandbox": _created(request, svc, s)}
+        for s in made
+    ]
+
+
+def _snapshot_info(snap: Snapshot) -> dict[str, Any]:
+    return {"snapshotID": snapshot_id(snap), "names": names(snap)}
+
+
+@router.post("/sandboxes/{sandbox_id}/snapshots", status_code=201)
+async def create_snapshot(
+    sandbox_id: str, svc: Svc, user: Caller, body: SnapshotBody | None = None
+) -> dict[str, Any]:
+    snap = await svc.snapshot(user, sandbox_id, body.name if body else None)
+    return _snapshot_info(snap)
+
+
+@router.get("/snapshots")
+async def snapshots(
+    response: Response,
+    svc: Svc,
+    user: Caller,
+    sandbox_id: Annotated[str | None, Query(alias="sandboxID", max_length=64)] = None,
+    name: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=listing.MAX_LIMIT)] = listing.MAX_LIMIT,
+    next_token: Annotated[str | None, Query(alias="nextToken", max_length=256)] = None,
+) -> list[dict[str, Any]]:
+    found, token = await svc.snapshots.listed(user, sandbox_id, name, limit, next_token)
+    if token is not None:
+        response.headers["x-next-token"] = token
+    return [_snapshot_info(s) for s in found]
+
+
+@router.delete("/templates/{template_id}", status_code=204)
+async def delete_snapshot(template_id: str, svc: Svc, user: Caller) -> Response:
+    """E2B deletes a snapshot as a template; here only snapshots are templates to delete."""
+    await svc.snapshots.delete(user, template_id)
+    return Response(status_code=204)

@@ -4,13 +4,13 @@ A page ends with an opaque `nextToken` (sent back as the `x-next-token` header),
 the last sandbox given: the next page starts after it in the listing's order. Sandboxes are
 ordered by creation time, which never changes (a start time does, on every resume), so a
 sandbox made, resumed or deleted between two pages neither repeats nor pushes another one
-out of the listing."""
+out of the listing. Snapshots' pages (snapshots.py) use the same tokens."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -53,14 +53,14 @@ def encode_token(key: _Key) -> str:
     return base64.urlsafe_b64encode(f"{key[0]!r} {key[1]}".encode()).decode().rstrip("=")
 
 
-def decode_token(token: str) -> _Key:
+def decode_token(token: str, valid: Callable[[str], bool] = looks_like_id) -> _Key:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        stamp, _, box_id = raw.partition(" ")
-        key = (float(stamp), box_id)
+        stamp, _, ref = raw.partition(" ")
+        key = (float(stamp), ref)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise InvalidRequest("invalid nextToken: pass back the x-next-token given") from None
-    if not looks_like_id(box_id):
+    if not valid(ref):
         raise InvalidRequest("invalid nextToken: pass back the x-next-token given")
     return key
 

@@ -5,19 +5,21 @@ metadata, env vars) in its own table. No second implementation of boxes lives he
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..config import Config
 from ..domain.accounts import User
 from ..domain.box import Box, BoxState, Desired
-from ..domain.errors import InvalidRequest, NotFound, Unauthorized
+from ..domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
 from ..domain.network import NetworkPolicy, policy
+from ..domain.snapshot import Snapshot
 from ..services.boxes import BoxService
 from ..services.stats import StatsService
 from ..store.tokens import TokenRepository
 from .listing import Query, page
+from .snapshots import SandboxSnapshots, parse_snapshot_id
 from .store import SandboxExtras, SandboxRepository
 
 # The envd version the SDK is told: the features it gates (stdin, default user, octet-stream
@@ -30,6 +32,7 @@ CLIENT_ID = "paddock"
 # An E2B sandbox without a timeout still needs an end time in listings.
 _FOREVER = timedelta(days=30)
 _MAX_METADATA = 64
+MAX_FORKS = 20  # as E2B's API
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class E2BService:
         stats: StatsService,
         tokens: TokenRepository,
         repo: SandboxRepository,
+        snapshots: SandboxSnapshots,
         now: Callable[[], datetime],
     ) -> None:
         self._cfg = cfg
@@ -99,6 +103,7 @@ class E2BService:
         self._tokens = tokens
         self._repo = repo
         self._now = now
+        self.snapshots = snapshots
 
     @property
     def boxes(self) -> BoxService:
@@ -112,14 +117,20 @@ class E2BService:
             raise Unauthorized("the API key was not accepted (wrong, or revoked)")
         return user
 
-    def _type_for(self, template: str) -> str | None:
-        """A template names a box type; `base` is the server's default box."""
+    async def _template(self, caller: User, template: str) -> tuple[str | None, str | None]:
+        """(box type, image) a template names: `base` is the server's default box, another
+        name a box type, `BOX:SEQ` one of the caller's snapshots (its box's type)."""
         if template == DEFAULT_TEMPLATE:
-            return None
+            return None, None
         if template in self._cfg.types:
-            return template
+            return template, None
+        if parse_snapshot_id(template) is not None:
+            box, snap = await self.snapshots.find(caller, template)
+            return box.type, snap.image
         known = ", ".join([DEFAULT_TEMPLATE, *sorted(self._cfg.types)])
-        raise NotFound(f"template {template!r} not found; templates here: {known}")
+        raise NotFound(
+            f"template {template!r} not found; templates here: {known}, or a snapshot id"
+        )
 
     async def create(
         self,
@@ -137,7 +148,7 @@ class E2BService:
         for key, value in env_vars.items():
             if not key.isidentifier() or "\x00" in value:
                 raise InvalidRequest(f"invalid environment variable {key!r}")
-        type_name = self._type_for(template)
+        type_name, image = await self._template(caller, template)
         net = network_policy(allow_internet_access, network)
         box = await self._boxes.create(
             None,
@@ -146,6 +157,7 @@ class E2BService:
             # An E2B sandbox is gone when its timeout passes, or paused with autoPause:
             # a box's TTL action, delete or stop (files kept).
             "stop" if auto_pause else "delete",
+            image=image,
             network=net,
             caller=caller,
         )
@@ -172,6 +184,35 @@ class E2BService:
             for b in await self._boxes.listed(caller)
         ]
         return page(found, query)
+
+    async def fork(
+        self, caller: User, sandbox_id: str, timeout: int | None, count: int
+    ) -> list[Sandbox | PaddockError]:
+        """`count` new sandboxes from one snapshot of the source taken now (its files, not
+        its processes: Paddock keeps no memory), each with the source's template, metadata
+        and env vars; the source runs on. Each fork succeeds or fails on its own."""
+        if not 1 <= count <= MAX_FORKS:
+            raise InvalidRequest(f"count must be 1 to {MAX_FORKS}")
+        if timeout is not None and timeout <= 0:
+            raise InvalidRequest("timeout must be a positive number of seconds")
+        source = await self.get(caller, sandbox_id)
+        snap = await self.snapshots.take(caller, source.box, None)
+        made: list[Sandbox | PaddockError] = []
+        for _ in range(count):
+            try:
+                box = await self.snapshots.fork(caller, source.box, snap)
+                if timeout is not None:
+                    box = await self._boxes.extend(box.id, timeout, caller)
+                extras = replace(source.extras, box_id=box.id)
+                await self._repo.put(extras)
+                made.append(Sandbox(box, extras))
+            except PaddockError as exc:
+                made.append(exc)
+        return made
+
+    async def snapshot(self, caller: User, sandbox_id: str, name: str | None) -> Snapshot:
+        box = await self._resolve(caller, sandbox_id)
+        return await self.snapshots.take(caller, box, name)
 
     async def kill(self, caller: User, sandbox_id: str) -> None:
         box = await self._resolve(caller, sandbox_id)

@@ -1,0 +1,50 @@
+"""E2B's sandboxes over the box services (e2b/service.py, e2b/snapshots.py), on fakes."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddockd.domain.errors import CapacityExceeded, InvalidRequest, NotFound
+
+from ..conftest import People, World
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_each_fork_succeeds_or_fails_on_its_own(world: World) -> None:
+    e2b = world.services.e2b
+    caller = await e2b.authenticate(world.token)
+    src = await e2b.create(caller, "base", 600, {"k": "v"}, {"E": "1"}, None, None)
+    # The fake server has room for three small boxes: the source and two forks.
+    made = await e2b.fork(caller, src.box.id, 60, 3)
+    assert isinstance(made[2], CapacityExceeded)
+    forks = [m for m in made[:2] if not isinstance(m, Exception)]
+    assert len(forks) == 2
+    for f in forks:
+        assert (f.extras.metadata, f.extras.env_vars) == ({"k": "v"}, {"E": "1"})
+        assert f.box.expires_at is not None and f.box.ttl == 60
+    # One snapshot for all of them.
+    [snap] = [s for s in (await world.services.snapshots.list(src.box.id))[1]]
+    assert {f.box.image for f in forks} == {snap.image}
+    with pytest.raises(InvalidRequest):
+        await e2b.fork(caller, src.box.id, None, 21)
+
+
+async def test_a_snapshot_is_a_template_for_its_owner_only(world: World, people: People) -> None:
+    e2b = world.services.e2b
+    caller = await e2b.authenticate(world.token)
+    src = await e2b.create(caller, "base", 600, {}, {}, None, None)
+    snap = await e2b.snapshot(caller, src.box.id, "named")
+    made = await e2b.create(caller, f"{src.box.id}:{snap.seq}", 600, {}, {}, None, None)
+    assert made.box.image == snap.image and made.extras.template == f"{src.box.id}:{snap.seq}"
+    listed, token = await e2b.snapshots.listed(caller, None, "named", 10, None)
+    assert ([s.seq for s in listed], token) == ([snap.seq], None)
+    bob = people.bob
+    with pytest.raises(NotFound):
+        await e2b.create(bob, f"{src.box.id}:{snap.seq}", 600, {}, {}, None, None)
+    assert (await e2b.snapshots.listed(bob, None, None, 10, None))[0] == []
+    with pytest.raises(NotFound):
+        await e2b.snapshots.delete(bob, f"{src.box.id}:{snap.seq}")
+    for template in ("nope", f"{src.box.id}:99", "base:1"):
+        with pytest.raises(NotFound):
+            await e2b.create(caller, template, 600, {}, {}, None, None)

@@ -345,6 +345,9 @@ def test_unknown_call_is_a_clear_error(server: Server, sbx: e2b.Sandbox) -> None
     r = httpx.post(server.url + "/e2b/sandbox/git.Git/Clone", headers=envd, json={})
     assert r.status_code == 501
     assert "POST /e2b/sandbox/git.Git/Clone" in r.json()["message"]
-    # Through the SDK itself: a call it has that Paddock does not serve yet.
+    # Through the SDK itself: calls it has that Paddock does not serve yet.
     with pytest.raises(e2b.SandboxException, match="does not support PUT"):
         sbx.update_network({"allow_out": ["198.18.0.1"]})
+    with pytest.raises(e2b.SandboxException, match="does not support file metadata"):
+        sbx.files.write("tagged.txt", "x", metadata={"owner": "me"})
+    assert not sbx.files.exists("tagged.txt")

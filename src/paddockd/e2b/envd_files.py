@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import IO, Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.datastructures import UploadFile
 
 from ..domain.errors import InvalidRequest, InvalidState, PaddockError
@@ -97,9 +97,21 @@ async def _push(
     return _written(dest)
 
 
-@router.post("/sandbox/files")
-async def upload(request: Request) -> list[dict[str, Any]]:
+@router.post("/sandbox/files", response_model=None)
+async def upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
     svc = _e2b(request)
+    if any(key.startswith("x-metadata-") for key in request.headers):
+        # File metadata (envd 0.6.2's xattrs) is not kept here: refused, not dropped.
+        await target(svc, request.headers.get)
+        return JSONResponse(
+            {
+                "code": 501,
+                "message": "Paddock's envd does not support file metadata "
+                "(X-Metadata-* headers of POST /files)",
+                "error_code": "unsupported",
+            },
+            501,
+        )
     path = request.query_params.get("path", "")
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):

@@ -123,6 +123,19 @@ def test_files(sbx: e2b.Sandbox) -> None:
         sbx.files.read("nope.txt")
 
 
+def test_git(sbx: e2b.Sandbox) -> None:
+    """The SDK's git helpers run git through commands.run: the box's git does the work."""
+    sbx.git.init("repo", initial_branch="main")
+    sbx.git.configure_user("Box User", "box@paddock.invalid")
+    sbx.files.write("repo/a.txt", "a")
+    assert [f.name for f in sbx.git.status("repo").file_status] == ["a.txt"]
+    sbx.git.add("repo")
+    sbx.git.commit("repo", "first")
+    status = sbx.git.status("repo")
+    assert (status.current_branch, status.file_status) == ("main", [])
+    assert sbx.commands.run("git -C repo log --format=%an:%s").stdout == "Box User:first\n"
+
+
 def _events_until(
     handle: e2b.sandbox_sync.filesystem.watch_handle.WatchHandle,
     want: set[tuple[str, e2b.FilesystemEventType]],

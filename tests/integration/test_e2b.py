@@ -217,6 +217,7 @@ def test_timeout_pause_resume(sdk_env: dict[str, str]) -> None:
     box = e2b.Sandbox.create(timeout=120)
     try:
         box.files.write("keep.txt", "kept")
+        watch = box.files.watch_dir(".")
         box.set_timeout(600)
         end = box.get_info().end_at
         assert 500 < end.timestamp() - time.time() <= 600
@@ -224,6 +225,9 @@ def test_timeout_pause_resume(sdk_env: dict[str, str]) -> None:
         assert box.get_info().state == e2b.SandboxState.PAUSED
         again = e2b.Sandbox.connect(box.sandbox_id)
         assert again.files.read("keep.txt") == "kept"
+        # Processes do not outlive a pause, and a watch is one.
+        with pytest.raises(e2b.NotFoundException, match="watcher has ended"):
+            watch.get_new_events()
         assert again.get_info().state == e2b.SandboxState.RUNNING
     finally:
         box.kill()

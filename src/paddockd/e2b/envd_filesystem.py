@@ -178,8 +178,9 @@ class FilesystemService(filesystem_connect.Filesystem):
     # -- watching (watching.py): inotify in the box, or polling where it cannot be had
     async def _watch(self, t: Target, path: str, recursive: bool, include_entry: bool) -> Watch:
         async def start(argv: list[str]) -> ExecProcess:
+            # A watch waits for others' changes: it keeps no box from its idle stop.
             return await self._e2b.boxes.exec(
-                t.box.id, argv, {}, "/", t.user, stdin=True, caller=t.caller
+                t.box.id, argv, {}, "/", t.user, stdin=True, caller=t.caller, busy=False
             )
 
         async def sh(script: str, *args: str) -> str:
@@ -222,6 +223,9 @@ class FilesystemService(filesystem_connect.Filesystem):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.CreateWatcherResponse:
         t = await self._target(ctx)
+        # Watchers whose box stopped or went (their process ended with it) are forgotten.
+        for key in [k for k, w in self._watchers.items() if w.watch.ended]:
+            await self._drop(key)
         mine = [k for k, w in self._watchers.items() if w.box_id == t.box.id]
         if len(mine) >= _MAX_WATCHERS:
             # The oldest goes: a client that never removes its watchers cannot pile them up.

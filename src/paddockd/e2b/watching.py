@@ -51,6 +51,8 @@ Shell = Callable[..., Awaitable[str]]
 
 
 class Watch(Protocol):
+    ended: bool  # nothing more will come (the box stopped, the folder went)
+
     def events(self, keepalive: float) -> AsyncIterator[pb.FilesystemEvent | None]:
         """Events as they come, until the watch ends; None after `keepalive` seconds
         without one."""
@@ -192,6 +194,7 @@ class PolledWatch:
         self._path = path
         self._depth = depth
         self._seen: dict[str, tuple[str, str, str]] = {}
+        self.ended = False
 
     @classmethod
     async def start(cls, sh: Shell, path: str, recursive: bool) -> PolledWatch:
@@ -200,7 +203,12 @@ class PolledWatch:
         return w
 
     async def _snapshot(self) -> dict[str, tuple[str, str, str]]:
-        fields = (await self._sh(_SNAP, self._path, str(self._depth))).split("\0")
+        try:
+            out = await self._sh(_SNAP, self._path, str(self._depth))
+        except PaddockError:
+            self.ended = True
+            raise
+        fields = out.split("\0")
         return {
             fields[i]: (fields[i + 1], fields[i + 2], fields[i + 3])
             for i in range(0, len(fields) - 3, 4)

@@ -419,7 +419,10 @@ class BoxService:
         stdin: bool = False,
         size: tuple[int, int] | None = None,
         caller: User | None = None,
+        busy: bool = True,
     ) -> ExecProcess:
+        """Start a command in the box. While it runs the box is in use (no idle stop),
+        unless `busy` is False: a watcher that only waits for changes is no use of the box."""
         if not cmd:
             raise InvalidRequest("no command given")
         for key, value in env.items():
@@ -453,7 +456,7 @@ class BoxService:
             # Before the caller can send its own resize, so that one is the last (_SIZED).
             with contextlib.suppress(PaddockError):
                 await proc.resize(int(size[0]), int(size[1]))
-        return _InUse(proc, self.activity, box.id)
+        return _InUse(proc, self.activity, box.id) if busy else proc
 
     async def push(
         self,

@@ -376,6 +376,17 @@ async def test_stats_give_figures_for_running_boxes_and_state_for_the_rest(world
     assert status.data_root_free_bytes and status.data_root_total_bytes
 
 
+async def test_a_watcher_keeps_no_box_from_its_idle_stop(world: World) -> None:
+    now = [1000.0]
+    world.boxes.activity = Activity(now=lambda: now[0])
+    await world.boxes.create("watched", None, 0, None, idle_stop=60)
+    proc = await world.boxes.exec("watched", ["sleep", "100"], {}, None, None, busy=False)
+    assert await world.reaper.reap() == []
+    now[0] += 61
+    assert await world.reaper.reap() == ["watched"]
+    await proc.close()
+
+
 async def test_idle_boxes_stop_and_boxes_in_use_do_not(world: World) -> None:
     now = [1000.0]
     world.boxes.activity = Activity(now=lambda: now[0])

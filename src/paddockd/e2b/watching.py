@@ -116,7 +116,7 @@ class InotifyWatch:
                 del buf[: nl + 1]
                 try:
                     obj = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # the box's output: anything at all
                     continue
                 if isinstance(obj, dict):
                     yield obj

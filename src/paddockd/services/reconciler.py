@@ -114,6 +114,11 @@ class Reconciler:
                     await self._isolation_failed(boxes[info.box_id], info, failed[info.box_id])
 
     async def _isolation_failed(self, box: Box, info: ContainerInfo, why: str) -> None:
+        current = await self._repo.get(box.id)
+        if current is None or Desired.DELETED in (current.desired, box.desired):
+            # Its port went with its container, which is being removed: marking the row
+            # `error` would only hold up the delete (seen: an E2B kill during a sync).
+            return
         message = f"stopped: its network isolation could not be applied ({why})"
         log.error("box %s: %s", box.name, message)
         await self._rt.stop(info.id, 0)

@@ -325,6 +325,20 @@ async def test_a_box_whose_isolation_fails_is_stopped_and_marked(world: World) -
     assert again.state == BoxState.RUNNING and world.reconciler.isolation_failures == {}
 
 
+async def test_a_box_being_deleted_is_not_marked_for_its_isolation(world: World) -> None:
+    """A sync that lists a container being removed finds its port gone with it: that is
+    no isolation failure to mark (the row stays `deleting`, and the delete finishes)."""
+    box = await world.boxes.create("going", None, None, None)
+    going = await world.repo.update(box, desired=Desired.DELETED, state=BoxState.DELETING)
+    world.network.failing = {box.id: "0 ports"}
+    await world.reconciler.sync_network()
+    assert (await world.repo.get(box.id)) == going
+    world.network.failing = {}
+    await world.reconciler.reconcile(box.id)
+    await world.reconciler.drain()
+    assert await world.repo.get(box.id) is None
+
+
 async def test_a_box_made_without_lxcfs_gets_its_views_when_resumed(world: World) -> None:
     """Binds are fixed at create: a stopped box whose container lacks the /proc views (or
     has them while LXCFS is down) is made again from its stop snapshot; a running one is

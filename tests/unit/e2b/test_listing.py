@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from paddockd.domain.errors import InvalidRequest
@@ -75,6 +77,12 @@ async def test_filters_by_state_and_template(world: World) -> None:
     assert _ids(running) == [made[1]]
     assert _ids((await world.services.e2b.listed(caller, Query(template="base")))[0]) == made
     assert (await world.services.e2b.listed(caller, Query(template="other")))[0] == []
+    # made[1] was started again just now: only it started after the first was made.
+    first = (await world.boxes.resolve(made[0])).created_at
+    later, _ = await world.services.e2b.listed(
+        caller, Query(started_after=first + timedelta(seconds=1))
+    )
+    assert _ids(later) == [made[1]]
 
 
 def test_tokens_read_back_and_junk_is_refused() -> None:

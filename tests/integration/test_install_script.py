@@ -36,7 +36,11 @@ def fingerprint() -> str:
         "/var/lib/paddock/engine.xfs",
     ):
         p = Path(path)
-        seen.append(f"{path}:{p.exists()}:{p.stat().st_mtime if p.exists() else ''}")
+        if not p.exists():
+            seen.append(f"{path}: missing")
+            continue
+        # The engine's filesystem image changes with every write through its loop device.
+        seen.append(f"{path}: {p.stat().st_size if p.suffix == '.xfs' else p.stat().st_mtime}")
     # Only Paddock's own table: the engine adds and drops its tables as networks come and go.
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     seen.append(str("table inet paddock" in tables.splitlines()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import ipaddress
@@ -32,6 +33,7 @@ from . import cgroups, cpuset, seccomp
 from .base import (
     LABEL_BOX,
     LABEL_VIEWS,
+    STDOUT,
     BoxNetwork,
     ContainerInfo,
     ContainerSpec,
@@ -754,8 +756,23 @@ class _DockerExec:
         self._sock = sock
         self._raw: socket.socket = getattr(sock, "_sock", sock)
         self._tty = tty
+        if tty:
+            # A TTY's stream is the bare bytes both ways, so the event loop reads and writes
+            # it itself: no thread hop per keystroke and per echo, which is most of what a
+            # terminal's echo costs beyond the engine's own (bench/terminal.py).
+            self._raw.setblocking(False)
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        if self._tty:
+            loop = asyncio.get_running_loop()
+            while True:
+                try:
+                    data = await loop.sock_recv(self._raw, 65536)
+                except OSError:  # reset or closed under us: the command's stream ended
+                    return
+                if not data:
+                    return
+                yield STDOUT, data
         async for kind, data in self._rt._aiter(_frames_iter(self._sock, self._tty)):
             if data:
                 yield kind, data
@@ -773,6 +790,12 @@ class _DockerExec:
         return await self._rt._run(work)
 
     async def write(self, data: bytes) -> None:
+        if self._tty:
+            try:
+                await asyncio.get_running_loop().sock_sendall(self._raw, data)
+            except OSError as exc:
+                raise translate(exc) from exc
+            return
         await self._rt._run(lambda: self._raw.sendall(data), stream=True)
 
     async def close_stdin(self) -> None:

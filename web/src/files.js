@@ -90,7 +90,7 @@ export function filesTab(panel, box) {
         h("td", { dataset: { label: "Size" } }, r.folder ? "–" : bytes(r.size)),
         h("td", { dataset: { label: "Modified" } }, new Date(r.modified).toLocaleString()),
         h("td.row-actions", {},
-          r.target_type === "missing" ? null : h("button.small", { type: "button", "aria-label": `Download ${r.name}`,
+          !(r.folder || r.type === "file" || r.target_type === "file") ? null : h("button.small", { type: "button", "aria-label": `Download ${r.name}`,
             title: r.folder ? "as a zip" : undefined, on: { click: () => download(r, path) } }, r.folder ? "Download zip" : "Download"),
           h("button.small", { type: "button", "aria-label": `Rename ${r.name}`, on: { click: () => rename(r.name) } }, "Rename"),
           h("button.small.danger", { type: "button", "aria-label": `Delete ${r.name}`, on: { click: () => remove(r.name) } }, "Delete")));

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         Drive,
         EgressEvent,
         ExecResult,
+        FileList,
         Invite,
         Member,
         MemberRemoved,
@@ -738,6 +739,36 @@ class _Base:
     def _r_pull(ref: str, src: str) -> _Request:
         return _Request("GET", _box(ref) + "/files", {"path": src}, untimed=True)
 
+    @operation
+    def list_files(self, box: str, path: str = "/config") -> Call[FileList]:
+        """The entries of the folder `path` in the box, by name, as the box user reads
+        them (at most 5000: `truncated` says when there were more)."""
+        req = _Request("GET", _box(box) + "/files/list", {"path": path})
+        return Call(req, _model("FileList"))
+
+    @staticmethod
+    def _r_download(ref: str, src: str, archive: str) -> _Request:
+        if archive not in ("zip", "tar"):
+            raise InvalidRequest(f"archive is zip or tar, not {archive!r}")
+        params = {"path": src, "format": archive}
+        return _Request("GET", _box(ref) + "/files/download", params, untimed=True)
+
+    @staticmethod
+    def _download_target(dest: str | Path, force: bool) -> tuple[Path, Path]:
+        """The file a download becomes, and the partial file it is written to first (in
+        the same folder, so the last step is a rename: never half a file at `dest`)."""
+        import os
+        from pathlib import Path
+
+        target = Path(dest)
+        if target.is_dir():
+            raise InvalidRequest(f"{target} is a folder: give the file to write")
+        if (target.exists() or target.is_symlink()) and not force:
+            from ._exceptions import Conflict
+
+            raise Conflict(f"{target} exists (force=True replaces it)")
+        return target, target.with_name(f".{target.name}.{os.getpid()}.part")
+
     def _box_dest(self, box: str, dest: str) -> Generator[_Call, Any, Dest]:
         """What DEST in the box is, by the stats it takes (yielded for the client to send;
         each answer comes back in). A link at DEST is followed, as docker cp does."""
@@ -1011,6 +1042,27 @@ class Client(_Base):
             )
         finally:
             resp.close()
+        return target
+
+    def download(
+        self, box: str, src: str, dest: str | Path, *, archive: str = "zip", force: bool = False
+    ) -> Path:
+        """Save `src` from the box as the one local file `dest`, as the dashboard downloads
+        it: a file as it is, a folder as a zip (or `archive="tar"`) holding only what stays
+        inside it (links leading out, devices and fifos are left out). Replaces an
+        existing `dest` only with `force`."""
+        import os
+
+        target, partial = self._download_target(dest, force)
+        resp = self._open(self._r_download(box, src, archive))
+        try:
+            with open(partial, "wb") as f:
+                for chunk in resp.iter_bytes():
+                    f.write(chunk)
+            os.replace(partial, target)
+        finally:
+            resp.close()
+            partial.unlink(missing_ok=True)
         return target
 
     def build_image(
@@ -1433,6 +1485,26 @@ class AsyncClient(_Base):
             if not writer.done():
                 await asyncio.to_thread(chunks.put, None)
         await writer
+        return target
+
+    async def download(
+        self, box: str, src: str, dest: str | Path, *, archive: str = "zip", force: bool = False
+    ) -> Path:
+        """Save `src` from the box as the local file `dest` (the rules of
+        `Client.download`); the file is written off the event loop."""
+        import asyncio
+        import os
+
+        target, partial = self._download_target(dest, force)
+        resp = await self._send(self._r_download(box, src, archive))
+        try:
+            with open(partial, "wb") as f:  # each write below goes to a thread
+                async for chunk in resp.aiter_bytes():
+                    await asyncio.to_thread(f.write, chunk)
+            os.replace(partial, target)
+        finally:
+            await resp.aclose()
+            partial.unlink(missing_ok=True)
         return target
 
     async def build_image(

@@ -335,6 +335,28 @@ class PushResult:
     bytes: int
 
 
+FileKind = Literal["file", "dir", "symlink", "other"]
+
+
+@dataclass
+class FileEntry:
+    name: str
+    type: FileKind  # the entry itself: a link is "symlink"
+    size: int
+    mode: int  # permission bits
+    modified: datetime
+    target: str | None = None  # a link's target, as written
+    # what a link leads to ("missing": nothing there, or a loop); None for the rest
+    target_type: Literal["file", "dir", "other", "missing"] | None = None
+
+
+@dataclass
+class FileList:
+    path: str  # the folder, absolute, as listed
+    entries: list[FileEntry]  # by name
+    truncated: bool  # more entries than the listing's cap
+
+
 @dataclass
 class EngineStatus:
     reachable: bool

@@ -40,6 +40,7 @@ from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.egress import EgressLog, EgressService
 from .services.events import BoxChanges, EventService
+from .services.files import FileService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
 from .services.pool import WarmPool
@@ -215,6 +216,7 @@ def wire(
         previews=previews,
         events=EventService(changes, boxes),
         terminals=TerminalService(boxes),
+        files=FileService(boxes),
         e2b=E2BService(
             cfg,
             boxes,

@@ -1,15 +1,21 @@
 """The web dashboard in a real browser (Debian's chromium, driven by Playwright) against a
 real paddockd with real boxes: log in, create a box from the dialog and see it run without
-reloading, type in its terminal, upload and download a file, snapshot and restore, see
-its desktop; a member sees only their own boxes; a hostile file name stays text."""
+reloading, type in its terminal, upload and download a file and a folder, snapshot and
+restore, see its desktop; edit the network policy (checked as typed, the suggested
+allowlist) and watch a refused connection appear in the live egress log; run an agent
+against the fake model, watch it, stop one, read past runs; the Server page; a member sees
+only their own boxes; a hostile file name stays text."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import re
+import stat
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +23,11 @@ from typing import Any
 import pytest
 
 from ..harness import Server
+from ..netlab import ALLOWED, OTHER, TestInternet
 from .test_accounts import PASSWORD, create_owner
+from .test_agents import BASE_URL, FakeModel
 from .test_members import invite, join
+from .test_network import connect, lookup
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -145,6 +154,33 @@ def test_the_owner_works_a_box_from_the_dashboard(
         with page.expect_download() as download:
             page.click("[aria-label='Download up.bin']")
         assert Path(download.value.path()).read_bytes() == data
+        # A folder comes as a zip of what stays inside it: the links that lead out of it
+        # (to the box's /etc, above the folder) are left out, the rest is as in the box.
+        sh(
+            dash,
+            name,
+            "mkdir -p /config/proj/src/deep && cd /config/proj && "
+            "head -c 200000 /dev/urandom > src/deep/blob && echo '# readme' > README.md && "
+            "ln -s ../README.md src/readme && ln -s /etc/passwd passwd && ln -s ../.. up",
+        )
+        page.click("#panel-files >> text=Refresh")
+        with page.expect_download() as download:
+            page.click("[aria-label='Download proj']")
+        assert download.value.suggested_filename == "proj.zip"
+        zipped = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
+        assert sorted(zipped.namelist()) == [
+            "proj/",
+            "proj/README.md",
+            "proj/src/",
+            "proj/src/deep/",
+            "proj/src/deep/blob",
+            "proj/src/readme",
+        ]
+        for member in ("README.md", "src/deep/blob"):
+            there = sh(dash, name, f"sha256sum /config/proj/{member} | cut -d' ' -f1").strip()
+            assert hashlib.sha256(zipped.read(f"proj/{member}")).hexdigest() == there
+        link = zipped.getinfo("proj/src/readme")
+        assert stat.S_ISLNK(link.external_attr >> 16) and zipped.read(link) == b"../README.md"
         # A hostile name is shown as text: no element made of it, no script run.
         row = page.locator("#panel-files tr", has_text=XSS)
         assert row.count() == 1 and row.locator("img").count() == 0
@@ -203,3 +239,200 @@ def test_a_member_sees_only_their_own_boxes(dash: Server, chromium: Any) -> None
         with dash.client() as c:
             for name in (mine, theirs):
                 c.delete_box(name, force=True)
+
+
+def open_tab(page: Any, server: Server, box: str, tab: str) -> None:
+    page.goto(f"{server.url}/#/box/{box}/{tab}")
+    page.wait_for_selector(f"#panel-{tab} > *")
+
+
+def policy(server: Server, box: str) -> tuple[str, list[str]]:
+    with server.client() as c:
+        spec = c.get_network(box)
+    return spec.mode, list(spec.allow)
+
+
+def test_the_network_tab_edits_the_policy_and_shows_refusals_live(
+    dash: Server, chromium: Any, internet: TestInternet
+) -> None:
+    name = f"net-{uuid.uuid4().hex[:6]}"
+    with dash.client() as c:
+        c.create_box(name, ttl=900)
+    page = logged_in(chromium, dash, "ada")
+    try:
+        open_tab(page, dash, name, "network")
+        page.wait_for_selector("#panel-network .live:text-is('live')")
+        select, area = "#panel-network select[name=network]", "#panel-network textarea[name=allow]"
+        problems = "#panel-network ul.problems li"
+
+        # The allowlist is checked as it is typed, by the server's rules; a bad one is
+        # never sent.
+        page.select_option(select, "allowlist")
+        page.fill(area, "allowed.test\nbad_name!\n10.0.0.1/8")
+        page.wait_for_selector(f"{problems}:has-text('bad_name!')")
+        assert page.locator(problems).all_inner_texts() == [
+            "bad_name!: use an IPv4 address or CIDR (10.0.0.0/8), a domain (example.com) "
+            "or a wildcard (*.example.com)",
+            "10.0.0.1/8: host bits are set (use the network's first address)",
+        ]
+        # The browser's own form check stops the submit (and says why at the field).
+        page.click("#panel-network button.primary")
+        assert page.eval_on_selector(area, "e => e.validationMessage") == "fix the allowlist"
+        page.wait_for_timeout(500)
+        assert policy(dash, name) == ("allow-all", [])
+        page.fill(area, "allowed.test\n*.wild.test\n198.18.2.0/24")
+        page.wait_for_selector(problems, state="detached")
+        page.click("#panel-network button.primary")
+        page.wait_for_selector(".toast:has-text('network: allowlist (3 entries)')")
+        assert policy(dash, name) == ("allowlist", ["allowed.test", "*.wild.test", "198.18.2.0/24"])
+
+        # What the box uses shows up in the log as it happens; the suggestion covers it.
+        page.select_option(select, "allow-all")
+        page.click("#panel-network button.primary")
+        page.wait_for_selector(".toast:has-text('network: allow-all')")
+        assert lookup(dash, name, "allowed.test")[0] == [ALLOWED]
+        assert connect(dash, name, OTHER)[0]
+        rows = "#panel-network table.egress tbody tr"
+        page.wait_for_selector(f"{rows}:has-text('allowed.test')", timeout=20_000)
+        page.wait_for_selector(f"{rows}:has-text('{OTHER}:80')", timeout=20_000)
+        page.click("#panel-network >> text=Apply suggested allowlist")
+        page.wait_for_selector(f"dialog:has-text('Allow only: allowed.test, {OTHER}/32')")
+        page.click("dialog button.danger")
+        page.wait_for_selector(".toast:has-text('network: allowlist (2 entries)')")
+        assert policy(dash, name) == ("allowlist", ["allowed.test", f"{OTHER}/32"])
+        assert page.input_value(area) == f"allowed.test\n{OTHER}/32"
+
+        # Deny all: a new connection is refused at once, the refusal appears in the log
+        # without a reload, and the listener it was meant for saw nothing.
+        page.select_option(select, "deny-all")
+        page.click("#panel-network button.primary")
+        page.wait_for_selector(".toast:has-text('network: deny-all')")
+        assert policy(dash, name) == ("deny-all", [])
+        internet.reset()
+        ok, seconds, _ = connect(dash, name, OTHER)
+        assert not ok and seconds < 3
+        refused = page.locator(f"{rows}.refused", has_text=f"{OTHER}:80")
+        refused.first.wait_for(timeout=20_000)
+        assert "connect" in refused.first.inner_text()
+        assert internet.connections() == []
+        assert page.alerts == [] and page.errors == []
+    finally:
+        page.context.close()
+        with dash.client() as c:
+            c.delete_box(name, force=True)
+
+
+def set_key(page: Any, server: Server, provider: str, key: str, base_url: str) -> None:
+    """A provider key through the Credentials page (never shown again once saved)."""
+    page.goto(f"{server.url}/#/credentials")
+    page.click(f"[aria-label='Set key for {provider}']")
+    page.fill("dialog input[name=key]", key)
+    page.fill("dialog input[name=base_url]", base_url)
+    page.click("dialog button.primary")
+    page.wait_for_selector(f".toast:has-text('key for {provider} saved')")
+    assert key not in page.content()
+
+
+def test_the_agents_tab_runs_watches_stops_and_keeps_history(
+    dash: Server, chromium: Any, internet: TestInternet, workdir: Path
+) -> None:
+    model = FakeModel(internet, workdir / "fakemodel-dashboard.jsonl")
+    name = f"agents-{uuid.uuid4().hex[:6]}"
+    with dash.client() as c:
+        c.create_box(name, box_type="medium", ttl=1800)
+    page = logged_in(chromium, dash, "ada")
+    try:
+        set_key(page, dash, "anthropic", f"sk-ant-fake-{uuid.uuid4().hex}", BASE_URL)
+        set_key(page, dash, "openai", "sk-openai-fake-0123456789", f"{BASE_URL}/v1")
+        open_tab(page, dash, name, "agents")
+        panel = "#panel-agents"
+        page.wait_for_selector(f"{panel} select[name=agent] option[value=claude]", state="attached")
+
+        # A run, watched live to its end: the model's answer, then how it ended.
+        page.select_option(f"{panel} select[name=agent]", "claude")
+        page.fill(f"{panel} textarea[name=instruction]", "Say something.")
+        page.click(f"{panel} button.primary")
+        page.wait_for_selector(".toast:has-text('started')")
+        log = f"{panel} pre.log"
+        page.wait_for_function(
+            f"() => /\\[succeeded, exit 0\\]/.test(document.querySelector('{log}').textContent)",
+            timeout=240_000,
+        )
+        assert "FAKE-ANSWER" in page.inner_text(log)
+        assert any(r["path"] for r in model.requests())
+        with dash.client() as c:
+            (first,) = c.list_runs(name)
+        assert first.status == "succeeded" and first.agent == "claude"
+
+        # One that waits on a model that never answers: Stop ends it.
+        page.select_option(f"{panel} select[name=agent]", "codex")
+        page.fill(f"{panel} textarea[name=instruction]", "SLOW please")
+        page.click(f"{panel} button.primary")
+        row = page.locator(f"{panel} tr", has_text="SLOW please")
+        row.locator(".s-running").wait_for(timeout=60_000)
+        page.wait_for_timeout(3000)  # codex is waiting on the model by now
+        with dash.client() as c:
+            slow = next(r for r in c.list_runs(name) if r.instruction == "SLOW please")
+        assert slow.status == "running"
+        row.locator("button", has_text="Stop").click()
+        row.locator(".s-stopped").wait_for(timeout=60_000)
+        with dash.client() as c:
+            assert c.get_run(slow.id).status == "stopped"
+        assert dash.cli("exec", name, "--", "pgrep", "-f", "codex exec").returncode == 1
+
+        # History: after a reload both runs are listed; the first one's log is there.
+        page.reload()
+        page.wait_for_selector(f"{panel} tr:has-text('SLOW please') .s-stopped")
+        page.click(f"{panel} button.link:text-is('{first.id}')")
+        page.wait_for_selector(f"{panel} h2:has-text('Run log: {first.id} (claude)')")
+        page.wait_for_function(
+            f"() => document.querySelector('{log}').textContent.includes('FAKE-ANSWER')"
+        )
+        assert page.alerts == [] and page.errors == []
+    finally:
+        page.context.close()
+        with dash.client() as c:
+            c.delete_box(name, force=True)
+            for provider in ("anthropic", "openai"):
+                with contextlib.suppress(Exception):
+                    c.delete_credential(provider)
+
+
+def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: Any) -> None:
+    name = f"srv-{uuid.uuid4().hex[:6]}"
+    with dash.client() as c:
+        c.create_box(name, ttl=900)
+    ada = logged_in(chromium, dash, "ada")
+    bob = logged_in(chromium, dash, "bob")
+    try:
+        for page in (ada, bob):
+            page.goto(f"{dash.url}/#/server")
+            page.wait_for_selector("main dl.details")
+        with dash.client() as c:
+            status = c.status()
+        shown = dict(
+            zip(
+                ada.locator("main dl.details dt").all_inner_texts(),
+                ada.locator("main dl.details dd").all_inner_texts(),
+                strict=True,
+            )
+        )
+        assert shown["Version"] == status.version
+        assert shown["Engine"].startswith("reachable, Docker ")
+        assert f"profile {status.engine.profile}" in shown["Engine"]
+        assert shown["Box image"] == status.engine.image
+        cap = status.capacity
+        assert shown["CPUs"] == f"{cap.cpus_used:g} of {cap.cpus_total:g} given to boxes"
+        assert shown["Memory"].endswith(" given to boxes") and " of " in shown["Memory"]
+        assert re.fullmatch(r"\d+ running, \d+ stopped", shown["Boxes"])
+        assert int(shown["Boxes"].split()[0]) >= 1
+        assert shown["Disk"].startswith(f"{status.data_root}: ") and " free of " in shown["Disk"]
+        # The image rebuild is the owner's.
+        assert ada.locator("text=Rebuild box image").count() == 1
+        assert bob.locator("text=Rebuild box image").count() == 0
+        assert ada.errors == [] and bob.errors == []
+    finally:
+        ada.context.close()
+        bob.context.close()
+        with dash.client() as c:
+            c.delete_box(name, force=True)

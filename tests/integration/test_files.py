@@ -16,11 +16,14 @@ import shutil
 import stat
 import tarfile
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+import paddock
 
 from .conftest import ROOT, Server
 
@@ -373,3 +376,82 @@ def test_a_push_body_that_is_not_a_tar_is_a_bad_request(server: Server, box: str
     assert resp.status_code == 400
     error = resp.json()["error"]
     assert error["code"] == "invalid_request" and "not a valid tar archive" in error["message"]
+
+
+def test_list_and_download_through_the_sdk(server: Server, box: str, tmp_path: Path) -> None:
+    """A folder's listing as the box user reads it; a file downloaded as it is (a link, as
+    what it leads to) and a folder as a zip and a tar holding nothing that leads out: the
+    hostile links are left out, the rest arrives identical, sparse data included."""
+    server.sh(
+        box,
+        "mkdir -p /config/dl/sub && cd /config/dl && head -c 2000000 /dev/urandom > sub/blob && "
+        "truncate -s 30M sparse && printf tail >> sparse && echo hi > 'we ird\"name;.txt' && "
+        "ln -s sub/blob inside && ln -s /etc/shadow shadow && ln -s ../.. up && "
+        "ln -s sub/../.. sneaky && mkfifo pipe && chmod 4755 sub/blob",
+    )
+    with server.client() as c:
+        listing = c.list_files(box, "dl")
+        kinds = {e.name: (e.type, e.target, e.target_type) for e in listing.entries}
+        assert listing.path == "/config/dl" and not listing.truncated
+        assert kinds == {
+            "inside": ("symlink", "sub/blob", "file"),
+            "pipe": ("other", None, None),
+            "shadow": ("symlink", "/etc/shadow", "file"),
+            "sneaky": ("symlink", "sub/../..", "dir"),
+            "sparse": ("file", None, None),
+            "sub": ("dir", None, None),
+            "up": ("symlink", "../..", "dir"),
+            'we ird"name;.txt': ("file", None, None),
+        }
+        with pytest.raises(paddock.NotFound):
+            c.list_files(box, "/config/nope")
+        with pytest.raises(paddock.InvalidRequest, match="not a folder"):
+            c.list_files(box, "/config/dl/sparse")
+
+        blob = server.sh(box, "sha256sum /config/dl/sub/blob | cut -d' ' -f1").strip()
+        sparse = server.sh(box, "sha256sum /config/dl/sparse | cut -d' ' -f1").strip()
+        got = c.download(box, "/config/dl/inside", tmp_path / "blob")
+        assert digest(got) == blob
+        with pytest.raises(paddock.Conflict):
+            c.download(box, "/config/dl/inside", tmp_path / "blob")
+
+        zipped = c.download(box, "dl", tmp_path / "dl.zip")
+        with zipfile.ZipFile(zipped) as zf:
+            assert sorted(zf.namelist()) == [
+                "dl/",
+                "dl/inside",
+                "dl/sparse",
+                "dl/sub/",
+                "dl/sub/blob",
+                'dl/we ird"name;.txt',
+            ]
+            assert hashlib.sha256(zf.read("dl/sparse")).hexdigest() == sparse
+            assert (zf.getinfo("dl/sub/blob").external_attr >> 16) & 0o7777 == 0o755
+        tarred = c.download(box, "dl", tmp_path / "dl.tar", archive="tar")
+        with tarfile.open(tarred) as tar:
+            names = sorted(tar.getnames())
+            tar.extractall(tmp_path / "x", filter="data")
+        assert names == [
+            "dl",
+            "dl/inside",
+            "dl/sparse",
+            "dl/sub",
+            "dl/sub/blob",
+            'dl/we ird"name;.txt',
+        ]
+        assert digest(tmp_path / "x" / "dl" / "inside") == blob  # the kept link, followed
+
+
+def test_a_download_is_never_rendered(server: Server, box: str) -> None:
+    server.sh(box, "echo '<script>alert(1)</script>' > '/config/page.html'")
+    got = httpx.get(
+        f"{server.url}/v1/boxes/{box}/files/download",
+        params={"path": "/config/page.html"},
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
+    assert got.status_code == 200 and got.content == b"<script>alert(1)</script>\n"
+    assert got.headers["content-type"] == "application/octet-stream"
+    assert got.headers["content-disposition"].startswith('attachment; filename="page.html"')
+    assert got.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in got.headers["content-security-policy"]
+    assert got.headers["content-length"] == str(len(got.content))

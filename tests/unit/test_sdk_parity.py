@@ -35,6 +35,8 @@ OPERATIONS = {
     ("GET", "/v1/boxes/{ref}/files"): "pull",
     ("PUT", "/v1/boxes/{ref}/files"): "push",
     ("GET", "/v1/boxes/{ref}/files/stat"): "stat",
+    ("GET", "/v1/boxes/{ref}/files/list"): "list_files",
+    ("GET", "/v1/boxes/{ref}/files/download"): "download",
     ("POST", "/v1/boxes/{ref}/fork"): "fork_box",
     ("POST", "/v1/boxes/{ref}/restore"): "restore_box",
     ("GET", "/v1/boxes/{ref}/snapshots"): "list_snapshots",

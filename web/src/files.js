@@ -1,14 +1,13 @@
-// The Files tab: browse, upload (files, folders, drag and drop, with progress), download,
-// new folder, rename, delete. Uploads go through PUT /files (paddockd's tar extraction and
-// its rules, as `paddock push`); the rest runs as the box user, with the box user's rights.
-import { run, upload, call, enc } from "./api.js";
+// The Files tab: browse (GET /files/list), upload (files, folders, drag and drop, with
+// progress), download (GET /files/download: a file as it is, a folder as a zip that holds
+// nothing leading outside it), new folder, rename, delete. Uploads go through PUT /files
+// (paddockd's tar extraction and its rules, as `paddock push`); the rest runs as the box
+// user, with the box user's rights.
+import { run, upload, get, enc } from "./api.js";
 import { h, clear, bytes, toast, dialog, confirmed, field } from "./dom.js";
-import { pack, firstFile } from "./tar.js";
+import { pack } from "./tar.js";
 
 const HOME = "/config";
-const MAX_ENTRIES = 5000;
-// One NUL-separated record per entry: type (links followed), own type, size, mtime, name.
-const LIST = `find "$1" -mindepth 1 -maxdepth 1 -printf '%Y\\0%y\\0%s\\0%T@\\0%f\\0' | head -z -n ${5 * MAX_ENTRIES}`;
 
 function join(dir, name) { return dir === "/" ? `/${name}` : `${dir}/${name}`; }
 function parent(dir) { return dir === "/" ? "/" : dir.replace(/\/[^/]+$/, "") || "/"; }
@@ -17,14 +16,12 @@ function badName(name) {
 }
 
 async function listing(box, dir) {
-  const res = await run(box.name, ["sh", "-c", LIST, "sh", dir.endsWith("/") ? dir : dir + "/"]);
-  if (res.exit_code !== 0) throw new Error(res.stderr.trim() || `cannot list ${dir}`);
-  const f = res.stdout.split("\0");
-  const out = [];
-  for (let i = 0; i + 5 <= f.length; i += 5) {
-    out.push({ kind: f[i], own: f[i + 1], size: Number(f[i + 2]), mtime: Number(f[i + 3]), name: f[i + 4] });
-  }
-  return out.sort((a, b) => (b.kind === "d") - (a.kind === "d") || a.name.localeCompare(b.name));
+  const found = await get(`/boxes/${enc(box.name)}/files/list?path=${enc(dir)}`);
+  // A link to a folder is opened like one (the box follows it).
+  const isDir = (e) => e.type === "dir" || (e.type === "symlink" && e.target_type === "dir");
+  const entries = found.entries.map((e) => ({ ...e, folder: isDir(e) }));
+  entries.sort((a, b) => b.folder - a.folder || a.name.localeCompare(b.name));
+  return { entries, truncated: found.truncated };
 }
 
 /** Files from a drop: folders walked (webkitGetAsEntry), each with its path. */
@@ -71,34 +68,36 @@ export function filesTab(panel, box) {
   async function open(target) {
     const next = target.startsWith("/") ? target.replace(/\/+$/, "") || "/" : join(HOME, target);
     try {
-      const rows = await listing(box, next);
+      const found = await listing(box, next);
       dir = next;
       pathInput.value = dir;
-      render(rows);
+      render(found);
     } catch (err) {
       toast(err.message, "err");
     }
   }
 
-  function render(rows) {
-    if (!rows.length) { clear(listingBox, h("p.empty", {}, "This folder is empty.")); return; }
-    const tbody = h("tbody", {}, rows.slice(0, MAX_ENTRIES).map((r) => {
+  function render({ entries, truncated }) {
+    if (!entries.length) { clear(listingBox, h("p.empty", {}, "This folder is empty.")); return; }
+    const tbody = h("tbody", {}, entries.map((r) => {
       const path = join(dir, r.name);
-      const nameCell = r.kind === "d"
+      const nameCell = r.folder
         ? h("button.link", { type: "button", on: { click: () => open(path) } }, r.name + "/")
         : h("span", {}, r.name);
+      const link = r.type === "symlink" ? h("span.note", {}, ` → ${r.target}`) : null;
       return h("tr", { dataset: { name: r.name } },
-        h("td", { dataset: { label: "Name" } }, nameCell, r.own === "l" ? h("span.note", {}, " (link)") : null),
-        h("td", { dataset: { label: "Size" } }, r.kind === "d" ? "–" : bytes(r.size)),
-        h("td", { dataset: { label: "Modified" } }, new Date(r.mtime * 1000).toLocaleString()),
+        h("td", { dataset: { label: "Name" } }, nameCell, link),
+        h("td", { dataset: { label: "Size" } }, r.folder ? "–" : bytes(r.size)),
+        h("td", { dataset: { label: "Modified" } }, new Date(r.modified).toLocaleString()),
         h("td.row-actions", {},
-          h("button.small", { type: "button", "aria-label": `Download ${r.name}`, on: { click: () => download(r, path) } }, "Download"),
+          !(r.folder || r.type === "file" || r.target_type === "file") ? null : h("button.small", { type: "button", "aria-label": `Download ${r.name}`,
+            title: r.folder ? "as a zip" : undefined, on: { click: () => download(r, path) } }, r.folder ? "Download zip" : "Download"),
           h("button.small", { type: "button", "aria-label": `Rename ${r.name}`, on: { click: () => rename(r.name) } }, "Rename"),
           h("button.small.danger", { type: "button", "aria-label": `Delete ${r.name}`, on: { click: () => remove(r.name) } }, "Delete")));
     }));
     clear(listingBox, h("table.files", {},
       h("thead", {}, h("tr", {}, ["Name", "Size", "Modified", "Actions"].map((l) => h("th", { scope: "col" }, l)))), tbody),
-    rows.length > MAX_ENTRIES ? h("p.note", {}, `Only the first ${MAX_ENTRIES} entries are shown.`) : null);
+    truncated ? h("p.note", {}, `Only the first ${entries.length} entries are shown.`) : null);
   }
 
   async function step(cmd, done) {
@@ -132,16 +131,14 @@ export function filesTab(panel, box) {
     await step(["rm", "-rf", "--", join(dir, name)], `deleted ${name}`);
   }
 
-  async function download(row, path) {
-    const res = await call("GET", `/boxes/${enc(box.name)}/files?path=${enc(path)}`, undefined, { raw: true });
-    const tar = await res.blob();
-    const isFile = row.kind !== "d";
-    const blob = isFile ? await firstFile(tar) : tar;
-    const a = h("a", { href: URL.createObjectURL(blob), download: isFile ? row.name : `${row.name}.tar` });
+  // The browser fetches it itself (the session's cookie goes along): it streams to disk
+  // with the browser's own progress, and nothing is held in the page's memory.
+  function download(row, path) {
+    const format = row.folder ? "&format=zip" : "";
+    const a = h("a", { href: `/v1/boxes/${enc(box.name)}/files/download?path=${enc(path)}${format}`, download: "" });
     document.body.append(a);
     a.click();
     a.remove();
-    setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
   }
 
   async function send(entries) {

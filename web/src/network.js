@@ -43,7 +43,10 @@ export function networkTab(panel, box) {
     }
   }
 
-  get(`/boxes/${enc(box.name)}/network`).then((spec) => editor.set(spec.mode, spec.allow)).catch(() => {});
+  // The policy as it is now; an edit begun before it came is not overwritten.
+  let touched = false;
+  for (const event of ["input", "change"]) editor.element.addEventListener(event, () => { touched = true; });
+  get(`/boxes/${enc(box.name)}/network`).then((spec) => { if (!touched) editor.set(spec.mode, spec.allow); }).catch(() => {});
   const abort = new AbortController();
   live.textContent = "live";
   ndjson("GET", `/boxes/${enc(box.name)}/network/log?follow=true&limit=200`, undefined, (e) => {

@@ -1,6 +1,5 @@
 // Just enough tar (POSIX ustar with pax headers for long names and big files) to send a
-// browser's files to PUT /v1/boxes/{ref}/files, and to take one file out of what
-// GET /v1/boxes/{ref}/files sends back. Parts are Blobs: nothing is read into memory.
+// browser's files to PUT /v1/boxes/{ref}/files. Parts are Blobs: nothing is read into memory.
 const enc = new TextEncoder();
 
 function octal(n, width) {
@@ -58,32 +57,4 @@ export function pack(entries) {
   }
   parts.push(new Uint8Array(1024));
   return new Blob(parts, { type: "application/x-tar" });
-}
-
-function field(block, at, width) {
-  const raw = block.subarray(at, at + width);
-  const end = raw.indexOf(0);
-  return new TextDecoder().decode(end < 0 ? raw : raw.subarray(0, end));
-}
-
-/** The first regular file in a tar Blob, as a Blob (a slice: no copy). */
-export async function firstFile(tar) {
-  let at = 0, paxSize = null;
-  while (at + 512 <= tar.size) {
-    const block = new Uint8Array(await tar.slice(at, at + 512).arrayBuffer());
-    if (block.every((b) => b === 0)) break;
-    const type = String.fromCharCode(block[156] || 48);
-    const size = paxSize ?? parseInt(field(block, 124, 12).trim() || "0", 8);
-    at += 512;
-    if (type === "0" || type === "7") return tar.slice(at, at + size);
-    if (type === "x") {
-      const text = await tar.slice(at, at + size).text();
-      const m = text.match(/\d+ size=(\d+)\n/);
-      paxSize = m ? Number(m[1]) : null;
-    } else {
-      paxSize = null;
-    }
-    at += Math.ceil(size / 512) * 512;
-  }
-  throw new Error("the archive has no file in it");
 }

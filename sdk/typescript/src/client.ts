@@ -3,11 +3,14 @@
  * is `http.ts`'s job, archives `push.ts`'s and `pull.ts`'s. */
 
 import type { IncomingMessage } from "node:http";
-import { realpath } from "node:fs/promises";
-import { posix } from "node:path";
+import { createWriteStream } from "node:fs";
+import { lstat, realpath, rename, rm } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { basename, dirname, join, posix } from "node:path";
 
 import { loadConfig } from "./config.js";
-import { ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
+import { Conflict, ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
 import { ERROR, EXIT, FrameDecoder, STDERR, STDOUT } from "./frames.js";
 import { chunks, ndjson, sse, type Request, Transport } from "./http.js";
 import {
@@ -43,6 +46,7 @@ import type {
   EgressEvent,
   ExecEvent,
   ExecResult,
+  FileList,
   FileStat,
   Health,
   ImageBuildRequest,
@@ -86,6 +90,13 @@ export interface PushOptions {
   owner?: readonly [number, number];
   /** Called with the number of file bytes sent, as they are sent. */
   onProgress?: (bytes: number) => void;
+}
+
+export interface DownloadOptions {
+  /** How a folder comes: `"zip"` (the default) or `"tar"`. A file comes as it is. */
+  archive?: "zip" | "tar";
+  /** Replace `dest` if it exists. */
+  force?: boolean;
 }
 
 export interface PullOptions {
@@ -674,6 +685,45 @@ export class Client {
     } finally {
       await body.return(undefined);
     }
+  }
+
+  /** The entries of the folder `path` in the box, by name, as the box user reads them (at most
+   * 5000: `truncated` says when there were more). */
+  async listFiles(box: string, path = "/config"): Promise<FileList> {
+    return this.#call({ method: "GET", path: `${this.#box(box)}/files/list`, query: { path } });
+  }
+
+  /** Save `src` from the box as the one local file `dest`, as the dashboard downloads it: a
+   * file as it is, a folder as a zip (or tar) holding only what stays inside it (links that
+   * lead out, devices and fifos are left out). Written to a partial file first, then renamed:
+   * never half a file at `dest`. Replaces an existing `dest` only with `force`. */
+  async download(
+    box: string,
+    src: string,
+    dest: string,
+    options: DownloadOptions = {},
+  ): Promise<string> {
+    const archive = options.archive ?? "zip";
+    if (archive !== "zip" && archive !== "tar")
+      throw new InvalidRequest(`archive is zip or tar, not ${JSON.stringify(archive)}`);
+    const there = await lstat(dest).catch(() => null);
+    if (there?.isDirectory())
+      throw new InvalidRequest(`${dest} is a folder: give the file to write`);
+    if (there && !options.force) throw new Conflict(`${dest} exists (force: true replaces it)`);
+    const res = await this.#http.open({
+      method: "GET",
+      path: `${this.#box(box)}/files/download`,
+      query: { path: src, format: archive },
+      wait: "stream",
+    });
+    const partial = join(dirname(dest), `.${basename(dest)}.${process.pid}.part`);
+    try {
+      await pipeline(Readable.from(chunks(res)), createWriteStream(partial));
+      await rename(partial, dest);
+    } finally {
+      await rm(partial, { force: true });
+    }
+    return dest;
   }
 
   // -- agents, runs, credentials ----------------------------------------------------------

@@ -5,6 +5,7 @@ export {
   ExecStream,
   type ClientOptions,
   type Command,
+  type DownloadOptions,
   type ExecOptions,
   type PullOptions,
   type PushOptions,

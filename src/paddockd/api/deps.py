@@ -22,6 +22,7 @@ from ..services.devices import DeviceService
 from ..services.drives import DriveService
 from ..services.egress import EgressService
 from ..services.events import EventService
+from ..services.files import FileService
 from ..services.members import MemberService, TokenService
 from ..services.previews import PreviewService
 from ..services.runs import RunService
@@ -54,6 +55,7 @@ class Services:
     previews: PreviewService
     events: EventService
     terminals: TerminalService
+    files: FileService
     e2b: E2BService | None = None
 
 

@@ -62,6 +62,8 @@ async def recv(sock: socket.socket) -> bytes:
             return sock.recv(READ_SIZE)
         except (BlockingIOError, ssl.SSLWantReadError):
             await anyio.wait_readable(sock)
+        except OSError:  # reset, or closed under us: the stream ended (wait() says how)
+            return b""
 
 
 async def send_all(sock: socket.socket, data: bytes) -> None:

@@ -187,6 +187,33 @@ describe(
       assert.deepEqual(readdirSync(again).sort(), ["merged", "one", "two"]);
     });
 
+    test("list a folder; download a file as it is and a folder as a tar without escapes", async () => {
+      await c.exec(
+        BOX,
+        "mkdir -p /config/dl/sub && printf 'one\\n' > /config/dl/sub/f && " +
+          "ln -s ../sub/f /config/dl/sub/inside && ln -s /etc/passwd /config/dl/passwd",
+      );
+      const listing = await c.listFiles(BOX, "/config/dl");
+      assert.deepEqual(
+        listing.entries.map((e) => [e.name, e.type, e.target ?? null]),
+        [
+          ["passwd", "symlink", "/etc/passwd"],
+          ["sub", "dir", null],
+        ],
+      );
+      await assert.rejects(c.listFiles(BOX, "/config/dl/nope"), NotFound);
+      const file = await c.download(BOX, "/config/dl/sub/f", join(tmp, "f"));
+      assert.equal(readFileSync(file, "utf8"), "one\n");
+      await assert.rejects(c.download(BOX, "/config/dl/sub/f", file), Conflict);
+      const tar = await c.download(BOX, "/config/dl", join(tmp, "dl.tar"), { archive: "tar" });
+      const names = await c.exec(BOX, "true"); // the box is still fine after a download
+      assert.equal(names.exit_code, 0);
+      // A tar's member names sit in its 512-byte headers: the link that leads out is not there.
+      const data = readFileSync(tar);
+      assert.ok(data.includes("dl/sub/inside") && data.includes("dl/sub/f"));
+      assert.ok(!data.includes("dl/passwd"));
+    });
+
     test("a hostile pull: the chain b1 -> .., b2 -> b1/.., …, host_etc does not escape", async () => {
       const ups = "../".repeat(tmp.split(sep).length - 1);
       const made = await c.exec(

@@ -1,16 +1,18 @@
-"""/v1/boxes/{ref}/files: push (tar in), pull (tar out), stat."""
+"""/v1/boxes/{ref}/files: push (tar in), pull (tar out), stat, a folder's listing, and
+downloads for a browser."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
-from typing import Any
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from paddock._models import PushResult
+from paddock._models import FileList, PushResult
 
 from ...domain.errors import InvalidRequest
 from ..deps import Caller, Svc
@@ -67,3 +69,59 @@ async def pull_files(ref: str, path: str, svc: Svc, caller: Caller) -> Streaming
 @router.get("/{ref}/files/stat", summary="Does a path exist in the box, and what is it")
 async def stat_path(ref: str, path: str, svc: Svc, caller: Caller) -> dict[str, Any]:
     return await svc.boxes.stat(ref, path, caller)
+
+
+@router.get(
+    "/{ref}/files/list",
+    response_model=FileList,
+    summary="A folder's entries, by name (read in the box as the box user)",
+)
+async def list_files(ref: str, path: str, svc: Svc, caller: Caller) -> FileList:
+    return await svc.files.list(ref, path, caller)
+
+
+def _attachment(name: str) -> str:
+    """Content-Disposition for a name from the box: quoted for RFC 6266 readers, with a
+    plain-ASCII fallback that can carry nothing but the name (no quote, no `;`)."""
+    fallback = "".join(c if 32 <= ord(c) < 127 and c not in '"\\%;' else "_" for c in name)
+    encoded = quote(name.encode("utf-8", "replace"), safe="")
+    return f"attachment; filename=\"{fallback or 'download'}\"; filename*=UTF-8''{encoded}"
+
+
+@router.get(
+    "/{ref}/files/download",
+    summary="A file as it is, or a folder as a zip or tar, as a download for a browser",
+    description=(
+        "A folder's archive holds only what stays inside it when unpacked: a link that "
+        "leads outside it, a device or a fifo is left out (as `pull` would refuse it). "
+        "A link is followed in the box."
+    ),
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {
+                "application/octet-stream": {},
+                "application/zip": {},
+                "application/x-tar": {},
+            }
+        }
+    },
+)
+async def download_files(
+    ref: str,
+    path: str,
+    svc: Svc,
+    caller: Caller,
+    fmt: Annotated[Literal["zip", "tar"], Query(alias="format")] = "zip",
+) -> StreamingResponse:
+    got = await svc.files.download(ref, path, fmt, caller)
+    headers = {
+        "Content-Disposition": _attachment(got.filename),
+        # Served from the dashboard's own origin: never rendered, whatever it holds.
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+        "Cache-Control": "no-store",
+    }
+    if got.size is not None:
+        headers["Content-Length"] = str(got.size)
+    return StreamingResponse(got.chunks, media_type=got.media_type, headers=headers)

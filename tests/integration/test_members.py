@@ -457,7 +457,7 @@ def test_a_members_limits_refuse_by_name_and_the_owner_has_none(
     # Bad input changes nothing; an owner has no limits to set.
     for argv, message in [
         (["--max-cpus", "0"], "not a number of CPUs"),
-        (["--max-memory", "lots"], "not a memory size"),
+        (["--max-memory", "lots"], "is not a size like"),
     ]:
         bad = server.cli("members", "limits", "gina", *argv)
         assert bad.returncode == 2 and message in bad.stderr

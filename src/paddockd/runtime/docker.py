@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import re
-import signal
 import socket
 import tarfile
 import threading
@@ -46,6 +45,7 @@ from .exec_start import StartChecked
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
+from .proctree import end_tree
 
 T = TypeVar("T")
 # CPU % is CPU time over wall time between two readings this far apart, taken for all the
@@ -726,39 +726,6 @@ class DockerRuntime:
                 raise PaddockError(f"image build failed: {event['error'].strip()}")
             if text := event.get("stream") or event.get("status"):
                 yield str(text)
-
-
-def end_tree(root: int, grace: float = 2.0) -> None:
-    """TERM a process and its descendants (host pids, read from /proc: the kernel's, not
-    the box's word), then KILL what is left after `grace` seconds. Blocking."""
-
-    def tree() -> list[int]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-        found, todo = [], [root]
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo += children.get(pid, [])
-        return found
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in tree():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and Path(f"/proc/{root}").exists():
-            time.sleep(0.05)
-        if not Path(f"/proc/{root}").exists():
-            return
 
 
 class _DockerExec:

@@ -1,0 +1,84 @@
+"""Ending a command and everything it started, by host pids read from /proc (the
+kernel's word, not the box's).
+
+A tree that is signalled while it forks can lose a child: one born after the tree was
+read outlives the signal, is reparented to the box's init, and keeps the command's
+output open, so the exec never ends. So the tree is first stopped (SIGSTOP cannot be
+caught, and a stopped process forks nothing), read again until no new process appears,
+and only then signalled: TERM, then KILL for what is left after the grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+Member = tuple[int, str]  # pid, start time (so a reused pid is never signalled)
+
+
+def _stat(pid: int) -> tuple[int, str, str] | None:
+    """(parent pid, state, start time) of a live process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), fields[0], fields[19]
+
+
+def _children() -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None:
+            found.setdefault(st[0], []).append(int(entry))
+    return found
+
+
+def _alive(member: Member) -> bool:
+    st = _stat(member[0])
+    return st is not None and st[2] == member[1] and st[1] != "Z"
+
+
+def _signal(member: Member, sig: signal.Signals) -> None:
+    if _alive(member):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member[0], sig)
+
+
+def freeze(root: int) -> list[Member]:
+    """Stop `root` and all its descendants; them, read until the tree holds still."""
+    members: dict[int, str] = {}
+    for _ in range(1000):  # a tree grows only by forks already under way: this ends
+        children = _children()
+        todo, new = [root, *members], []
+        seen = set(todo)
+        while todo:
+            pid = todo.pop()
+            for child in children.get(pid, []):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+            if pid not in members and (st := _stat(pid)) is not None:
+                new.append(pid)
+                members[pid] = st[2]
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+        if not new:
+            break
+    return list(members.items())
+
+
+def end_tree(root: int, grace: float = 2.0) -> None:
+    """TERM a process and its descendants, then KILL what is left after `grace` seconds.
+    Blocking."""
+    members = freeze(root)
+    for member in members:
+        _signal(member, signal.SIGTERM)
+        _signal(member, signal.SIGCONT)  # a stopped process acts on TERM once it runs
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(m) for m in members):
+        time.sleep(0.05)
+    for member in members:
+        _signal(member, signal.SIGKILL)

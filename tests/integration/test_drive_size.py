@@ -136,3 +136,18 @@ def test_a_drive_that_will_not_mount_stops_only_its_own_boxes(tmp_path: Path) ->
             drives.mount_all(["paddock-drive-bad"])  # its own box: that one fails
     finally:
         _unmount_all(drives.root)
+
+
+def test_a_large_drive_costs_the_engine_disk_only_what_it_holds(server: Server) -> None:
+    """A member's `drive create --size 1t` must not write a gigabyte of the engine's disk
+    before a byte is stored: mke2fs zeroed the whole journal (1 GiB for 128 GiB and up),
+    so a few dozen API calls filled the disk every box shares."""
+    drive = f"sz{uuid.uuid4().hex[:6]}"
+    volume = f"paddock-drive-{drive}"
+    try:
+        server.cli("drive", "create", drive, "--size", "1t", check=True)
+        allocated = (DRIVES.root / f"{volume}.ext4").stat().st_blocks * 512
+        assert allocated < 128 << 20, f"{allocated >> 20} MiB written for an empty drive"
+    finally:
+        server.cli("drive", "rm", drive)
+        DRIVES.remove(volume)

@@ -179,3 +179,42 @@ def test_a_push_into_a_box_whose_sh_floods_is_refused_not_held(
     finally:
         server.sh(box, "rm -f /usr/local/sbin/sh", user="root")
     assert server.sh(box, "echo ok") == "ok\n"
+
+
+def test_an_agent_run_that_floods_keeps_a_bounded_log_on_the_server(
+    server: Server, sbx: e2b.Sandbox
+) -> None:
+    """`paddock prompt` runs the box's agent, which the box's root may replace: its output
+    goes to a log on the server's own disk, kept up to MAX_LOG and no further."""
+    from paddockd.services.runs import MAX_LOG
+
+    box = sbx.sandbox_id
+    flood = f"head -c {(MAX_LOG >> 20) + 200}M /dev/zero | tr '\\\\0' y"
+    plant(server, box, "/usr/local/sbin/claude", f"#!/bin/sh\n{flood}\n")
+    with server.client() as c:
+        had_key = any(k.provider == "anthropic" and k.configured for k in c.list_credentials())
+    if had_key:
+        pytest.skip("this server's owner has an anthropic key of their own")
+    server.cli("auth", "set", "anthropic", "--from-stdin", stdin=b"sk-ant-fake-flood", check=True)
+    headers = {"Authorization": f"Bearer {server.token}"}
+    try:
+        resp = httpx.post(
+            f"{server.url}/v1/boxes/{box}/runs",
+            json={"instruction": "hi", "agent": "claude"},
+            headers=headers,
+            timeout=60,
+        )
+        assert resp.status_code == 201, resp.text
+        run = resp.json()["id"]
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            status = httpx.get(f"{server.url}/v1/runs/{run}", headers=headers).json()["status"]
+            if status != "running":
+                break
+            time.sleep(1)
+        assert status == "succeeded"
+        kept = (server.dir / "data" / "runs" / f"{run}.log").stat().st_size
+        assert kept < MAX_LOG + (2 << 20), f"{kept >> 20} MiB kept of the run's output"
+    finally:
+        server.sh(box, "rm -f /usr/local/sbin/claude", user="root")
+        server.cli("auth", "rm", "anthropic")

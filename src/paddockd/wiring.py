@@ -121,8 +121,8 @@ def wire(
         holders=accounts.holders,
         retention=cfg.snapshot_retention,
     )
-    drives = DriveService(repo, runtime, cfg.instance, accounts)
     capacity = Capacity.from_config(cfg)
+    drives = DriveService(repo, runtime, cfg.instance, accounts, capacity)
     pool = WarmPool(
         cfg.pool_sizes,
         cfg.pool.max_boxes,

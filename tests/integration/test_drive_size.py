@@ -4,9 +4,16 @@ filesystem; a drive still mounts after its filesystem was unmounted (a reboot)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import threading
 import uuid
+from pathlib import Path
+
+import pytest
+
+from paddockd.runtime.drivefs import DriveFs
 
 from ..harness import DRIVES, Server
 
@@ -57,3 +64,90 @@ def test_a_size_out_of_range_is_refused_with_the_range(server: Server) -> None:
     assert "64 MiB to 16 TiB, not 1 MiB" in done.stderr
     bad = server.cli("drive", "create", "x1", "--size", "lots")
     assert bad.returncode == 2 and "is not a size like 20g" in bad.stderr
+
+
+def _mounts_under(root: Path) -> list[str]:
+    with open("/proc/self/mountinfo") as table:
+        points = [line.split()[4] for line in table]
+    return [p for p in points if p.startswith(str(root) + "/")]
+
+
+def _loops_under(root: Path) -> list[str]:
+    listed = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    return [line.split(":")[0] for line in listed.splitlines() if str(root) + "/" in line]
+
+
+def _unmount_all(root: Path) -> None:
+    for point in reversed(_mounts_under(root)):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    for loop in _loops_under(root):
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+
+def test_drives_made_and_removed_while_boxes_start_are_mounted_once(tmp_path: Path) -> None:
+    """Every box start mounts the drives not mounted (mount_all) while a member makes and
+    removes sized drives: before the lock, a start could mount an image being made (two
+    mounts, or two loop devices writing one ext4) or one being removed (its deleted image
+    left mounted, a loop device held for good, the removal failing)."""
+    drives = DriveFs(tmp_path / "drives")
+    volume = "paddock-drive-race"
+    stop = threading.Event()
+
+    def boxes_starting() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                drives.mount_all()
+
+    starter = threading.Thread(target=boxes_starting, daemon=True)
+    starter.start()
+    try:
+        for _ in range(6):
+            point = drives.create(volume, 64 << 20)
+            assert _mounts_under(drives.root) == [point]
+            assert len(_loops_under(drives.root)) == 1
+            drives.remove(volume)
+            stop.set()  # a start may have mounted it again in between: no more now
+            starter.join(10)
+            assert _mounts_under(drives.root) == []
+            assert _loops_under(drives.root) == []
+            assert [p.name for p in drives.root.iterdir() if p.name != ".lock"] == []
+            stop.clear()
+            starter = threading.Thread(target=boxes_starting, daemon=True)
+            starter.start()
+    finally:
+        stop.set()
+        starter.join(10)
+        _unmount_all(drives.root)
+
+
+def test_a_drive_that_will_not_mount_stops_only_its_own_boxes(tmp_path: Path) -> None:
+    """After a reboot, every start mounts what is not mounted; one drive that cannot be
+    (loop devices exhausted, a damaged image) must not keep every other box from starting."""
+    drives = DriveFs(tmp_path / "drives")
+    try:
+        drives.create("paddock-drive-good", 64 << 20)
+        drives.create("paddock-drive-bad", 64 << 20)
+        for point in _mounts_under(drives.root):
+            subprocess.run(["umount", point], check=True)  # the reboot
+        (drives.root / "paddock-drive-bad.ext4").write_bytes(b"\0" * (1 << 20))  # damaged
+        drives.mount_all(["paddock-drive-good"])  # a box of the good drive starts
+        assert _mounts_under(drives.root) == [drives.mountpoint("paddock-drive-good")]
+        with pytest.raises(OSError):
+            drives.mount_all(["paddock-drive-bad"])  # its own box: that one fails
+    finally:
+        _unmount_all(drives.root)
+
+
+def test_a_large_drive_costs_the_engine_disk_only_what_it_holds(server: Server) -> None:
+    """A member's `drive create --size 1t` must not write a gigabyte of the engine's disk
+    before a byte is stored: mke2fs zeroed the whole journal (1 GiB for 128 GiB and up),
+    so a few dozen API calls filled the disk every box shares."""
+    drive = f"sz{uuid.uuid4().hex[:6]}"
+    volume = f"paddock-drive-{drive}"
+    try:
+        server.cli("drive", "create", drive, "--size", "1t", check=True)
+        allocated = (DRIVES.root / f"{volume}.ext4").stat().st_blocks * 512
+        assert allocated < 128 << 20, f"{allocated >> 20} MiB written for an empty drive"
+    finally:
+        server.cli("drive", "rm", drive)
+        DRIVES.remove(volume)

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from .errors import InvalidRequest
 
-DRIVE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+DRIVE_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # whole names only (fullmatch)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def parse_drive(spec: str) -> tuple[str, bool]:
 
 
 def validate_drive_name(name: str) -> str:
-    if not DRIVE_RE.match(name) or ".." in name:
+    if not DRIVE_RE.fullmatch(name) or ".." in name:
         raise InvalidRequest(
             f"invalid drive name {name!r}: 1-63 lowercase letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (no '/' or '..')"

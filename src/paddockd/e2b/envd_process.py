@@ -140,8 +140,11 @@ class ProcessService(process_connect.Process):
         queue = p.subscribe()
         self._registry.start(p)
         yield pb.StartResponse(event=_started(p.pid))
-        async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
-            yield pb.StartResponse(event=_event(item))
+        try:
+            async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
+                yield pb.StartResponse(event=_event(item))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
 
     async def connect(
         self,
@@ -155,8 +158,11 @@ class ProcessService(process_connect.Process):
             raise connect_error(exc) from None
         queue = p.subscribe()
         yield pb.ConnectResponse(event=_started(p.pid))
-        async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
-            yield pb.ConnectResponse(event=_event(item))
+        try:
+            async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
+                yield pb.ConnectResponse(event=_event(item))
+        except PaddockError as exc:
+            raise connect_error(exc) from None
 
     async def update(self, request: pb.UpdateRequest, ctx: RequestContext) -> pb.UpdateResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)

@@ -11,15 +11,25 @@ import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ..domain.errors import NotFound
+from ..domain.errors import CapacityExceeded, NotFound
 from ..runtime.base import ExecProcess
+from ..services.backlog import Backlog
+
+# How far one stream may fall behind a command's output before the command waits for it
+# (services/backlog.py); one that reads nothing for a minute meanwhile is ended with an
+# error, and the command runs on for the others (`connect` attaches to it again).
+MAX_BEHIND = 4 << 20
 
 
 @dataclass(frozen=True)
 class Output:
-    kind: str  # "stdout", "stderr", "pty", or "end"
+    kind: str  # "stdout", "stderr", "pty", "end", or "behind" (the stream was let go)
     data: bytes = b""
     exit_code: int = 0
+
+
+_BEHIND = Output("behind")
+Listener = Backlog[Output]
 
 
 @dataclass
@@ -34,24 +44,32 @@ class EnvdProcess:
     pty: bool
     stdin: bool
     proc: ExecProcess
-    _listeners: list[asyncio.Queue[Output]] = field(default_factory=list)
+    _listeners: list[Listener] = field(default_factory=list)
     ended: Output | None = None
 
-    def subscribe(self) -> asyncio.Queue[Output]:
-        queue: asyncio.Queue[Output] = asyncio.Queue()
+    def subscribe(self) -> Listener:
+        queue = Listener(MAX_BEHIND, lambda item: len(item.data))
         if self.ended is not None:
-            queue.put_nowait(self.ended)
+            queue.finish(self.ended)
         else:
             self._listeners.append(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[Output]) -> None:
+    def unsubscribe(self, queue: Listener) -> None:
+        queue.close()
         with contextlib.suppress(ValueError):
             self._listeners.remove(queue)
 
     def _publish(self, item: Output) -> None:
         for queue in self._listeners:
-            queue.put_nowait(item)
+            queue.put(item)
+
+    async def _caught_up(self) -> None:
+        """Until no stream is too far behind; one that stopped reading is let go."""
+        for queue in list(self._listeners):
+            if not await queue.room():
+                self.unsubscribe(queue)
+                queue.let_go(_BEHIND)
 
 
 class ProcessRegistry:
@@ -92,6 +110,7 @@ class ProcessRegistry:
         try:
             async for kind, data in p.proc.output():
                 p._publish(Output("pty" if p.pty else "stdout" if kind == 1 else "stderr", data))
+                await p._caught_up()
             code = await p.proc.wait()
         finally:
             p.ended = Output("end", exit_code=code)
@@ -111,10 +130,11 @@ class ProcessRegistry:
         raise NotFound(f"no running process with {which}")
 
     async def events(
-        self, p: EnvdProcess, queue: asyncio.Queue[Output], keepalive: float
+        self, p: EnvdProcess, queue: Listener, keepalive: float
     ) -> AsyncIterator[Output | None]:
         """Its output until it ends; None every `keepalive` seconds of quiet, so proxies
-        and the SDK see the stream alive."""
+        and the SDK see the stream alive. CapacityExceeded once the stream was let go for
+        reading nothing while far behind."""
         try:
             while True:
                 try:
@@ -122,6 +142,12 @@ class ProcessRegistry:
                 except asyncio.TimeoutError:
                     yield None
                     continue
+                if item is _BEHIND:
+                    raise CapacityExceeded(
+                        f"this stream read nothing while {MAX_BEHIND >> 20} MiB behind process "
+                        f"{p.pid}'s output and was ended; the process runs on (connect to it "
+                        "again to read what it prints from now on)"
+                    )
                 yield item
                 if item.kind == "end":
                     return

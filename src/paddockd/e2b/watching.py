@@ -35,8 +35,14 @@ _TYPES = {
 _READY_WITHIN = 15.0
 # A line longer than any event can be is the box's mischief: the watch ends.
 _MAX_LINE = 64 << 10
-# Events kept for a registered watcher between two reads; past this the oldest go.
+# Events kept between two reads (a registered watcher's drain, a stream's next send): past
+# this paddockd reads no more until the next, the watcher in the box blocks and its inotify
+# queue overflows instead. Nothing the box prints is read faster than its reader reads.
 _MAX_PENDING = 10_000
+# Lines that are no event (not JSON, not an event, an overflow notice again with no event
+# since the last one): the watcher never prints them, so a box that does is flooding the
+# reader with work that reaches nobody; after this many its watch ends.
+_MAX_NOISE = 1000
 _POLL = 0.5
 _NO_PYTHON = 127
 
@@ -73,18 +79,21 @@ class InotifyWatch:
     def __init__(self, proc: ExecProcess, entries: Entries) -> None:
         self._proc = proc
         self._entries = entries
-        self._pending: collections.deque[pb.FilesystemEvent] = collections.deque(
-            maxlen=_MAX_PENDING
-        )
+        self._pending: collections.deque[pb.FilesystemEvent] = collections.deque()
         self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._noise = 0
+        self._overflowed = False  # an overflow notice since the last event
+        self._warned = False
         self._lines = self._read_lines()
         self._pump: asyncio.Task[None] | None = None
         self.ended = False
 
     @classmethod
     async def start(cls, proc: ExecProcess, entries: Entries) -> InotifyWatch:
-        """Wait for the watcher's first word: ready (from then on nothing is missed), or
-        why it cannot watch."""
+        """Wait for the watcher's first line: ready (from then on nothing is missed), or
+        why it cannot watch; anything else is a failed watcher."""
         w = cls(proc, entries)
         try:
             first = await asyncio.wait_for(anext(w._lines, None), _READY_WITHIN)
@@ -105,42 +114,64 @@ class InotifyWatch:
         w._pump = asyncio.get_running_loop().create_task(w._run())
         return w
 
-    async def _read_lines(self) -> AsyncIterator[dict[str, object]]:
+    async def _read_lines(self) -> AsyncIterator[dict[str, object] | None]:
+        """Each line of the watcher's stdout: its object, None for one that is not."""
         buf = bytearray()
         async for kind, data in self._proc.output():
             if kind != 1:
                 continue
             buf.extend(data)
-            while (nl := buf.find(b"\n")) >= 0:
-                line = bytes(buf[:nl])
-                del buf[: nl + 1]
+            start = 0
+            while (nl := buf.find(b"\n", start)) >= 0:
+                line = bytes(buf[start:nl])
+                start = nl + 1
                 try:
                     obj = json.loads(line)
                 except (ValueError, RecursionError):  # the box's output: anything at all
-                    continue
-                if isinstance(obj, dict):
-                    yield obj
+                    obj = None
+                yield obj if isinstance(obj, dict) else None
+            del buf[:start]
             if len(buf) > _MAX_LINE:
                 return
 
     async def _run(self) -> None:
         try:
             async for obj in self._lines:
-                event = self._event(obj)
-                if event is not None:
-                    self._pending.append(event)
-                    self._arrived.set()
+                event = self._event(obj) if obj is not None else None
+                if event is None:
+                    if obj is not None and self._notice(obj):
+                        continue
+                    self._noise += 1
+                    if self._noise > _MAX_NOISE:
+                        log.warning("a directory watch in a box ended: its watcher printed noise")
+                        return
+                    continue
+                self._overflowed = False
+                self._pending.append(event)
+                self._arrived.set()
+                if len(self._pending) >= _MAX_PENDING:
+                    self._room.clear()
+                    await self._room.wait()  # until a reader takes them
         except PaddockError:
             pass
         finally:
             self.ended = True
             self._arrived.set()
 
+    def _notice(self, obj: dict[str, object]) -> bool:
+        """Whether `obj` is the watcher's note that the kernel's queue overflowed: one at a
+        time (the queue refills only with events in between), logged once per watch."""
+        if obj.get("overflow") is not True or self._overflowed:
+            return False
+        self._overflowed = True
+        if not self._warned:
+            self._warned = True
+            log.warning("a directory watch in a box overflowed: events were lost")
+        return True
+
     def _event(self, obj: dict[str, object]) -> pb.FilesystemEvent | None:
         kind, name = _TYPES.get(str(obj.get("t"))), obj.get("n")
         if kind is None or not isinstance(name, str) or not name:
-            if obj.get("overflow"):
-                log.warning("a directory watch in a box overflowed: events were lost")
             return None
         fields = obj.get("e")
         found = []
@@ -154,6 +185,7 @@ class InotifyWatch:
         events = list(self._pending)
         self._pending.clear()
         self._arrived.clear()
+        self._room.set()
         return events
 
     async def events(self, keepalive: float) -> AsyncIterator[pb.FilesystemEvent | None]:

@@ -13,6 +13,7 @@ import ssl
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 
 from .base import STDOUT
 
@@ -78,10 +79,16 @@ async def send_all(sock: socket.socket, data: bytes) -> None:
 
 
 async def output(sock: socket.socket, tty: bool) -> AsyncIterator[tuple[int, bytes]]:
-    """(stream, bytes) until the engine closes the stream; a TTY's output is one stream."""
+    """(stream, bytes) until the engine closes the stream; a TTY's output is one stream.
+
+    Every read gives the event loop a turn: `recv` waits only when the socket is empty, and
+    a box that prints without pause keeps it full, so a reader that awaits nothing else
+    (a buffered exec, a watcher's pump) would otherwise hold the loop, and all of paddockd,
+    for as long as the box goes on."""
     sock.setblocking(False)
     demux = None if tty else Demux()
     while data := await recv(sock):
+        await anyio.lowlevel.checkpoint()
         if demux is None:
             yield STDOUT, data
             continue

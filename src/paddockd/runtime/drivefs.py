@@ -14,12 +14,18 @@ reachable from any box.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger("paddockd.drives")
 
 MIB = 1 << 20
 MIN_SIZE = 64 * MIB  # ext4's journal and metadata leave too little below this
@@ -27,6 +33,13 @@ _VOLUME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
 _IMAGE = ".ext4"
 _MOUNT = ".mnt"
 BOX_USER = 1000  # the box user's id inside every box; its drive root is theirs
+_LOCK = ".lock"
+# One change at a time to the folder: a mount racing another mount of the same image (a
+# box starting while a drive is made) can set up a second loop device on the same file,
+# two kernels' worth of ext4 writing one filesystem; a mount racing a removal leaves a
+# deleted image mounted, its loop device held for good. The thread lock orders this
+# process's workers, the file lock other processes (another paddockd on this engine).
+_THREADS = threading.Lock()
 
 
 def _run(*argv: str) -> None:
@@ -59,12 +72,26 @@ class DriveFs:
     def mountpoint(self, volume: str) -> str:
         return str(self._paths(volume)[1])
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with _THREADS:
+            self._prepare_root()
+            fd = os.open(self.root / _LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
     def create(self, volume: str, size: int) -> str:
         """Make and mount the filesystem; where it is mounted. Call only when the engine
         has no such volume: what is there then is a crash's leftover, and goes."""
+        with self._locked():
+            return self._create(volume, size)
+
+    def _create(self, volume: str, size: int) -> str:
         image, point = self._paths(volume)
-        self.remove(volume)
-        self._prepare_root()
+        self._remove(volume)
         partial = image.with_name(image.name + ".new")
         with open(partial, "wb") as handle:
             handle.truncate(size)
@@ -72,8 +99,12 @@ class DriveFs:
         owner = (self.userns_base or 0) + BOX_USER
         try:
             # No reserved blocks: the whole size is the box's. The root belongs to the
-            # box user, as an engine volume's does.
-            _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", f"root_owner={owner}:{owner}",
+            # box user, as an engine volume's does. Nothing zeroed ahead (the new sparse
+            # file reads as zeros already): mke2fs otherwise writes the whole journal,
+            # 1 GiB of the engine's disk for every drive of 128 GiB or more before a byte
+            # is stored (a member's few API calls filled the engine's disk).
+            _run("mkfs.ext4", "-q", "-F", "-m", "0",
+                 "-E", f"root_owner={owner}:{owner},lazy_itable_init=1,lazy_journal_init=1",
                  str(partial))  # fmt: skip
         except OSError:
             partial.unlink(missing_ok=True)
@@ -85,16 +116,27 @@ class DriveFs:
         point.chmod(0o775)
         return str(point)
 
-    def mount_all(self) -> None:
+    def mount_all(self, needed: Iterable[str] = ()) -> None:
         """Mount every drive not mounted (after a reboot): before any box uses one, or
-        the engine would bind the empty folder under it."""
+        the engine would bind the empty folder under it. A drive that will not mount is an
+        error only if it is among the volumes `needed` (the starting box's own): another
+        user's broken drive must not keep every box from starting."""
         if not self.root.is_dir():
             return
-        mounted = _mounted()
-        for image in sorted(self.root.glob("*" + _IMAGE)):
-            point = image.with_name(image.name.removesuffix(_IMAGE) + _MOUNT)
-            if os.path.realpath(point) not in mounted:
-                self._mount(image, point)
+        needed = set(needed)
+        with self._locked():
+            mounted = _mounted()
+            for image in sorted(self.root.glob("*" + _IMAGE)):
+                volume = image.name.removesuffix(_IMAGE)
+                point = image.with_name(volume + _MOUNT)
+                if os.path.realpath(point) in mounted:
+                    continue
+                try:
+                    self._mount(image, point)
+                except OSError as exc:
+                    if volume in needed:
+                        raise
+                    log.warning("drive %s did not mount: %s", volume, exc)
 
     def usage(self, volume: str) -> tuple[int, int]:
         """(bytes used, bytes the drive holds), as its filesystem counts them."""
@@ -102,6 +144,13 @@ class DriveFs:
         return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_blocks * st.f_frsize
 
     def remove(self, volume: str) -> None:
+        self._paths(volume)
+        if not self.root.is_dir():
+            return
+        with self._locked():
+            self._remove(volume)
+
+    def _remove(self, volume: str) -> None:
         image, point = self._paths(volume)
         if os.path.realpath(point) in _mounted():
             _run("umount", str(point))

@@ -27,7 +27,14 @@ from ..domain.box import (
     validate_name,
     validate_ttl,
 )
-from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+from ..domain.errors import (
+    Conflict,
+    InvalidRequest,
+    InvalidState,
+    NotFound,
+    PaddockError,
+    PayloadTooLarge,
+)
 from ..domain.network import NetworkPolicy, policy
 from ..domain.snapshot import parse_drive
 from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, Runtime
@@ -42,6 +49,12 @@ HOME = "/config"
 BOX_USER = "abc"
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}(:[0-9]{1,10})?$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# What paddockd holds of a command run to completion (`run`: exec with wait, E2B's file
+# calls, the desktop's helpers) and of push's folder maker: what a box prints is the box's
+# to choose (its `sh` and `find` are its own), what paddockd keeps in memory is not.
+MAX_RUN_OUTPUT = 64 << 20
+_MAX_MKDIRS_OUTPUT = 64 << 10
 
 # Creates each missing component of $1 owned by $2:$3, so a push into a new folder under
 # /config leaves the box user owning all of it; existing folders are left untouched.
@@ -384,10 +397,13 @@ class BoxService:
     ) -> tuple[int, str, str]:
         """Run a command to completion: (exit code, stdout, stderr)."""
         proc = await self.exec(ref, cmd, env or {}, workdir, user, caller=caller)
-        out: dict[int, list[bytes]] = {1: [], 2: []}
         try:
-            async for kind, data in proc.output():
-                out[kind].append(data)
+            out = await _gathered(proc, MAX_RUN_OUTPUT)
+            if out is None:
+                raise PayloadTooLarge(
+                    f"the command printed more than {MAX_RUN_OUTPUT >> 20} MiB, more than a "
+                    "command run to its end may: stream its output instead (exec without wait)"
+                )
             code = await proc.wait()
         finally:
             await proc.close()
@@ -475,8 +491,13 @@ class BoxService:
                 ["sh", "-c", _MKDIRS, "sh", dest, str(owner[0]), str(owner[1])], {}, "/", "root"
             ),
         )
-        errors = b"".join([data async for _, data in mkdir.output()])
-        if await mkdir.wait() != 0:
+        try:
+            said = await _gathered(mkdir, _MAX_MKDIRS_OUTPUT)
+            failed = said is None or await mkdir.wait() != 0
+        finally:
+            await mkdir.close()
+        if failed:
+            errors = b"".join(said[1] + said[2]) if said is not None else b""
             why = errors.decode(errors="replace").strip() or "it is not a directory"
             raise InvalidRequest(f"cannot use {dest} in box {box.name} as a folder: {why}")
         total = 0
@@ -524,6 +545,20 @@ class BoxService:
         if st is None:
             return {"path": path, "exists": False, "type": None}
         return _described(path, st)
+
+
+async def _gathered(proc: ExecProcess, limit: int) -> dict[int, list[bytes]] | None:
+    """A command's output by stream (1, 2) until it ends; None, and the command killed, once
+    it printed more than `limit` bytes."""
+    out: dict[int, list[bytes]] = {1: [], 2: []}
+    held = 0
+    async for kind, data in proc.output():
+        held += len(data)
+        if held > limit:
+            await proc.kill()
+            return None
+        out[kind].append(data)
+    return out
 
 
 class _InUse(ExecWrapper):

@@ -18,6 +18,7 @@ from ..domain.snapshot import parse_drive, validate_drive_name
 from ..runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER, Runtime, VolumeInfo
 from ..store.boxes import BoxRepository
 from .accounts import AccountService
+from .capacity import Capacity
 from .reconciler import drive_volume
 
 # A drive made with a size holds that much (its own filesystem); one without grows
@@ -62,12 +63,18 @@ def _missing(name: str, owner: str | None) -> NotFound:
 
 class DriveService:
     def __init__(
-        self, repo: BoxRepository, runtime: Runtime, instance: str, accounts: AccountService
+        self,
+        repo: BoxRepository,
+        runtime: Runtime,
+        instance: str,
+        accounts: AccountService,
+        capacity: Capacity | None = None,
     ) -> None:
         self._repo = repo
         self._rt = runtime
         self._labels = {LABEL_INSTANCE: instance}
         self._accounts = accounts
+        self._capacity = capacity
 
     async def _find(self, name: str, holder: str | None) -> VolumeInfo | None:
         found = await self._rt.volumes({**self._labels, LABEL_DRIVE: name})
@@ -101,6 +108,9 @@ class DriveService:
         holder = holder_of(caller)
         if await self._find(name, holder):
             raise Conflict(f"a drive named {name!r} already exists")
+        if capacity_mb is not None and self._capacity is not None:
+            # Its filesystem's own metadata is written on the engine's disk at once.
+            self._capacity.check_disk("a drive with a size")
         await self.ensure(name, holder, capacity_mb)
         faults.point("drive.created")
         return DriveUsage(name, 0, [], holder, capacity_mb)

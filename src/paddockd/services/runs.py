@@ -34,6 +34,10 @@ log = logging.getLogger("paddockd.runs")
 # The agent runs in its own session, its process group id kept in the box, so `stop`
 # ends the agent and everything it started; $2 is the agent's preparation, if any.
 _LAUNCH = 'echo $$ > "/tmp/paddock-run-$1.pid"; eval "$2"; shift 2; exec "$@"'
+# What a run's log keeps of its output, on the server's own disk: the agent and all it
+# runs are the box's programs, and print as much as they like. Past this the run goes on,
+# its output no longer kept nor sent to followers, and the log says so.
+MAX_LOG = 256 << 20
 
 
 class RunService:
@@ -131,12 +135,21 @@ class RunService:
         log = await anyio.to_thread.run_sync(lambda: self._log(run.id).open("ab"))
         code: int | None = None
         seq = 0
+        kept = 0
         try:
             async for kind, data in proc.output():
+                if kept > MAX_LOG:
+                    continue  # read, so the agent is not held up, and let go
                 seq += 1
                 stream = "stdout" if kind == 1 else "stderr"
                 event = {"seq": seq, "stream": stream, "data": data.decode(errors="replace")}
-                log.write(json.dumps(event).encode() + b"\n")
+                line = json.dumps(event).encode() + b"\n"
+                kept += len(line)
+                if kept > MAX_LOG:
+                    note = f"[paddock: the run printed over {MAX_LOG >> 20} MiB; no more is kept]\n"
+                    event = {"seq": seq, "stream": "stderr", "data": note}
+                    line = json.dumps(event).encode() + b"\n"
+                log.write(line)
                 log.flush()
                 self._publish(run.id, event)
             code = await proc.wait()

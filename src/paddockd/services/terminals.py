@@ -20,17 +20,26 @@ from paddock import _frames
 from ..domain.accounts import User
 from ..domain.errors import CapacityExceeded, InvalidRequest
 from ..runtime.base import ExecProcess
+from .backlog import Backlog
 from .boxes import BoxService
 
 SCROLLBACK = 256 * 1024
+# How far a window may fall behind its shell's output before the shell waits for it, as a
+# terminal's reader makes its writer wait (services/backlog.py); a window that reads nothing
+# for a minute meanwhile is let go, as if it had gone: the shell is kept.
+MAX_BEHIND = 1 << 20
 KEEP = 300.0
 PER_USER = 16
 SHELL = ["/bin/bash", "-l"]
 _KEY_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 # What a listener receives: output frames (already framed for the WebSocket), ended by
-# None when the shell ended or another window took the terminal over.
-Frames = asyncio.Queue[bytes | None]
+# None when the shell ended, another window took the terminal over, or it was let go.
+Frames = Backlog[bytes | None]
+
+
+def _listener() -> Frames:
+    return Frames(MAX_BEHIND, lambda frame: len(frame or b""))
 
 
 @dataclass(eq=False)
@@ -49,8 +58,18 @@ class Terminal:
             del self.scrollback[: len(self.scrollback) - SCROLLBACK]
 
     def tell(self, frame: bytes | None) -> None:
-        if self.listener is not None:
-            self.listener.put_nowait(frame)
+        if self.listener is None:
+            return
+        if frame is None:
+            self.listener.finish(None)
+        else:
+            self.listener.put(frame)
+
+    async def caught_up(self) -> None:
+        """Until its window is not too far behind; one that stopped reading is let go."""
+        listener = self.listener
+        if listener is not None and not await listener.room():
+            listener.let_go(None)
 
 
 @dataclass(frozen=True)
@@ -98,7 +117,7 @@ class TerminalService:
             term.expiry = None
         # One window at a time: a second one (a duplicated tab) takes it over.
         term.tell(None)
-        term.listener = asyncio.Queue()
+        term.listener = _listener()
         if resumed and size:
             with contextlib.suppress(Exception):  # it may have ended this instant
                 await term.proc.resize(*size)  # full-screen programs redraw
@@ -107,6 +126,7 @@ class TerminalService:
     def detach(self, attachment: Attachment) -> None:
         """The window went away: keep the shell for `keep` seconds."""
         term = attachment.terminal
+        attachment.frames.close()  # its shell waits for it no more
         if term.listener is not attachment.frames or term.ended:
             return
         term.listener = None
@@ -146,6 +166,7 @@ class TerminalService:
             async for _, data in term.proc.output():
                 term.record(data)
                 term.tell(_frames.encode(_frames.STDOUT, data))
+                await term.caught_up()
             code = await term.proc.wait()
         except Exception:  # the engine went away: the terminal ends all the same
             code = None

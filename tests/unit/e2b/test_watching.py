@@ -114,3 +114,74 @@ async def test_the_first_line_decides() -> None:
 
     polled = await start_watch(no_python, listing, parse_entries, "/config/w", True, False)
     assert isinstance(polled, PolledWatch)
+
+
+class Endless(Scripted):
+    """An exec that prints `line` forever, counting how many it was asked for."""
+
+    def __init__(self, line: bytes, per_chunk: int = 100) -> None:
+        super().__init__([])
+        self._line = line
+        self._per_chunk = per_chunk
+        self.lines = 0
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        yield 1, b'{"ready": true}\n'
+        while not self.stdin_closed:
+            self.lines += self._per_chunk
+            yield 1, self._line * self._per_chunk
+            await asyncio.sleep(0)
+
+
+async def _until(check: object, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    "line", [b"noise\n", b"[1]\n", b'{"t": "bogus", "n": "x"}\n', b'{"overflow": true}\n']
+)
+async def test_a_watcher_that_prints_only_noise_is_ended_not_read_forever(line: bytes) -> None:
+    proc = Endless(line)
+    w = await InotifyWatch.start(proc, parse_entries)
+    await _until(lambda: w.ended)
+    assert w.ended
+    read = proc.lines
+    await asyncio.sleep(0.05)
+    assert proc.lines == read, "paddockd read on after the watch ended"
+    assert read < 5_000
+    await w.close()
+
+
+async def test_events_nobody_reads_stop_the_reading_until_a_drain() -> None:
+    """A flood of true events: paddockd keeps at most _MAX_PENDING of them and reads no more
+    until someone takes them; the box waits (its pipe fills), paddockd does not spin."""
+    proc = Endless(b'{"t": "write", "n": "f"}\n')
+    w = await InotifyWatch.start(proc, parse_entries)
+    await _until(lambda: proc.lines >= 10_000)
+    await asyncio.sleep(0.1)
+    held = proc.lines
+    await asyncio.sleep(0.1)
+    assert proc.lines == held < 10_200, "paddockd read on with nobody taking the events"
+    assert len(await w.drain()) >= 10_000
+    await _until(lambda: proc.lines > held)
+    assert proc.lines > held  # the next read goes on
+    assert not w.ended
+    await w.close()
+
+
+async def test_an_overflow_after_events_is_no_noise(caplog: pytest.LogCaptureFixture) -> None:
+    lines = [b'{"ready": true}\n']
+    for _ in range(1500):  # more overflows than the noise allowance, each after an event
+        lines.append(b'{"t": "create", "n": "a"}\n{"overflow": true}\n')
+    proc = Scripted(lines, hold=True)
+    w = await InotifyWatch.start(proc, parse_entries)
+    events: list[pb.FilesystemEvent] = []
+    await _until(lambda: len(w._pending) >= 1500)
+    events += await w.drain()
+    assert len(events) == 1500
+    assert not w.ended
+    assert caplog.text.count("overflowed") == 1  # the log says so once per watch
+    await w.close()

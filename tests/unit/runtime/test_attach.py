@@ -3,11 +3,13 @@ merged per stream, TTY output passed through, and writes that outlast a full buf
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
 import struct
 import threading
+import time
 
 import anyio
 import pytest
@@ -96,3 +98,46 @@ def test_send_all_waits_for_a_full_buffer_to_drain() -> None:
     thread.join(10)
     left.close()
     assert bytes(received) == data
+
+
+def test_a_stream_that_never_pauses_leaves_the_event_loop_turns() -> None:
+    """A box that prints without pause keeps the socket full, so a read never has to wait;
+    a reader that awaits nothing else must still let the rest of paddockd run."""
+    left, right = socket.socketpair()
+    stop = threading.Event()
+
+    def box() -> None:
+        chunk = b"y" * (1 << 20)
+        with contextlib.suppress(OSError):
+            while not stop.is_set():
+                right.sendall(chunk)
+
+    threading.Thread(target=box, daemon=True).start()
+
+    async def main() -> float:
+        ticks: list[float] = []
+
+        async def other_work() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await anyio.sleep(0.01)
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other_work)
+            await anyio.sleep(0)  # the other task's first tick
+            ticks.clear()
+            async for _ in attach.output(left, True):
+                time.sleep(0.0005)  # the reader's own work: the box outpaces it
+                if time.monotonic() - started > 1.5:
+                    break
+            tg.cancel_scope.cancel()
+        return len(ticks)
+
+    try:
+        ticks = anyio.run(main)
+    finally:
+        stop.set()
+        left.close()
+        right.close()
+    assert ticks >= 20, f"the rest of the loop ran {ticks} times in 1.5 s of output"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddockd.domain.errors import Conflict, InvalidRequest, NotFound
+from paddockd.domain.errors import Conflict, InvalidRequest, NotFound, StorageLow
 from paddockd.runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER
 from paddockd.services.credentials import ProviderStatus
 
@@ -201,3 +201,15 @@ async def test_a_drive_size_is_checked_kept_and_shown(world: World, people: Peop
     await drives.create("plain", people.bob)
     sizes = {d.name: d.capacity_mb for d in await drives.all(people.bob)}
     assert sizes == {"sized": 2048, "plain": None}
+
+
+async def test_a_sized_drive_is_refused_when_the_engine_disk_is_nearly_full(
+    world: World, people: People, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Full:
+        f_bavail, f_frsize = 100, 1 << 20  # 100 MiB
+
+    monkeypatch.setattr("paddockd.services.capacity.os.statvfs", lambda _: Full)
+    with pytest.raises(StorageLow, match="not enough disk for a drive with a size"):
+        await world.services.drives.create("sized", people.bob, capacity_mb=2048)
+    assert world.runtime.volume_sizes == {}

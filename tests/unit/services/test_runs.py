@@ -157,3 +157,31 @@ async def test_the_boxs_default_agent_comes_before_the_servers(world: World) -> 
     assert fork.agent == "codex"
     with pytest.raises(InvalidRequest, match="unknown agent"):
         await world.boxes.create("odd", None, None, None, agent="nope")
+
+
+async def test_a_run_that_floods_keeps_a_bounded_log_and_ends_normally(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent is the box's program: what it prints is not all kept on the server's disk."""
+    from collections.abc import AsyncIterator
+
+    from paddockd.runtime.fake import FakeExec
+
+    class Flood(FakeExec):
+        async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+            for _ in range(64):
+                yield 1, b"y" * (64 << 10)  # 4 MiB in all
+
+    async def exec_(cid: str, spec: object) -> Flood:
+        return Flood(spec)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("paddockd.services.runs.MAX_LOG", 1 << 20)
+    await world.services.credentials.set("anthropic", KEY)
+    await world.boxes.create("r", None, None, None)
+    monkeypatch.setattr(world.runtime, "exec", exec_)
+    run = await world.services.runs.start("r", "claude", "say hi", None, None)
+    events = [e async for e in world.services.runs.follow(run.id)]
+    assert "no more is kept" in str(events[-2]["data"])
+    assert events[-1]["status"] == "succeeded"
+    size = (world.services.runs._log(run.id)).stat().st_size
+    assert size < (1 << 20) + (128 << 10), size

@@ -11,7 +11,7 @@ import pytest
 
 from paddock import _frames
 from paddockd.runtime.base import ExecSpec
-from paddockd.services.terminals import TerminalService
+from paddockd.services.terminals import MAX_BEHIND, SCROLLBACK, TerminalService
 
 from ..conftest import People, World
 
@@ -118,3 +118,29 @@ async def test_keys_are_checked(world: World, people: People, shells: list[Shell
         with pytest.raises(Exception, match="terminal key"):
             await terms.attach(box.name, key, None, people.bob)
     assert shells == []
+
+
+async def test_a_window_that_stops_reading_holds_up_its_shell_then_is_let_go(
+    world: World, people: People, shells: list[Shell], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shell printing to a window that no longer reads: paddockd holds about MAX_BEHIND of
+    it (the shell waits, as for a terminal), then lets that window go as if it had gone;
+    the shell is kept and attaching again replays the scrollback."""
+    monkeypatch.setattr("paddockd.services.backlog.STALLED", 0.3)
+    terms = TerminalService(world.boxes)
+    box = await world.boxes.create("t", None, None, None, [], caller=people.bob)
+    held = await terms.attach(box.name, KEY, None, people.bob)
+    chunk = b"y" * (256 << 10)
+    for _ in range(64):  # 16 MiB, read by nobody
+        await shells[0].write(chunk)
+    await asyncio.sleep(0.1)
+    assert held.frames.held <= MAX_BEHIND + (300 << 10)
+    assert shells[0].pipe.qsize() > 50  # the shell waits for its window
+    await asyncio.sleep(0.5)
+    assert held.frames.qsize() == 1  # let go: what it held went, its end is left
+    assert [frame async for frame in held.output()] == []
+    assert not shells[0].killed
+    terms.detach(held)
+    again = await terms.attach(box.name, KEY, None, people.bob)
+    assert again.resumed and len(again.replay) == SCROLLBACK
+    await terms.shutdown()

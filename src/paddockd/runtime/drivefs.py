@@ -27,8 +27,6 @@ from pathlib import Path
 
 log = logging.getLogger("paddockd.drives")
 
-MIB = 1 << 20
-MIN_SIZE = 64 * MIB  # ext4's journal and metadata leave too little below this
 _VOLUME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")
 _IMAGE = ".ext4"
 _MOUNT = ".mnt"

@@ -68,11 +68,11 @@ def size(n: float) -> str:
 
 def binary_size(n: float) -> str:
     """Bytes in powers of 1024, as memory limits are set ("512 MiB", "1.0 GiB")."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit in ("B", "KiB", "MiB") else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} GiB"
+    return f"{n:.1f} TiB"
 
 
 class ProgressLine:

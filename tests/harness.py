@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -43,6 +44,41 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def e2b_env(server: Server) -> dict[str, str]:
+    """What points the official e2b SDKs at `server` (docs/e2b.md). E2B_DOMAIN names no
+    real host, so nothing can leave for E2B's cloud."""
+    return {
+        "E2B_API_URL": server.url + "/e2b",
+        "E2B_SANDBOX_URL": server.url + "/e2b/sandbox",
+        "E2B_DOMAIN": "paddock.invalid",
+        "E2B_API_KEY": server.token,
+    }
+
+
+@contextlib.contextmanager
+def e2b_python_env(server: Server) -> Iterator[dict[str, str]]:
+    """The Python SDK reads its settings from this process's environment: set for the
+    block, then as it was. A dead proxy catches any call that would leave the machine."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = {
+        **e2b_env(server),
+        "E2B_HTTP_VERSION": "1.1",
+        "HTTPS_PROXY": dead,
+        "HTTP_PROXY": dead,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _toml(value: object) -> str:

@@ -4,7 +4,6 @@ dead proxy catches anything that would leave for E2B's cloud."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 import uuid
@@ -12,7 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .conftest import Server, free_port
+from ..harness import e2b_python_env
+from .conftest import Server
 from .test_members import create_owner, member_token
 
 e2b = pytest.importorskip("e2b")
@@ -23,25 +23,8 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def sdk_env(server: Server) -> Iterator[dict[str, str]]:
-    dead = f"http://127.0.0.1:{free_port()}"
-    env = {
-        "E2B_API_URL": server.url + "/e2b",
-        "E2B_SANDBOX_URL": server.url + "/e2b/sandbox",
-        "E2B_DOMAIN": "paddock.invalid",
-        "E2B_API_KEY": server.token,
-        "E2B_HTTP_VERSION": "1.1",
-        "HTTPS_PROXY": dead,
-        "HTTP_PROXY": dead,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield env
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with e2b_python_env(server) as env:
+        yield env
 
 
 @pytest.fixture(scope="module")

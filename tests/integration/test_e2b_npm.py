@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ..harness import e2b_env
 from .conftest import ROOT, Server
 
 HERE = ROOT / "tests" / "e2b-npm"
@@ -59,13 +60,7 @@ def test_e2b_npm_sdk(server: Server, npm: str) -> None:
         )
         assert ci.returncode == 0, f"npm ci failed:\n{ci.stdout}\n{ci.stderr}"
     assert installed(HERE)
-    env = {
-        **server.env,
-        "E2B_API_URL": server.url + "/e2b",
-        "E2B_SANDBOX_URL": server.url + "/e2b/sandbox",
-        "E2B_API_KEY": server.token,
-        "E2B_DOMAIN": "paddock.invalid",
-    }
+    env = {**server.env, **e2b_env(server)}
     done = subprocess.run(
         [npm, "test"], cwd=HERE, env=env, capture_output=True, text=True, timeout=600
     )

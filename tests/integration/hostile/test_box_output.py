@@ -11,7 +11,6 @@ handle nobody read grew paddockd by ~170 MB a second (1.5 GB in 8 s here); `exec
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ..conftest import Server, free_port
+from ...harness import e2b_python_env
+from ..conftest import Server
 
 e2b = pytest.importorskip("e2b")
 
@@ -63,27 +63,10 @@ class Watchdog:
 
 @pytest.fixture(scope="module")
 def sbx(server: Server) -> Iterator[e2b.Sandbox]:
-    dead = f"http://127.0.0.1:{free_port()}"
-    env = {
-        "E2B_API_URL": server.url + "/e2b",
-        "E2B_SANDBOX_URL": server.url + "/e2b/sandbox",
-        "E2B_DOMAIN": "paddock.invalid",
-        "E2B_API_KEY": server.token,
-        "E2B_HTTP_VERSION": "1.1",
-        "HTTPS_PROXY": dead,
-        "HTTP_PROXY": dead,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    box = e2b.Sandbox.create()
-    yield box
-    box.kill()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with e2b_python_env(server):
+        box = e2b.Sandbox.create()
+        yield box
+        box.kill()
 
 
 def plant(server: Server, box: str, path: str, script: str) -> None:

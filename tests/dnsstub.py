@@ -56,10 +56,17 @@ class DnsStub:
                 answer = respond(self.rfile.read(size))
                 self.wfile.write(struct.pack("!H", len(answer)) + answer)
 
-        self.udp = socketserver.ThreadingUDPServer(("127.0.0.1", 0), Udp)
-        self.port = self.udp.server_address[1]
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", self.port), Tcp)
+        # One port for both: a free UDP port may be a busy TCP one, so try again then.
+        for _ in range(20):
+            self.udp = socketserver.ThreadingUDPServer(("127.0.0.1", 0), Udp)
+            self.port = self.udp.server_address[1]
+            try:
+                self.tcp = _TcpServer(("127.0.0.1", self.port), Tcp)
+                break
+            except OSError:
+                self.udp.server_close()
+        else:
+            raise OSError("no port free for both UDP and TCP on 127.0.0.1")
         for srv in (self.udp, self.tcp):
             threading.Thread(target=srv.serve_forever, daemon=True).start()
 
@@ -80,3 +87,7 @@ def resolve(stub: DnsStub, name: str) -> list[str]:
         s.sendto(DNSRecord.question(name).pack(), ("127.0.0.1", stub.port))
         reply = DNSRecord.parse(s.recv(4096))
     return [str(rr.rdata) for rr in reply.rr]
+
+
+class _TcpServer(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True

@@ -4,8 +4,9 @@ kernel's word, not the box's).
 A tree that is signalled while it forks can lose a child: one born after the tree was
 read outlives the signal, is reparented to the box's init, and keeps the command's
 output open, so the exec never ends. So the tree is first stopped (SIGSTOP cannot be
-caught, and a stopped process forks nothing), read again until no new process appears,
-and only then signalled: TERM, then KILL for what is left after the grace period.
+caught, and a stopped process forks nothing; each is waited for until it has stopped),
+read again until no new process appears, and only then signalled: TERM, then KILL for
+what is left after the grace period.
 """
 
 from __future__ import annotations
@@ -67,7 +68,20 @@ def freeze(root: int) -> list[Member]:
                     os.kill(pid, signal.SIGSTOP)
         if not new:
             break
+        _until_stopped(new)
     return list(members.items())
+
+
+def _until_stopped(pids: list[int], within: float = 1.0) -> None:
+    """Wait until each has stopped (or ended): a signal takes effect a moment after it is
+    sent, and a process still running then may fork after the tree was read again. One
+    that cannot stop yet (in uninterruptible sleep) is waited for `within` seconds."""
+    deadline = time.monotonic() + within
+    waiting = list(pids)
+    while waiting and time.monotonic() < deadline:
+        waiting = [p for p in waiting if (st := _stat(p)) is not None and st[1] not in "TtZX"]
+        if waiting:
+            time.sleep(0.001)
 
 
 def end_tree(root: int, grace: float = 2.0) -> None:

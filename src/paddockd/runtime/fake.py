@@ -146,6 +146,7 @@ class FakeRuntime:
         self._get(cid)["running"] = False
 
     async def remove(self, cid: str) -> None:
+        self._maybe_fail("remove")
         self.by_id.pop(cid, None)
 
     async def inspect(self, cid: str) -> ContainerInfo | None:

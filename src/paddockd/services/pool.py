@@ -36,7 +36,14 @@ from paddock._models import PoolStatus, PoolTypeStatus
 
 from ..domain.box import Box, BoxState, BoxType, Desired, TtlAction, new_box_id
 from ..domain.errors import PaddockError, StorageLow
-from ..runtime.base import LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, Profile, Runtime
+from ..runtime.base import (
+    LABEL_INSTANCE,
+    LABEL_POOL,
+    LABEL_POOL_KEY,
+    ContainerInfo,
+    Profile,
+    Runtime,
+)
 from ..store.boxes import BoxRepository
 from .capacity import Capacity
 from .reconciler import Reconciler
@@ -284,11 +291,14 @@ class WarmPool:
 
     async def _check(self) -> None:
         """Drop ready boxes that no longer fit a `new` (a rebuilt image, LXCFS back or
-        gone, an engine restart) or whose container is gone."""
+        gone, an engine restart) or whose container is gone; remove what an earlier drop
+        left behind."""
+        containers = await self._rt.containers({LABEL_INSTANCE: self._instance})
+        await self._sweep(containers)
         if not self._ready:
             return
         engine = await self._engine()
-        live = {c.box_id: c for c in await self._rt.containers({LABEL_INSTANCE: self._instance})}
+        live = {c.box_id: c for c in containers}
         for pooled in list(self._ready.values()):
             info = live.get(pooled.box_id)
             if info is not None and info.running and self._fits(pooled, engine):
@@ -377,6 +387,22 @@ class WarmPool:
             info.image_id,
             info.views,
         )
+
+    async def _sweep(self, containers: list[ContainerInfo]) -> None:
+        """Pooled containers that ran and stopped, neither ready nor claimed, are ours to
+        remove: a removal that failed (the engine was away) is tried again here, level-
+        based, rather than leaving them for good. (One being made is never `exited`.)"""
+        left = [
+            c
+            for c in containers
+            if c.labels.get(LABEL_POOL) and c.status == "exited" and c.box_id not in self._ready
+        ]
+        if not left:
+            return
+        claimed = {b.id for b in await self._repo.all()}
+        for info in left:
+            if info.box_id not in claimed:
+                self._discard(info.box_id)
 
     def _discard(self, box_id: str) -> None:
         task = asyncio.get_running_loop().create_task(self._remove(box_id))

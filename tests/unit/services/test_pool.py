@@ -13,7 +13,7 @@ import pytest
 from paddockd import config
 from paddockd.config import Config, EngineConfig, PoolConfig
 from paddockd.domain.box import BoxState, BoxType
-from paddockd.domain.errors import CapacityExceeded
+from paddockd.domain.errors import CapacityExceeded, PaddockError
 from paddockd.domain.network import policy
 from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.base import LABEL_BOX, LABEL_NAME, LABEL_POOL, ContainerSpec
@@ -308,3 +308,17 @@ def test_pool_settings(tmp_path: Path) -> None:
     path.write_text("[pool]\nsize = 1\n")
     with pytest.raises(ValueError, match="unknown setting"):
         config.load(path)
+
+
+async def test_a_removal_the_engine_missed_is_done_on_a_later_round(pool: Pool) -> None:
+    await pool.fill()
+    ready = set(await pool.unclaimed())
+    for c in pool.runtime.by_id.values():
+        c["running"] = False  # the engine restarted under the pool
+    pool.runtime.fail_next["remove"] = PaddockError("the box engine is not answering")
+    await pool.fill()  # drops them; one removal fails, as it did with the engine away
+    left = set(await pool.unclaimed()) & ready
+    assert left, "the engine refused a removal: a container of the old ones is left"
+    await pool.fill()
+    assert not set(await pool.unclaimed()) & ready  # gone now
+    assert pool.ready() == {"small": 2}

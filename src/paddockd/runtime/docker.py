@@ -446,7 +446,7 @@ class DockerRuntime:
 
     async def start(self, cid: str) -> None:
         def work() -> None:
-            if self._drives is not None:
+            if self._drives is not None and self._drives.present():
                 # After a reboot, before a box binds one; this box's own must mount.
                 mounts = self.api.inspect_container(cid).get("Mounts") or ()
                 self._drives.mount_all(str(m.get("Name")) for m in mounts if m.get("Name"))

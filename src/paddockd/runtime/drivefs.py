@@ -64,6 +64,10 @@ class DriveFs:
             raise ValueError(f"not a drive volume name: {volume!r}")
         return self.root / (volume + _IMAGE), self.root / (volume + _MOUNT)
 
+    def present(self) -> bool:
+        """Whether any sized drive exists (else a box's start has nothing to mount)."""
+        return self.root.is_dir() and any(self.root.glob("*" + _IMAGE))
+
     def has(self, volume: str) -> bool:
         return self._paths(volume)[0].exists()
 

@@ -114,16 +114,23 @@ class Server:
         pool: dict[str, object] = {"max_boxes": 0}
         if "pool_types" in settings:
             pool["max_boxes"] = 4
+        # Box types of the test's own: types={"tiny": {"cpus": 1, ..., "disk_mb": 128}}.
+        types = dict(settings.pop("types", {}))  # type: ignore[call-overload]
         for key, value in settings.items():
             prefix = key.split("_")[0]
             section = {"capacity": capacity, "engine": engine, "pool": pool}.get(prefix, boxes)
             section[key.removeprefix(f"{prefix}_") if section is not boxes else key] = value
         lines = []
         sections = (("server", server), ("boxes", boxes), ("capacity", capacity))
-        for name, section in (*sections, ("engine", engine), ("network", network), ("pool", pool)):
+        sections += (("engine", engine), ("network", network), ("pool", pool))
+        sections += tuple((f"types.{name}", spec) for name, spec in types.items())
+        for name, section in sections:
             lines.append(f"[{name}]")
             lines += [f"{k} = {_toml(v)}" for k, v in section.items()]
         self.config.write_text("\n".join(lines) + "\n")
+        # Where this server keeps sized volumes' filesystems (its engine data root's).
+        data_root = engine.get("data_root")
+        self.drives = DriveFs(Path(str(data_root)) / "paddock-drives") if data_root else DRIVES
         self.token = subprocess.run(
             [PADDOCKD, "--config", str(self.config), "token", "create", "--name", "itest"],
             check=True,
@@ -249,6 +256,7 @@ class Server:
             if name.startswith("paddock-box-"):
                 with contextlib.suppress(docker.errors.APIError):
                     api.remove_volume(name, force=True)
+                    self.drives.remove(name)  # a sized one's filesystem
         # This server's own nftables table: its sets name box addresses that later boxes
         # of other servers may get.
         for family in ("inet", "bridge", "arp"):
@@ -260,4 +268,4 @@ class Server:
         ):
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_volume(volume["Name"], force=True)
-                DRIVES.remove(volume["Name"])  # a sized drive's filesystem
+                self.drives.remove(volume["Name"])  # a sized drive's filesystem

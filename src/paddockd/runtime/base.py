@@ -40,6 +40,7 @@ class Mount:
     volume: str
     target: str
     read_only: bool = False
+    size_mb: int = 0  # a new volume's size (an existing one is used as it is); 0: none
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,10 @@ class Runtime(Protocol):
         ...
 
     async def remove(self, cid: str) -> None: ...
+
+    async def sweep(self) -> None:
+        """Drop what containers removed behind paddockd's back (or mid-crash) left."""
+        ...
 
     async def inspect(self, cid: str) -> ContainerInfo | None: ...
 

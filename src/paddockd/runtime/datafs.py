@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import EngineConfig
+from . import drivefs
 
 log = logging.getLogger("paddockd.datafs")
 
@@ -113,6 +114,11 @@ def describe(cfg: EngineConfig) -> str:
     found = state(cfg)
     if found.quotas:
         return "each box: its type's disk size (XFS project quotas)"
+    if drivefs.available() is None:
+        return (
+            "each box: its type's disk size, for its root and for its /var/lib/docker "
+            "(a filesystem of its own for each)"
+        )
     if found.own:
         return f"all boxes together: {found.total / GIB:.0f} GiB ({found.reason})"
     return f"none: boxes write to the host's filesystem ({found.reason})"

@@ -40,6 +40,7 @@ from .base import (
     Usage,
     VolumeInfo,
 )
+from .boxdisk import BoxDisks
 from .drivefs import DriveFs
 from .exec_start import StartChecked
 from .hostname import rename
@@ -126,6 +127,7 @@ class DockerRuntime:
         build_network: BoxNetwork | None = None,
         lxcfs: Lxcfs | None = None,
         drives: DriveFs | None = None,
+        disks: Path | None = None,
     ) -> None:
         self._api = (
             docker.APIClient(
@@ -147,6 +149,8 @@ class DockerRuntime:
         self._streams = anyio.CapacityLimiter(1024)
         self._lxcfs = lxcfs
         self._drives = drives
+        self._disks_root = disks
+        self._disks: BoxDisks | None = None  # once the engine said where its layers are
         # Running boxes' cpusets by container id, so placing one box does not inspect all
         # the others every time; the lock keeps two starts from choosing the same CPUs.
         self._cpusets: dict[str, set[int]] = {}
@@ -349,18 +353,71 @@ class DockerRuntime:
                 )
                 return str(created["Id"])
 
+            for m in spec.mounts:
+                if m.size_mb and self._drives is not None and drivefs.available() is None:
+                    self._sized_volume(m.volume, m.size_mb << 20)
             try:
                 return create(host_config)
             except docker.errors.APIError as exc:
                 # Sizes need overlay2 on XFS with project quotas; the engine says when its
-                # filesystem has none, once, and boxes are made without from then on.
+                # filesystem has none, once, and from then on each box's layer gets a
+                # filesystem of its own instead (runtime/boxdisk.py).
                 if "StorageOpt" not in host_config or "storage-opt" not in str(exc):
                     raise
-                log.warning("the engine cannot enforce disk sizes: %s", exc.explanation)
+                log.warning(
+                    "the engine cannot size containers (%s): each box's layer gets a "
+                    "filesystem of its own",
+                    exc.explanation,
+                )
                 self._sizes = False
-                return create({k: v for k, v in host_config.items() if k != "StorageOpt"})
+                host_config.pop("StorageOpt")
+                return create(host_config)
 
-        return await self._run(work)
+        cid = await self._run(work)
+        if spec.disk_mb and not self._sizes:
+            try:
+                await self._run(lambda: self._give_disk(cid, spec.disk_mb << 20))
+            except BaseException:
+                await self.remove(cid)
+                raise
+        return cid
+
+    def _sized_volume(self, name: str, size: int) -> None:
+        """Make the volume `name` a filesystem of `size` bytes, unless the engine has it
+        (a box's volume made before sizes existed keeps working, unsized)."""
+        with contextlib.suppress(docker.errors.NotFound):
+            self.api.inspect_volume(name)
+            return
+        assert self._drives is not None
+        device = self._drives.create(name, size, owner=0)  # box root's, as the engine's are
+        self.api.create_volume(
+            name=name, driver="local", driver_opts={"type": "none", "o": "bind", "device": device}
+        )
+
+    def _box_disks(self) -> BoxDisks | None:
+        if self._disks is None and self._disks_root is not None and not drivefs.available():
+            root = Path(str(self.api.info()["DockerRootDir"]))
+            self._disks = BoxDisks(self._disks_root, root / "overlay2")
+        return self._disks
+
+    def _give_disk(self, cid: str, size: int) -> None:
+        disks = self._box_disks()
+        if disks is None:
+            return
+        upper = self.api.inspect_container(cid)["GraphDriver"]["Data"]["UpperDir"]
+        try:
+            disks.attach(cid, str(upper), size)
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"could not give the box a disk of its own: {exc}") from exc
+
+    def _own_disk(self, cid: str) -> None:
+        """Mount the container's layer filesystem if it has one (after a reboot): before
+        the engine mounts its root, or it would see the empty folder under it."""
+        if self._disks_root is not None and (disks := self._box_disks()) is not None:
+            try:
+                disks.ensure(cid)
+            except (OSError, ValueError) as exc:
+                raise PaddockError(f"the box's disk did not mount: {exc}") from exc
 
     def _views(self, profile: Profile) -> dict[str, str]:
         """LXCFS's /proc files for a new box, when LXCFS answers; none under Sysbox,
@@ -385,7 +442,7 @@ class DockerRuntime:
                         found[cid] = (
                             int(data["State"]["Pid"]),
                             int(data.get("SizeRw") or 0),
-                            parse_size(size) if size else None,
+                            parse_size(size) if size else self._disk_size(cid),
                         )
             before = self._samples(found)
             time.sleep(CPU_WINDOW)
@@ -405,6 +462,10 @@ class DockerRuntime:
             }
 
         return await self._run(work)
+
+    def _disk_size(self, cid: str) -> int | None:
+        disks = self._box_disks() if self._disks_root is not None else None
+        return disks.size(cid) if disks is not None else None
 
     @staticmethod
     def _samples(found: dict[str, tuple[int, int, int | None]]) -> dict[str, cgroups.Sample]:
@@ -450,6 +511,7 @@ class DockerRuntime:
                 # After a reboot, before a box binds one; this box's own must mount.
                 mounts = self.api.inspect_container(cid).get("Mounts") or ()
                 self._drives.mount_all(str(m.get("Name")) for m in mounts if m.get("Name"))
+            self._own_disk(cid)
             self._place(cid)
             self.api.start(cid)
 
@@ -481,6 +543,20 @@ class DockerRuntime:
     async def remove(self, cid: str) -> None:
         with contextlib.suppress(NotFound):
             await self._run(lambda: self.api.remove_container(cid, force=True, v=True))
+        if (disks := self._disks) is not None:
+            await self._run(lambda: disks.release(cid))
+
+    async def sweep(self) -> None:
+        """Drop what removed containers left behind: their layers' filesystems."""
+        if self._disks_root is None or not self._disks_root.is_dir():
+            return
+
+        def work() -> None:
+            disks = self._box_disks()
+            if disks is not None and disks.cids():
+                disks.sweep(str(c["Id"]) for c in self.api.containers(all=True))
+
+        await self._run(work)
 
     @staticmethod
     def _info(data: dict[str, Any]) -> ContainerInfo:
@@ -525,10 +601,11 @@ class DockerRuntime:
         return [self._info(row) for row in rows]
 
     async def commit(self, cid: str, repository: str, tag: str) -> str:
-        result = await self._run(
-            lambda: self.api.commit(cid, repository=repository, tag=tag, pause=True)
-        )
-        return str(result["Id"])
+        def work() -> Any:
+            self._own_disk(cid)  # a box stopped by a reboot is committed after it
+            return self.api.commit(cid, repository=repository, tag=tag, pause=True)
+
+        return str((await self._run(work))["Id"])
 
     async def layer_size(self, ref: str) -> int:
         """Bytes the image's top layer adds (what a snapshot costs on disk)."""
@@ -633,6 +710,7 @@ class DockerRuntime:
         target = f"/v{self.api._version}/containers/{quote(cid, safe='')}/archive?" + urlencode(
             {"path": path, "copyUIDGID": "1", "noOverwriteDirNonDir": "1"}
         )
+        await self._run(lambda: self._own_disk(cid))
         try:
             status, text = await upload.put(self._socket_path, target, "application/x-tar", chunks)
         except OSError as exc:
@@ -643,6 +721,7 @@ class DockerRuntime:
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
         top entry, read already (its owner is the stat's). Blocking: call in a thread."""
+        self._own_disk(cid)  # a stopped box's, after a reboot
         # Uncompressed: the engine would gzip for requests' default Accept-Encoding, only
         # for this side to gunzip it again (both on the same machine's CPU).
         res = self.api._get(

@@ -40,15 +40,53 @@ _LOCK = ".lock"
 _THREADS = threading.Lock()
 
 
-def _run(*argv: str) -> None:
+def run(*argv: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise OSError(f"{' '.join(argv)}: {(done.stderr or done.stdout).strip()}")
 
 
-def _mounted() -> set[str]:
+def mounted() -> set[str]:
+    """Every mount point on the host now."""
     with open("/proc/self/mountinfo") as table:
         return {line.split()[4].encode().decode("unicode_escape") for line in table}
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold `folder`'s lock file: one change at a time to what is in it, across processes."""
+    fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def make_ext4(image: Path, size: int, owner: int | None = None, source: Path | None = None) -> None:
+    """An ext4 filesystem of `size` bytes in a new sparse file at `image`: its root owned
+    by `owner`, or holding a copy of the folder `source` (owners, modes, xattrs kept). The
+    file has its name only once it is formatted: a crash leaves no half-made one."""
+    partial = image.with_name(image.name + ".new")
+    with open(partial, "wb") as handle:
+        handle.truncate(size)
+    partial.chmod(0o600)
+    # No reserved blocks: the whole size is the box's. Nothing zeroed ahead (the new sparse
+    # file reads as zeros already): mke2fs otherwise writes the whole journal, 1 GiB of the
+    # engine's disk for every filesystem of 128 GiB or more before a byte is stored (a
+    # member's few API calls filled the engine's disk).
+    extended = "lazy_itable_init=1,lazy_journal_init=1"
+    if owner is not None:
+        extended += f",root_owner={owner}:{owner}"
+    argv = ["mkfs.ext4", "-q", "-F", "-m", "0", "-E", extended]
+    if source is not None:
+        argv += ["-d", str(source)]
+    try:
+        run(*argv, str(partial))
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.rename(image)
 
 
 @dataclass(frozen=True)
@@ -78,44 +116,24 @@ class DriveFs:
     def _locked(self) -> Iterator[None]:
         with _THREADS:
             self._prepare_root()
-            fd = os.open(self.root / _LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            with locked(self.root):
                 yield
-            finally:
-                os.close(fd)
 
-    def create(self, volume: str, size: int) -> str:
-        """Make and mount the filesystem; where it is mounted. Call only when the engine
-        has no such volume: what is there then is a crash's leftover, and goes."""
+    def create(self, volume: str, size: int, owner: int = BOX_USER) -> str:
+        """Make and mount the filesystem, its root owned by `owner` (a user in the box);
+        where it is mounted. Call only when the engine has no such volume: what is there
+        then is a crash's leftover, and goes."""
         with self._locked():
-            return self._create(volume, size)
+            return self._create(volume, size, owner)
 
-    def _create(self, volume: str, size: int) -> str:
+    def _create(self, volume: str, size: int, owner: int) -> str:
         image, point = self._paths(volume)
         self._remove(volume)
-        partial = image.with_name(image.name + ".new")
-        with open(partial, "wb") as handle:
-            handle.truncate(size)
-        partial.chmod(0o600)
-        owner = (self.userns_base or 0) + BOX_USER
-        try:
-            # No reserved blocks: the whole size is the box's. The root belongs to the
-            # box user, as an engine volume's does. Nothing zeroed ahead (the new sparse
-            # file reads as zeros already): mke2fs otherwise writes the whole journal,
-            # 1 GiB of the engine's disk for every drive of 128 GiB or more before a byte
-            # is stored (a member's few API calls filled the engine's disk).
-            _run("mkfs.ext4", "-q", "-F", "-m", "0",
-                 "-E", f"root_owner={owner}:{owner},lazy_itable_init=1,lazy_journal_init=1",
-                 str(partial))  # fmt: skip
-        except OSError:
-            partial.unlink(missing_ok=True)
-            raise
-        partial.rename(image)  # only a formatted file has the final name
+        make_ext4(image, size, owner=(self.userns_base or 0) + owner)
         self._mount(image, point)
         with contextlib.suppress(OSError):
             (point / "lost+found").rmdir()  # host root's, and no use to a box
-        point.chmod(0o775)
+        point.chmod(0o775 if owner else 0o755)
         return str(point)
 
     def mount_all(self, needed: Iterable[str] = ()) -> None:
@@ -127,11 +145,11 @@ class DriveFs:
             return
         needed = set(needed)
         with self._locked():
-            mounted = _mounted()
+            now = mounted()
             for image in sorted(self.root.glob("*" + _IMAGE)):
                 volume = image.name.removesuffix(_IMAGE)
                 point = image.with_name(volume + _MOUNT)
-                if os.path.realpath(point) in mounted:
+                if os.path.realpath(point) in now:
                     continue
                 try:
                     self._mount(image, point)
@@ -154,8 +172,8 @@ class DriveFs:
 
     def _remove(self, volume: str) -> None:
         image, point = self._paths(volume)
-        if os.path.realpath(point) in _mounted():
-            _run("umount", str(point))
+        if os.path.realpath(point) in mounted():
+            run("umount", str(point))
         image.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
             point.rmdir()
@@ -170,7 +188,7 @@ class DriveFs:
     def _mount(self, image: Path, point: Path) -> None:
         point.mkdir(mode=0o700, exist_ok=True)
         # A box must not gain devices or setuid programs through its own filesystem.
-        _run("mount", "-o", "loop,nodev,nosuid,noatime", str(image), str(point))
+        run("mount", "-o", "loop,nodev,nosuid,noatime", str(image), str(point))
 
 
 def available() -> str | None:

@@ -66,6 +66,7 @@ class FakeRuntime:
         self.calls: list[str] = []
         self.volume_by_name: dict[str, VolumeInfo] = {}
         self.volume_sizes: dict[str, int | None] = {}
+        self.swept = 0
         self.fail_next: dict[str, Exception] = {}
         self.views = True  # whether LXCFS "answers"
         self.stale: set[str] = set()  # containers whose views died with an old LXCFS
@@ -148,6 +149,9 @@ class FakeRuntime:
     async def remove(self, cid: str) -> None:
         self._maybe_fail("remove")
         self.by_id.pop(cid, None)
+
+    async def sweep(self) -> None:
+        self.swept += 1
 
     async def inspect(self, cid: str) -> ContainerInfo | None:
         c = self.by_id.get(cid)

@@ -454,7 +454,7 @@ class Reconciler:
     ) -> ContainerSpec:
         # The box's Docker keeps its images and containers on a volume of its own: kept
         # across stop/resume, never in a snapshot, removed with the box.
-        mounts = [Mount(docker_volume(box.id), "/var/lib/docker")]
+        mounts = [Mount(docker_volume(box.id), "/var/lib/docker", size_mb=box.disk_mb)]
         holder = (await self._holders()).of(box.owner_id) if box.drives else None
         for spec in box.drives:
             name, read_only = parse_drive(spec)
@@ -498,3 +498,4 @@ class Reconciler:
             if info.box_id not in known and await self._repo.get(info.box_id) is None:
                 log.warning("removing orphan container %s (box %s)", info.id[:12], info.box_id)
                 await self._rt.remove(info.id)
+        await self._rt.sweep()

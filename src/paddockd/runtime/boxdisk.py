@@ -1,0 +1,145 @@
+"""Each box's writable layer on a filesystem of its own size, where the kernel has no XFS
+quotas for the engine's `--storage-opt size`.
+
+After the engine makes a container, its overlay layer folder (`overlay2/<id>`: `diff`,
+`work` and the engine's two small files) is copied into an ext4 filesystem in a sparse
+file of the box's size, which is then loop-mounted over that folder. The engine mounts
+the box's root from it as before; a full layer is ENOSPC in the box and nowhere else,
+and `df /` in the box shows its size. The engine's removal of the container unmounts it
+(it detaches whatever is mounted in a folder it deletes); the file goes after it.
+
+Mounts do not outlive a reboot: every layer is mounted again before its box starts
+(`ensure`), never later, or the engine would mount the empty folder under it.
+
+Paths here are the engine's (`GraphDriver.Data.UpperDir`) and paddockd's own, checked to
+lie in the engine's layer folder; nothing a box names is followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .drivefs import locked, make_ext4, mounted, run
+
+log = logging.getLogger("paddockd.disks")
+
+_CID = re.compile(r"[0-9a-f]{64}")
+_IMAGE = ".ext4"
+_LAYER = ".layer"  # the layer folder it mounts on, as the engine named it
+_THREADS = threading.Lock()
+
+
+@dataclass(frozen=True)
+class BoxDisks:
+    """`root`: where the filesystems' files live (root's alone). `layers`: the engine's
+    overlay2 folder, the only place a layer may be mounted."""
+
+    root: Path
+    layers: Path
+
+    def _paths(self, cid: str) -> tuple[Path, Path]:
+        if not _CID.fullmatch(cid):
+            raise ValueError(f"not a container id: {cid!r}")
+        return self.root / (cid + _IMAGE), self.root / (cid + _LAYER)
+
+    def _layer(self, upper_dir: str) -> Path:
+        """The layer folder of a container whose upper directory the engine named."""
+        upper = Path(upper_dir)
+        layer = upper.parent
+        if (
+            upper.name != "diff"
+            or layer.parent != self.layers
+            or not _CID.fullmatch(layer.name.removesuffix("-init"))
+            or layer.is_symlink()
+        ):
+            raise ValueError(f"not a layer of the engine's: {upper_dir!r}")
+        return layer
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with _THREADS:
+            self.root.mkdir(mode=0o700, exist_ok=True)
+            with locked(self.root):
+                yield
+
+    def attach(self, cid: str, upper_dir: str, size: int) -> None:
+        """Give a container that has not run yet its own filesystem of `size` bytes."""
+        layer = self._layer(upper_dir)
+        image, note = self._paths(cid)
+        with self._locked():
+            if image.exists():
+                return
+            make_ext4(image, size, source=layer)
+            note.write_text(str(layer))
+            self._mount(image, layer)
+
+    def ensure(self, cid: str) -> None:
+        """Mount the container's layer filesystem if it has one that is not mounted."""
+        image, note = self._paths(cid)
+        if not image.exists() or self._mounted_at(note):
+            return
+        with self._locked():
+            if image.exists() and not self._mounted_at(note):
+                self._mount(image, self._noted(note))
+
+    def size(self, cid: str) -> int | None:
+        """The size of the container's layer filesystem, if it has one."""
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return self._paths(cid)[0].stat().st_size
+        return None
+
+    def release(self, cid: str) -> None:
+        """Drop the filesystem of a container the engine has removed."""
+        image, note = self._paths(cid)
+        with self._locked():
+            self._release(image, note)
+
+    def sweep(self, containers: Iterable[str]) -> None:
+        """Drop the filesystems of containers the engine no longer has (a crash between a
+        removal and its release). `containers`: every container id the engine has, listed
+        after this was called, or a filesystem made meanwhile would look orphaned."""
+        with self._locked():
+            keep = set(containers)
+            for image in self.root.glob("*" + _IMAGE):
+                cid = image.name.removesuffix(_IMAGE)
+                if cid not in keep and _CID.fullmatch(cid):
+                    log.warning("removing the disk of container %s, which is gone", cid[:12])
+                    self._release(image, image.with_name(cid + _LAYER))
+            for partial in self.root.glob("*" + _IMAGE + ".new"):
+                partial.unlink(missing_ok=True)  # a crash mid-format; made again on use
+
+    def cids(self) -> set[str]:
+        return {p.name.removesuffix(_IMAGE) for p in self.root.glob("*" + _IMAGE)}
+
+    def _noted(self, note: Path) -> Path:
+        return self._layer(str(Path(note.read_text()) / "diff"))
+
+    def _mounted_at(self, note: Path) -> bool:
+        return str(self._noted(note)) in mounted()
+
+    def _release(self, image: Path, note: Path) -> None:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            if self._mounted_at(note):
+                run("umount", str(self._noted(note)))
+        image.unlink(missing_ok=True)
+        note.unlink(missing_ok=True)
+
+    @staticmethod
+    def _mount(image: Path, layer: Path) -> None:
+        # The folder as the engine made it (its mode lets box root through, not others);
+        # mkfs gives the copy's root mode and owner of its own.
+        st = layer.stat()
+        # nodev: no device of the box's making opens through its own filesystem. Not
+        # nosuid: a setuid program the box upgrades (sudo) lands in this layer.
+        run("mount", "-o", "loop,nodev,noatime", str(image), str(layer))
+        os.chown(layer, st.st_uid, st.st_gid)
+        os.chmod(layer, st.st_mode & 0o7777)
+        with contextlib.suppress(OSError):
+            (layer / "lost+found").rmdir()  # host root's, and no use to anyone

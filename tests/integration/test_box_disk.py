@@ -1,0 +1,139 @@
+"""Each box's disk size, on the real engine of a kernel without XFS quotas: the box's root
+and its /var/lib/docker are filesystems of their type's size; a box that fills either gets
+ENOSPC and nothing else notices; `df` in the box shows its size; the size outlives a
+stop, a resume and its filesystem being unmounted (a reboot); removal leaves nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from ..dnsstub import DnsStub
+from ..harness import DRIVES, ENGINE_SOCKET, Server
+
+TINY = {"cpus": 1, "memory_mb": 512, "pids": 512, "description": "tests", "disk_mb": 160}
+DISKS = DRIVES.root.parent / "paddock-disks"
+
+
+@pytest.fixture(scope="module")
+def sized(engine: None, workdir: Path, dns_stub: DnsStub) -> Iterator[Server]:
+    srv = Server(workdir / "sized", upstream_dns=dns_stub.address, types={"tiny": TINY})
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def tiny(sized: Server) -> Iterator[str]:
+    name = f"dk-{uuid.uuid4().hex[:6]}"
+    sized.cli("new", "--type", "tiny", "--name", name, "--ttl", "600", check=True)
+    yield name
+    sized.cli("rm", "--force", name)
+
+
+def _mounts() -> set[str]:
+    with open("/proc/self/mountinfo") as table:
+        return {line.split()[4] for line in table}
+
+
+def _cid(server: Server, box: str) -> str:
+    with server.client() as c:
+        name = f"paddock-{c.get_box(box).id}"
+    return str(docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}").inspect_container(name)["Id"])
+
+
+def test_a_full_root_is_no_space_in_the_box_and_nowhere_else(sized: Server, tiny: str) -> None:
+    size_mb = int(sized.sh(tiny, "df -m --output=size / | tail -1"))
+    assert 130 <= size_mb <= 160, size_mb  # the type's size, less ext4's own keeping
+    other = f"dk-{uuid.uuid4().hex[:6]}"
+    sized.cli("new", "--type", "tiny", "--name", other, "--ttl", "600", check=True)
+    try:
+        done = sized.cli(
+            "exec", tiny, "--", "sh", "-c",
+            "dd if=/dev/zero of=/config/big bs=1M count=300 2>&1; echo exit=$?",
+        )  # fmt: skip
+        assert "No space left on device" in done.stdout and "exit=1" in done.stdout
+        assert "exit=0" in sized.cli(
+            "exec", other, "--", "sh", "-c", "dd if=/dev/zero of=/config/f bs=1M count=50; "
+            "echo exit=$?"
+        ).stdout  # fmt: skip
+        with sized.client() as c:
+            stats = c.box_stats(tiny)
+        assert stats.disk_quota_bytes == 160 << 20
+        assert (stats.disk_bytes or 0) > 120 << 20
+        # What was written before the end is there; freeing space lets the box go on.
+        assert sized.sh(tiny, "rm /config/big && echo ok > /config/after && cat /config/after")
+    finally:
+        sized.cli("rm", "--force", other, check=True)
+
+
+def test_the_boxs_docker_data_has_the_same_size(sized: Server, tiny: str) -> None:
+    size_mb = int(sized.sh(tiny, "df -m --output=size /var/lib/docker | tail -1"))
+    assert 130 <= size_mb <= 160, size_mb
+    done = sized.cli(
+        "exec", tiny, "--", "sudo", "sh", "-c",
+        "dd if=/dev/zero of=/var/lib/docker/big bs=1M count=300 2>&1; echo exit=$?",
+    )  # fmt: skip
+    assert "No space left on device" in done.stdout and "exit=1" in done.stdout
+    # Box root owns it, as Docker wants its data root.
+    assert sized.sh(tiny, "stat -c %U /var/lib/docker").strip() == "root"
+
+
+def test_the_size_outlives_stop_resume_and_a_reboots_unmount(sized: Server, tiny: str) -> None:
+    cid = _cid(sized, tiny)
+    sized.sh(tiny, "echo kept > /config/kept")
+    sized.cli("stop", tiny, check=True)
+    layer = Path((DISKS / f"{cid}.layer").read_text())
+    assert str(layer) in _mounts()
+    # As after a reboot: nothing is mounted; the box's start must mount its disk first, or
+    # the engine would start it on the empty folder under it (its files gone, no size).
+    subprocess.run(["umount", str(layer)], check=True)
+    sized.cli("resume", tiny, check=True)
+    assert sized.sh(tiny, "cat /config/kept") == "kept\n"
+    assert 130 <= int(sized.sh(tiny, "df -m --output=size / | tail -1")) <= 160
+
+
+def test_a_box_cannot_take_its_disk_away_or_reach_its_file(sized: Server, tiny: str) -> None:
+    cid = _cid(sized, tiny)
+    layer = Path((DISKS / f"{cid}.layer").read_text())
+    done = sized.cli(
+        "exec", tiny, "--", "sudo", "sh", "-c",
+        "umount -l / 2>&1; mount -o remount,size=100G / 2>&1; echo done",
+    )  # fmt: skip
+    assert "done" in done.stdout
+    assert str(layer) in _mounts()
+    out = sized.cli(
+        "exec", tiny, "--", "sh", "-c",
+        "dd if=/dev/zero of=/config/big bs=1M count=300 2>&1; echo exit=$?",
+    ).stdout  # fmt: skip
+    assert "No space left on device" in out
+
+
+def test_removal_leaves_no_file_mount_or_loop_device(sized: Server) -> None:
+    name = f"dk-{uuid.uuid4().hex[:6]}"
+    sized.cli("new", "--type", "tiny", "--name", name, "--ttl", "600", check=True)
+    cid = _cid(sized, name)
+    layer = Path((DISKS / f"{cid}.layer").read_text())
+    image = DISKS / f"{cid}.ext4"
+    sized.cli("rm", "--force", name, check=True)
+    assert not image.exists() and not (DISKS / f"{cid}.layer").exists()
+    assert str(layer) not in _mounts()
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert str(image) not in loops
+
+
+def test_a_crashs_leftover_disk_is_swept(sized: Server) -> None:
+    # A disk whose container the engine no longer has (paddockd died between the two).
+    ghost = uuid.uuid4().hex * 2
+    (DISKS / f"{ghost}.ext4").write_bytes(b"")
+    (DISKS / f"{ghost}.layer").write_text(f"{DISKS}/x/overlay2/{ghost}")
+    deadline = time.monotonic() + 20
+    while (DISKS / f"{ghost}.ext4").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (DISKS / f"{ghost}.ext4").exists()
+    assert not (DISKS / f"{ghost}.layer").exists()

@@ -50,7 +50,8 @@ def fill_to(mount: Path, free_mb: int) -> Path:
 
 
 def test_a_nearly_full_engine_disk_refuses_new_work_and_says_how_much(
-    small_disk: Path, make_server: type[Server]  # its server goes before its disk
+    small_disk: Path,
+    make_server: type[Server],  # its server goes before its disk
 ) -> None:
     server = make_server(engine_data_root=str(small_disk), engine_min_free_mb=MIN_FREE_MB)
     name = f"d-{uuid.uuid4().hex[:6]}"

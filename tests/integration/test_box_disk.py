@@ -66,8 +66,14 @@ def test_a_full_root_is_no_space_in_the_box_and_nowhere_else(sized: Server, tiny
             stats = c.box_stats(tiny)
         assert stats.disk_quota_bytes == 160 << 20
         assert (stats.disk_bytes or 0) > 120 << 20
-        # What was written before the end is there; freeing space lets the box go on.
-        assert sized.sh(tiny, "rm /config/big && echo ok > /config/after && cat /config/after")
+        # Freeing space lets the box go on, and gives it back to the engine's disk.
+        image = DISKS / f"{_cid(sized, tiny)}.ext4"
+        assert image.stat().st_blocks * 512 > 120 << 20
+        assert sized.sh(tiny, "rm /config/big && sync && echo ok > /config/after && cat /config/after")
+        deadline = time.monotonic() + 15
+        while image.stat().st_blocks * 512 > 60 << 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert image.stat().st_blocks * 512 <= 60 << 20
     finally:
         sized.cli("rm", "--force", other, check=True)
 
@@ -114,15 +120,32 @@ def test_a_box_cannot_take_its_disk_away_or_reach_its_file(sized: Server, tiny: 
     assert "No space left on device" in out
 
 
+def test_the_run_folder_cannot_fill_the_hosts_disk(sized: Server, tiny: str) -> None:
+    # /run/paddock is a host folder next to paddockd's database: a tmpfs of 1 MiB.
+    done = sized.cli(
+        "exec", tiny, "--", "sudo", "sh", "-c",
+        "dd if=/dev/zero of=/run/paddock/big bs=1M count=50 2>&1; echo exit=$?",
+    )  # fmt: skip
+    assert "No space left on device" in done.stdout and "exit=1" in done.stdout
+    with sized.client() as c:
+        box_id = c.get_box(tiny).id
+    run = sized.dir / "data" / "boxes" / box_id / "run"
+    assert str(run) in _mounts()
+    assert (run / "big").stat().st_size <= 1 << 20
+
+
 def test_removal_leaves_no_file_mount_or_loop_device(sized: Server) -> None:
     name = f"dk-{uuid.uuid4().hex[:6]}"
     sized.cli("new", "--type", "tiny", "--name", name, "--ttl", "600", check=True)
     cid = _cid(sized, name)
     layer = Path((DISKS / f"{cid}.layer").read_text())
     image = DISKS / f"{cid}.ext4"
+    with sized.client() as c:
+        box_dir = sized.dir / "data" / "boxes" / c.get_box(name).id
     sized.cli("rm", "--force", name, check=True)
     assert not image.exists() and not (DISKS / f"{cid}.layer").exists()
     assert str(layer) not in _mounts()
+    assert not [m for m in _mounts() if m.startswith(f"{box_dir}/")]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert str(image) not in loops
 

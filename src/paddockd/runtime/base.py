@@ -20,6 +20,8 @@ LABEL_DRIVE = "paddock.drive"
 LABEL_OWNER = "paddock.owner"
 # On boxes created with LXCFS's /proc views bound in.
 LABEL_VIEWS = "paddock.views"
+# On containers whose writable layer is on a filesystem of its own (runtime/boxdisk.py).
+LABEL_DISK = "paddock.disk"
 # On containers made for the warm pool: the box type, and what else a claim must match
 # (services/pool.py). They stay on a claimed box's container (labels are fixed), so only
 # a container no box row names is the pool's; a box's own containers carry LABEL_POOL

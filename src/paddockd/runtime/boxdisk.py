@@ -22,11 +22,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .drivefs import locked, make_ext4, mounted, run
+from .drivefs import KEEP_SPARSE, locked, make_ext4, mounted, run
 
 log = logging.getLogger("paddockd.disks")
 
@@ -80,14 +80,17 @@ class BoxDisks:
             note.write_text(str(layer))
             self._mount(image, layer)
 
-    def ensure(self, cid: str) -> None:
-        """Mount the container's layer filesystem if it has one that is not mounted."""
+    def ensure(self, cid: str) -> bool:
+        """Mount the container's layer filesystem if it is not mounted; whether it has one."""
         image, note = self._paths(cid)
-        if not image.exists() or self._mounted_at(note):
-            return
+        if not image.exists():
+            return False
+        if self._mounted_at(note):
+            return True
         with self._locked():
             if image.exists() and not self._mounted_at(note):
                 self._mount(image, self._noted(note))
+        return True
 
     def size(self, cid: str) -> int | None:
         """The size of the container's layer filesystem, if it has one."""
@@ -101,12 +104,13 @@ class BoxDisks:
         with self._locked():
             self._release(image, note)
 
-    def sweep(self, containers: Iterable[str]) -> None:
+    def sweep(self, containers: Callable[[], Iterable[str]]) -> None:
         """Drop the filesystems of containers the engine no longer has (a crash between a
-        removal and its release). `containers`: every container id the engine has, listed
-        after this was called, or a filesystem made meanwhile would look orphaned."""
+        removal and its release). `containers` lists every container id the engine has; it
+        is called under the lock, so no filesystem can be made between the listing and
+        the sweep (one made after a listing would look orphaned)."""
         with self._locked():
-            keep = set(containers)
+            keep = set(containers())
             for image in self.root.glob("*" + _IMAGE):
                 cid = image.name.removesuffix(_IMAGE)
                 if cid not in keep and _CID.fullmatch(cid):
@@ -138,7 +142,7 @@ class BoxDisks:
         st = layer.stat()
         # nodev: no device of the box's making opens through its own filesystem. Not
         # nosuid: a setuid program the box upgrades (sudo) lands in this layer.
-        run("mount", "-o", "loop,nodev,noatime", str(image), str(layer))
+        run("mount", "-o", f"loop,nodev,{KEEP_SPARSE}", str(image), str(layer))
         os.chown(layer, st.st_uid, st.st_gid)
         os.chmod(layer, st.st_mode & 0o7777)
         with contextlib.suppress(OSError):

@@ -26,9 +26,10 @@ import docker.types
 import requests.exceptions
 
 from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
-from . import attach, cgroups, cpuset, drivefs, seccomp, upload
+from . import attach, cgroups, cpuset, drivefs, runfs, seccomp, upload
 from .base import (
     LABEL_BOX,
+    LABEL_DISK,
     LABEL_VIEWS,
     BoxNetwork,
     ContainerInfo,
@@ -105,6 +106,15 @@ def _bad_archive(text: str) -> InvalidRequest | None:
         return InvalidRequest(
             f"{path} in the box is {there}: {other} cannot replace it (remove it first)"
         )
+    return None
+
+
+def _run_bind(data: dict[str, Any]) -> Path | None:
+    """The host folder a container has as its /run/paddock, from its inspect data."""
+    for bind in (data.get("HostConfig") or {}).get("Binds") or ():
+        source, _, rest = str(bind).partition(":")
+        if rest.split(":")[0] == "/run/paddock":
+            return Path(source)
     return None
 
 
@@ -295,13 +305,9 @@ class DockerRuntime:
 
         def work() -> str:
             # The box's socket folder belongs to the box's root, which is an unprivileged
-            # host uid under the user-namespace remap.
-            spec.run_dir.mkdir(parents=True, exist_ok=True)
-            # Every user of the box reaches /run/paddock (the desktop's VNC server runs as
-            # abc), whatever paddockd's umask (077) made of the folder.
-            spec.run_dir.chmod(0o755)
-            if self._userns_base is not None:
-                os.chown(spec.run_dir, self._userns_base, self._userns_base)
+            # host uid under the user-namespace remap; every user of the box reaches it
+            # (the desktop's VNC server runs as abc).
+            self._run_folder(spec.run_dir)
             binds = {str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"}}
             if self._network is not None:
                 # On a network of its own Docker would point the box at its embedded
@@ -346,6 +352,8 @@ class DockerRuntime:
                         LABEL_BOX: spec.box_id,
                         **spec.labels,
                         **({LABEL_VIEWS: "lxcfs"} if views else {}),
+                        # Its layer is to get a filesystem of its own (boxdisk.py).
+                        **({LABEL_DISK: "own"} if own_disk(config) else {}),
                     },
                     environment={"PADDOCK_BOX": spec.hostname, "PADDOCK_PROFILE": profile},
                     host_config=config,
@@ -353,9 +361,14 @@ class DockerRuntime:
                 )
                 return str(created["Id"])
 
-            for m in spec.mounts:
-                if m.size_mb and self._drives is not None and drivefs.available() is None:
-                    self._sized_volume(m.volume, m.size_mb << 20)
+            def own_disk(config: dict[str, Any]) -> bool:
+                return bool(spec.disk_mb) and "StorageOpt" not in config and self._can_size()
+
+            made = [
+                m.volume
+                for m in spec.mounts
+                if m.size_mb and self._can_size() and self._sized_volume(m.volume, m.size_mb)
+            ]
             try:
                 return create(host_config)
             except docker.errors.APIError as exc:
@@ -372,52 +385,102 @@ class DockerRuntime:
                 self._sizes = False
                 host_config.pop("StorageOpt")
                 return create(host_config)
+            except BaseException:
+                for name in made:  # or each failed create would leave a filesystem behind
+                    self._drop_volume(name)
+                raise
 
         cid = await self._run(work)
-        if spec.disk_mb and not self._sizes:
+        if spec.disk_mb and not self._sizes and self._can_size():
             try:
                 await self._run(lambda: self._give_disk(cid, spec.disk_mb << 20))
             except BaseException:
-                await self.remove(cid)
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.remove(cid)
+                    except PaddockError as exc:
+                        log.error("removing container %s after its disk failed: %s", cid, exc)
+                    await self._run(lambda: self._drop_volumes(spec))
                 raise
         return cid
 
-    def _sized_volume(self, name: str, size: int) -> None:
-        """Make the volume `name` a filesystem of `size` bytes, unless the engine has it
-        (a box's volume made before sizes existed keeps working, unsized)."""
+    def _can_size(self) -> bool:
+        return self._drives is not None and self._disks_root is not None and not drivefs.available()
+
+    def _sized_volume(self, name: str, size_mb: int) -> bool:
+        """Make the volume `name` a filesystem of `size_mb` MiB, unless the engine has it
+        (a box's volume made before sizes existed keeps working, unsized); whether it
+        was made now."""
         with contextlib.suppress(docker.errors.NotFound):
             self.api.inspect_volume(name)
-            return
+            return False
         assert self._drives is not None
-        device = self._drives.create(name, size, owner=0)  # box root's, as the engine's are
+        try:
+            device = self._drives.create(name, size_mb << 20, owner=0)  # box root's
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"could not make the box's volume {name}: {exc}") from exc
         self.api.create_volume(
             name=name, driver="local", driver_opts={"type": "none", "o": "bind", "device": device}
         )
+        return True
+
+    def _drop_volume(self, name: str) -> None:
+        with contextlib.suppress(docker.errors.APIError):
+            self.api.remove_volume(name)
+        if self._drives is not None and self._drives.has(name):
+            try:
+                self._drives.remove(name)
+            except OSError as exc:
+                log.error("removing the filesystem of volume %s: %s", name, exc)
+
+    def _drop_volumes(self, spec: ContainerSpec) -> None:
+        for m in spec.mounts:
+            if m.size_mb:
+                self._drop_volume(m.volume)
 
     def _box_disks(self) -> BoxDisks | None:
-        if self._disks is None and self._disks_root is not None and not drivefs.available():
+        if self._disks is None and self._disks_root is not None:
             root = Path(str(self.api.info()["DockerRootDir"]))
             self._disks = BoxDisks(self._disks_root, root / "overlay2")
         return self._disks
 
     def _give_disk(self, cid: str, size: int) -> None:
         disks = self._box_disks()
-        if disks is None:
-            return
-        upper = self.api.inspect_container(cid)["GraphDriver"]["Data"]["UpperDir"]
+        assert disks is not None
+        driver = self.api.inspect_container(cid).get("GraphDriver") or {}
+        upper = (driver.get("Data") or {}).get("UpperDir")
+        if driver.get("Name") != "overlay2" or not upper:
+            raise PaddockError(
+                f"the box engine's storage driver is {driver.get('Name')!r}, not overlay2: "
+                "boxes cannot have disk sizes (set the box types' disk_mb to 0)"
+            )
         try:
             disks.attach(cid, str(upper), size)
         except (OSError, ValueError) as exc:
             raise PaddockError(f"could not give the box a disk of its own: {exc}") from exc
 
-    def _own_disk(self, cid: str) -> None:
-        """Mount the container's layer filesystem if it has one (after a reboot): before
-        the engine mounts its root, or it would see the empty folder under it."""
-        if self._disks_root is not None and (disks := self._box_disks()) is not None:
-            try:
-                disks.ensure(cid)
-            except (OSError, ValueError) as exc:
-                raise PaddockError(f"the box's disk did not mount: {exc}") from exc
+    def _own_disk(self, cid: str, required: bool = False) -> None:
+        """Mount the container's layer filesystem if it has one (after a reboot or an
+        engine restart): before the engine mounts its root, or it would see the empty
+        folder under it. `required`: the container was made to have one."""
+        if self._disks_root is None:
+            return
+        disks = self._box_disks()
+        assert disks is not None
+        try:
+            if not disks.ensure(cid) and required:
+                raise PaddockError(
+                    f"the disk of container {cid[:12]} is missing from {disks.root}: "
+                    "its files are gone; restore the box from a snapshot"
+                )
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"the box's disk did not mount: {exc}") from exc
+
+    def _run_folder(self, folder: Path) -> None:
+        try:
+            runfs.ensure(folder, self._userns_base or 0)
+        except OSError as exc:
+            raise PaddockError(f"could not make the box's run folder: {exc}") from exc
 
     def _views(self, profile: Profile) -> dict[str, str]:
         """LXCFS's /proc files for a new box, when LXCFS answers; none under Sysbox,
@@ -486,11 +549,10 @@ class DockerRuntime:
 
         return await self._run(work)
 
-    def _place(self, cid: str) -> None:
+    def _place(self, cid: str, mine: dict[str, Any]) -> None:
         """Give the box its cpuset (see cpuset.py), again at every start: the CPUs that were
-        quiet when it last ran may not be now."""
+        quiet when it last ran may not be now. `mine`: its host config."""
         with self._placing:
-            mine = self.api.inspect_container(cid)["HostConfig"]
             running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
             ids = {str(c["Id"]) for c in running} - {cid}
             for gone in set(self._cpusets) - ids:
@@ -507,12 +569,15 @@ class DockerRuntime:
 
     async def start(self, cid: str) -> None:
         def work() -> None:
+            data = self.api.inspect_container(cid)
             if self._drives is not None and self._drives.present():
                 # After a reboot, before a box binds one; this box's own must mount.
-                mounts = self.api.inspect_container(cid).get("Mounts") or ()
+                mounts = data.get("Mounts") or ()
                 self._drives.mount_all(str(m.get("Name")) for m in mounts if m.get("Name"))
-            self._own_disk(cid)
-            self._place(cid)
+            self._own_disk(cid, required=LABEL_DISK in (data["Config"].get("Labels") or {}))
+            if (run := _run_bind(data)) is not None:
+                self._run_folder(run)  # a tmpfs does not outlive a reboot
+            self._place(cid, data["HostConfig"])
             self.api.start(cid)
 
         await self._run(work)
@@ -541,10 +606,23 @@ class DockerRuntime:
         await self._run(work)
 
     async def remove(self, cid: str) -> None:
-        with contextlib.suppress(NotFound):
-            await self._run(lambda: self.api.remove_container(cid, force=True, v=True))
-        if (disks := self._disks) is not None:
-            await self._run(lambda: disks.release(cid))
+        def work() -> None:
+            try:
+                run = _run_bind(self.api.inspect_container(cid))
+            except docker.errors.NotFound:
+                return
+            with contextlib.suppress(docker.errors.NotFound):
+                self.api.remove_container(cid, force=True, v=True)
+            if run is not None:
+                runfs.release(run)
+            if self._disks_root is not None and (disks := self._box_disks()) is not None:
+                try:
+                    disks.release(cid)
+                except (OSError, ValueError) as exc:
+                    # The container is gone; a later sweep takes what is left.
+                    log.error("releasing the disk of container %s: %s", cid[:12], exc)
+
+        await self._run(work)
 
     async def sweep(self) -> None:
         """Drop what removed containers left behind: their layers' filesystems."""
@@ -554,7 +632,7 @@ class DockerRuntime:
         def work() -> None:
             disks = self._box_disks()
             if disks is not None and disks.cids():
-                disks.sweep(str(c["Id"]) for c in self.api.containers(all=True))
+                disks.sweep(lambda: [str(c["Id"]) for c in self.api.containers(all=True)])
 
         await self._run(work)
 

@@ -38,6 +38,11 @@ _LOCK = ".lock"
 # deleted image mounted, its loop device held for good. The thread lock orders this
 # process's workers, the file lock other processes (another paddockd on this engine).
 _THREADS = threading.Lock()
+# discard: what a box deletes is given back to the engine's disk (the loop device punches
+# holes in the file), or a box writing and deleting in turns would make its file as big
+# as its size. errors=remount-ro: a filesystem the engine's full disk failed under stops
+# taking writes instead of going on with what it could not store.
+KEEP_SPARSE = "noatime,discard,errors=remount-ro"
 
 
 def run(*argv: str) -> None:
@@ -188,7 +193,7 @@ class DriveFs:
     def _mount(self, image: Path, point: Path) -> None:
         point.mkdir(mode=0o700, exist_ok=True)
         # A box must not gain devices or setuid programs through its own filesystem.
-        run("mount", "-o", "loop,nodev,nosuid,noatime", str(image), str(point))
+        run("mount", "-o", f"loop,nodev,nosuid,{KEEP_SPARSE}", str(image), str(point))
 
 
 def available() -> str | None:

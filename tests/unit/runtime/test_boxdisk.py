@@ -59,7 +59,7 @@ def test_sweep_drops_the_disks_of_gone_containers_only(disks: BoxDisks) -> None:
         (disks.root / f"{cid}.ext4").write_bytes(b"x")
         (disks.root / f"{cid}.layer").write_text(str(disks.layers / cid))
     (disks.root / f"{gone}.ext4.new").write_bytes(b"")
-    disks.sweep([kept])
+    disks.sweep(lambda: [kept])
     assert sorted(p.name for p in disks.root.iterdir() if p.name != ".lock") == [
         f"{kept}.ext4",
         f"{kept}.layer",

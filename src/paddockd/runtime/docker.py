@@ -632,7 +632,10 @@ class DockerRuntime:
         def work() -> None:
             disks = self._box_disks()
             if disks is not None and disks.cids():
-                disks.sweep(lambda: [str(c["Id"]) for c in self.api.containers(all=True)])
+                try:
+                    disks.sweep(lambda: [str(c["Id"]) for c in self.api.containers(all=True)])
+                except OSError as exc:  # the next pass tries again
+                    log.error("sweeping the disks of removed containers: %s", exc)
 
         await self._run(work)
 

@@ -5,6 +5,8 @@ stop, a resume and its filesystem being unmounted (a reboot); removal leaves not
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import subprocess
 import time
 import uuid
@@ -13,6 +15,12 @@ from pathlib import Path
 
 import docker
 import pytest
+
+from paddockd.domain.errors import PaddockError
+from paddockd.runtime import runfs
+from paddockd.runtime.base import ContainerSpec, Mount
+from paddockd.runtime.docker import DockerRuntime
+from paddockd.runtime.drivefs import DriveFs
 
 from ..dnsstub import DnsStub
 from ..harness import DRIVES, ENGINE_SOCKET, Server
@@ -69,7 +77,9 @@ def test_a_full_root_is_no_space_in_the_box_and_nowhere_else(sized: Server, tiny
         # Freeing space lets the box go on, and gives it back to the engine's disk.
         image = DISKS / f"{_cid(sized, tiny)}.ext4"
         assert image.stat().st_blocks * 512 > 120 << 20
-        assert sized.sh(tiny, "rm /config/big && sync && echo ok > /config/after && cat /config/after")
+        assert sized.sh(
+            tiny, "rm /config/big && sync && echo ok > /config/after && cat /config/after"
+        )
         deadline = time.monotonic() + 15
         while image.stat().st_blocks * 512 > 60 << 20 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -160,3 +170,30 @@ def test_a_crashs_leftover_disk_is_swept(sized: Server) -> None:
         time.sleep(0.2)
     assert not (DISKS / f"{ghost}.ext4").exists()
     assert not (DISKS / f"{ghost}.layer").exists()
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_failed_create_drops_only_the_volume_it_made(tmp_path: Path, existed: bool) -> None:
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+    volume = f"pdtest-{uuid.uuid4().hex[:8]}"
+    if existed:  # an existing box's: its Docker data, never to be dropped
+        api.create_volume(volume)
+    drives = DriveFs(tmp_path / "drives")
+    rt = DockerRuntime(ENGINE_SOCKET, drives=drives, disks=tmp_path / "disks")
+    spec = ContainerSpec(
+        box_id=uuid.uuid4().hex[:12], hostname="x", image="pdtest-no-such-image:1", cpus=1,
+        memory_mb=256, pids=64, run_dir=tmp_path / "run",
+        mounts=(Mount(volume, "/var/lib/docker", size_mb=64),), disk_mb=64,
+    )  # fmt: skip
+    try:
+        with pytest.raises(PaddockError):
+            asyncio.run(rt.create(spec))
+        names = {v["Name"] for v in api.volumes()["Volumes"] or ()}
+        assert (volume in names) is existed
+        assert not drives.has(volume)
+        assert str(tmp_path / "drives" / f"{volume}.mnt") not in _mounts()
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            api.remove_volume(volume)
+        drives.remove(volume)
+        runfs.release(tmp_path / "run")

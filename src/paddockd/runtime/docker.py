@@ -303,6 +303,8 @@ class DockerRuntime:
     async def create(self, spec: ContainerSpec) -> str:
         profile = self._profile or (await self.info()).profile
 
+        made: list[str] = []  # sized volumes made for it (a failure drops them again)
+
         def work() -> str:
             # The box's socket folder belongs to the box's root, which is an unprivileged
             # host uid under the user-namespace remap; every user of the box reaches it
@@ -364,11 +366,6 @@ class DockerRuntime:
             def own_disk(config: dict[str, Any]) -> bool:
                 return bool(spec.disk_mb) and "StorageOpt" not in config and self._can_size()
 
-            made = [
-                m.volume
-                for m in spec.mounts
-                if m.size_mb and self._can_size() and self._sized_volume(m.volume, m.size_mb)
-            ]
             try:
                 return create(host_config)
             except docker.errors.APIError as exc:
@@ -385,23 +382,27 @@ class DockerRuntime:
                 self._sizes = False
                 host_config.pop("StorageOpt")
                 return create(host_config)
-            except BaseException:
-                for name in made:  # or each failed create would leave a filesystem behind
-                    self._drop_volume(name)
-                raise
 
-        cid = await self._run(work)
-        if spec.disk_mb and not self._sizes and self._can_size():
-            try:
-                await self._run(lambda: self._give_disk(cid, spec.disk_mb << 20))
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    try:
+        def volumes() -> None:
+            for m in spec.mounts:
+                if m.size_mb and self._can_size() and self._sized_volume(m.volume, m.size_mb):
+                    made.append(m.volume)
+
+        try:
+            await self._run(volumes)
+            cid = await self._run(work)
+            if spec.disk_mb and not self._sizes and self._can_size():
+                try:
+                    await self._run(lambda: self._give_disk(cid, spec.disk_mb << 20))
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
                         await self.remove(cid)
-                    except PaddockError as exc:
-                        log.error("removing container %s after its disk failed: %s", cid, exc)
-                    await self._run(lambda: self._drop_volumes(spec))
-                raise
+                    raise
+        except BaseException:
+            # Only what this call made: an existing box's volume holds its Docker's data.
+            with anyio.CancelScope(shield=True):
+                await self._run(lambda: self._drop_volumes(made))
+            raise
         return cid
 
     def _can_size(self) -> bool:
@@ -433,10 +434,9 @@ class DockerRuntime:
             except OSError as exc:
                 log.error("removing the filesystem of volume %s: %s", name, exc)
 
-    def _drop_volumes(self, spec: ContainerSpec) -> None:
-        for m in spec.mounts:
-            if m.size_mb:
-                self._drop_volume(m.volume)
+    def _drop_volumes(self, names: list[str]) -> None:
+        for name in names:
+            self._drop_volume(name)
 
     def _box_disks(self) -> BoxDisks | None:
         if self._disks is None and self._disks_root is not None:

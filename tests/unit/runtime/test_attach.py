@@ -81,6 +81,42 @@ def test_a_stream_of_megabytes_over_a_socket_arrives_whole(tty: bool) -> None:
         assert got == {STDOUT: b"".join(chunks[0::2]), STDERR: b"".join(chunks[1::2])}
 
 
+
+def test_many_streams_at_once_are_batched_and_arrive_whole() -> None:
+    """Six streams pouring at once take the batching path (attach.BUSY_READERS): each
+    still arrives whole and in order, and reads get bigger than the writes that fed them."""
+    streams = 6
+    payloads = [os.urandom(2 << 20) for _ in range(streams)]
+    pairs = [socket.socketpair() for _ in range(streams)]
+    reads: list[int] = []
+
+    def engine(sock: socket.socket, data: bytes) -> None:
+        with sock:
+            for at in range(0, len(data), 16384):
+                sock.sendall(frame(1, data[at : at + 16384]))
+
+    for (_, right), data in zip(pairs, payloads, strict=True):
+        threading.Thread(target=engine, args=(right, data), daemon=True).start()
+
+    async def read(sock: socket.socket, into: list[bytes]) -> None:
+        async for _, data in attach.output(sock, False):
+            into.append(data)
+            reads.append(len(data))
+
+    async def all_of_them() -> list[list[bytes]]:
+        got: list[list[bytes]] = [[] for _ in range(streams)]
+        async with anyio.create_task_group() as tg:
+            for (left, _), into in zip(pairs, got, strict=True):
+                tg.start_soon(read, left, into)
+        return got
+
+    got = anyio.run(all_of_them)
+    for (left, _), data, parts in zip(pairs, payloads, got, strict=True):
+        left.close()
+        assert b"".join(parts) == data
+    assert max(reads) > 16384  # frames were merged: a read took more than one write
+    assert attach._readers == 0
+
 def test_send_all_waits_for_a_full_buffer_to_drain() -> None:
     left, right = socket.socketpair()
     left.setblocking(False)

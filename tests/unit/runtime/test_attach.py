@@ -81,7 +81,6 @@ def test_a_stream_of_megabytes_over_a_socket_arrives_whole(tty: bool) -> None:
         assert got == {STDOUT: b"".join(chunks[0::2]), STDERR: b"".join(chunks[1::2])}
 
 
-
 def test_many_streams_at_once_are_batched_and_arrive_whole() -> None:
     """Six streams pouring at once take the batching path (attach.BUSY_READERS): each
     still arrives whole and in order, and reads get bigger than the writes that fed them."""
@@ -116,6 +115,7 @@ def test_many_streams_at_once_are_batched_and_arrive_whole() -> None:
         assert b"".join(parts) == data
     assert max(reads) > 16384  # frames were merged: a read took more than one write
     assert attach._readers == 0
+
 
 def test_send_all_waits_for_a_full_buffer_to_drain() -> None:
     left, right = socket.socketpair()

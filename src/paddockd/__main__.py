@@ -18,24 +18,10 @@ from .domain.errors import PaddockError
 from .store import perms
 
 
-def fewer_malloc_arenas(arenas: int = 2) -> None:
-    """glibc gives each thread that allocates an arena of its own (up to 8 per core), and
-    paddockd runs every engine call on a worker thread: memory freed after a burst stays
-    spread over arenas it never returns from. A couple of arenas serve its few busy
-    threads. Before any thread starts; a no-op where the C library is not glibc."""
-    import ctypes
-    import ctypes.util
-
-    m_arena_max = -8  # malloc.h
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(m_arena_max, arenas)
-    except (OSError, AttributeError):
-        pass
-
-
 def serve(cfg: config.Config) -> None:
-    fewer_malloc_arenas()
+    from .memory import fewer_malloc_arenas
+
+    fewer_malloc_arenas()  # before any thread starts
     import uvicorn
 
     from . import wiring

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
+from .. import memory
 from ..domain.errors import PaddockError
 from ..netpolicy.base import NetworkRules
 from ..netpolicy.dns import DnsFilter
@@ -104,6 +105,7 @@ class Background:
         await self._keep_engine_up()
         await self._reconciler.reconcile_all()
         await self._sweeper.sweep()
+        memory.give_back()  # what the last streams and pushes left in the heap
 
     async def record_egress(self) -> None:
         flows = await self._net.flows()

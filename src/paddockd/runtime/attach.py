@@ -19,9 +19,9 @@ from .base import STDOUT
 
 HEADER = 8  # stream (1 byte), 3 zero bytes, payload size (4 bytes, big-endian)
 READ_SIZE = 256 * 1024
-BUSY_READ = 16 * 1024  # a read this big: the stream is pouring, not trickling
+FULL_READ = 128 * 1024  # about what the engine's socket buffer holds
 BUSY_READERS = 4  # streams read at once from which batching pays
-BATCH_WAIT = 0.003
+BATCH_WAIT = 0.01
 _readers = 0  # streams being read now (all on the one event loop)
 
 
@@ -95,20 +95,21 @@ async def output(sock: socket.socket, tty: bool) -> AsyncIterator[tuple[int, byt
     _readers += 1
     try:
         while data := await recv(sock):
-            if len(data) >= BUSY_READ and _readers >= BUSY_READERS:
-                # Many streams pouring out at once: let this one's socket fill while the
-                # others are served. Each read costs paddockd ~0.1 ms whatever its size;
-                # reads of a few frames made 50 streams CPU-bound at 0.66x the engine's
-                # throughput, reads of what 3 ms bring make them as fast as the engine
-                # alone. A lone stream is not held back (3 ms of its socket's buffer
-                # would cap it at ~70 MB/s).
+            if demux is None:
+                yield STDOUT, data
+            else:
+                for item in demux.feed(data):
+                    yield item
+            if _readers >= BUSY_READERS and len(data) < FULL_READ:
+                # Many streams at once: let this one's socket fill while the others are
+                # served (after passing on what came, so a lone keystroke's echo is not
+                # held). Each read costs paddockd ~0.1 ms whatever its size; reads of a
+                # frame or two made 50 streams CPU-bound at 0.66x the engine's
+                # throughput. A read that nearly filled the engine's socket buffer goes
+                # on at once (waiting would stall the command), and so does a stream
+                # read alone: batching pays only where the CPU is shared out.
                 await anyio.sleep(BATCH_WAIT)
             else:
                 await anyio.lowlevel.checkpoint()
-            if demux is None:
-                yield STDOUT, data
-                continue
-            for item in demux.feed(data):
-                yield item
     finally:
         _readers -= 1

@@ -4,6 +4,8 @@ Reading the engine's socket through a worker thread costs a thread hop for every
 the engine sends (a few KiB each); with dozens of streams at once that hop, not the
 bytes, was paddockd's throughput limit. Here the socket is non-blocking, large reads
 are split into frames as they arrive, and consecutive frames of one stream leave as one.
+With many streams at once, each waits a moment between reads so that reads are big:
+paddockd's cost is per read, not per byte.
 """
 
 from __future__ import annotations

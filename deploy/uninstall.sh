@@ -7,11 +7,12 @@ _engine_paths() {
     if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import paddockd' 2>/dev/null; then
         "$VENV/bin/python" - <<'PY'
 from paddockd.config import load
-e = load().engine
-print(e.data_root, e.data_image or "-", e.bridge, e.build_bridge, e.lxcfs_dir, e.exec_root)
+c = load()
+e = c.engine
+print(e.data_root, e.data_image or "-", e.bridge, e.build_bridge, e.lxcfs_dir, e.exec_root, c.boxes_dir)
 PY
     else
-        echo /var/lib/paddock/engine /var/lib/paddock/engine.xfs paddock0 pdbuild0 /var/lib/lxcfs /run/paddock/engine
+        echo /var/lib/paddock/engine /var/lib/paddock/engine.xfs paddock0 pdbuild0 /var/lib/lxcfs /run/paddock/engine /var/lib/paddock/boxes
     fi
 }
 
@@ -45,8 +46,8 @@ _confirm() {
 }
 
 uninstall() {
-    local data_root data_image bridge build_bridge lxcfs_dir exec_root
-    read -r data_root data_image bridge build_bridge lxcfs_dir exec_root < <(_engine_paths)
+    local data_root data_image bridge build_bridge lxcfs_dir exec_root boxes_dir
+    read -r data_root data_image bridge build_bridge lxcfs_dir exec_root boxes_dir < <(_engine_paths)
     local systemd=false
     [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemd=true
 
@@ -102,12 +103,13 @@ uninstall() {
     done
 
     step "Boxes, snapshots and drives (the engine's data root)"
-    # Mounts the engine left inside (containers' filesystems) first, deepest first; rm
-    # below never crosses into a mount that remains.
+    # Mounts the engine left inside (containers' filesystems, boxes' disks) and the boxes'
+    # run folders (tmpfs) first, deepest first; rm never crosses into a mount that remains.
     local inner
     while read -r inner; do
         _do umount -l "$inner" || true
-    done < <(awk -v r="$data_root/" 'index($5, r) == 1 {print $5}' /proc/self/mountinfo | sort -r)
+    done < <(awk -v r="$data_root/" -v b="$boxes_dir/" 'index($5, r) == 1 || index($5, b) == 1 {print $5}' \
+        /proc/self/mountinfo | sort -r)
     if mountpoint -q "$data_root" 2>/dev/null; then
         _do umount "$data_root" || _do umount -l "$data_root"
     fi

@@ -625,17 +625,20 @@ class DockerRuntime:
         await self._run(work)
 
     async def sweep(self) -> None:
-        """Drop what removed containers left behind: their layers' filesystems."""
-        if self._disks_root is None or not self._disks_root.is_dir():
-            return
+        """Drop what removed containers and volumes left behind (a crash between the
+        engine's removal and paddockd's): layers' and volumes' filesystems."""
 
         def work() -> None:
-            disks = self._box_disks()
-            if disks is not None and disks.cids():
-                try:
+            try:
+                disks = self._box_disks() if self._disks_root is not None else None
+                if disks is not None and disks.root.is_dir() and disks.cids():
                     disks.sweep(lambda: [str(c["Id"]) for c in self.api.containers(all=True)])
-                except OSError as exc:  # the next pass tries again
-                    log.error("sweeping the disks of removed containers: %s", exc)
+                if self._drives is not None and self._drives.present():
+                    volumes = self.api.volumes().get("Volumes") or ()
+                    for gone in self._drives.sweep(str(v["Name"]) for v in volumes):
+                        log.warning("removed the filesystem of volume %s, which is gone", gone)
+            except OSError as exc:  # the next pass tries again
+                log.error("sweeping what removed containers and volumes left: %s", exc)
 
         await self._run(work)
 

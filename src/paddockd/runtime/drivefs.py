@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,23 @@ class DriveFs:
         """(bytes used, bytes the drive holds), as its filesystem counts them."""
         st = os.statvfs(self._paths(volume)[1])
         return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_blocks * st.f_frsize
+
+    def sweep(self, volumes: Iterable[str], min_age: float = 600.0) -> list[str]:
+        """Remove the filesystems of volumes the engine no longer has (`volumes`: those it
+        has), left by a crash between the engine's removal and this one's. Only those
+        older than `min_age` seconds: a drive is made before its engine volume."""
+        if not self.root.is_dir():
+            return []
+        keep, gone = set(volumes), []
+        with self._locked():
+            for image in self.root.glob("*" + _IMAGE):
+                volume = image.name.removesuffix(_IMAGE)
+                with contextlib.suppress(FileNotFoundError):
+                    old = time.time() - image.stat().st_mtime > min_age
+                    if volume not in keep and old and _VOLUME.fullmatch(volume):
+                        self._remove(volume)
+                        gone.append(volume)
+        return gone
 
     def remove(self, volume: str) -> None:
         self._paths(volume)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import time
 import uuid
@@ -197,3 +198,20 @@ def test_a_failed_create_drops_only_the_volume_it_made(tmp_path: Path, existed: 
             api.remove_volume(volume)
         drives.remove(volume)
         runfs.release(tmp_path / "run")
+
+
+def test_a_volumes_filesystem_left_without_its_volume_is_swept(sized: Server) -> None:
+    # A sized volume's filesystem whose engine volume is gone: paddockd died between the
+    # engine's removal and its own. Made for real, then aged past the grace for creates.
+    volume = f"paddock-box-{uuid.uuid4().hex[:12]}-docker"
+    point = DRIVES.create(volume, 64 << 20)
+    image = DRIVES.root / f"{volume}.ext4"
+    os.utime(image, (time.time() - 3600, time.time() - 3600))
+    try:
+        deadline = time.monotonic() + 20
+        while image.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not image.exists()
+        assert point not in _mounts()
+    finally:
+        DRIVES.remove(volume)

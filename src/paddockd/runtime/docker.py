@@ -26,7 +26,7 @@ import docker.types
 import requests.exceptions
 
 from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
-from . import attach, cgroups, cpuset, drivefs, runfs, seccomp, upload
+from . import attach, cgroups, cpuset, drivefs, seccomp, upload
 from .base import (
     LABEL_BOX,
     LABEL_DISK,
@@ -41,13 +41,13 @@ from .base import (
     Usage,
     VolumeInfo,
 )
-from .boxdisk import BoxDisks
 from .drivefs import DriveFs
 from .exec_start import StartChecked
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
 from .proctree import end_tree
+from .storage import BoxStorage
 
 T = TypeVar("T")
 # CPU % is CPU time over wall time between two readings this far apart, taken for all the
@@ -159,8 +159,7 @@ class DockerRuntime:
         self._streams = anyio.CapacityLimiter(1024)
         self._lxcfs = lxcfs
         self._drives = drives
-        self._disks_root = disks
-        self._disks: BoxDisks | None = None  # once the engine said where its layers are
+        self._storage = BoxStorage(lambda: self.api, drives, disks, userns_base)
         # Running boxes' cpusets by container id, so placing one box does not inspect all
         # the others every time; the lock keeps two starts from choosing the same CPUs.
         self._cpusets: dict[str, set[int]] = {}
@@ -309,7 +308,7 @@ class DockerRuntime:
             # The box's socket folder belongs to the box's root, which is an unprivileged
             # host uid under the user-namespace remap; every user of the box reaches it
             # (the desktop's VNC server runs as abc).
-            self._run_folder(spec.run_dir)
+            self._storage.run_folder(spec.run_dir)
             binds = {str(spec.run_dir): {"bind": "/run/paddock", "mode": "rw"}}
             if self._network is not None:
                 # On a network of its own Docker would point the box at its embedded
@@ -364,7 +363,8 @@ class DockerRuntime:
                 return str(created["Id"])
 
             def own_disk(config: dict[str, Any]) -> bool:
-                return bool(spec.disk_mb) and "StorageOpt" not in config and self._can_size()
+                sized = bool(spec.disk_mb) and "StorageOpt" not in config
+                return sized and self._storage.can_size()
 
             try:
                 return create(host_config)
@@ -385,15 +385,15 @@ class DockerRuntime:
 
         def volumes() -> None:
             for m in spec.mounts:
-                if m.size_mb and self._can_size() and self._sized_volume(m.volume, m.size_mb):
+                if m.size_mb and self._storage.sized_volume(m.volume, m.size_mb):
                     made.append(m.volume)
 
         try:
             await self._run(volumes)
             cid = await self._run(work)
-            if spec.disk_mb and not self._sizes and self._can_size():
+            if spec.disk_mb and not self._sizes and self._storage.can_size():
                 try:
-                    await self._run(lambda: self._give_disk(cid, spec.disk_mb << 20))
+                    await self._run(lambda: self._storage.give_disk(cid, spec.disk_mb << 20))
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         await self.remove(cid)
@@ -401,86 +401,9 @@ class DockerRuntime:
         except BaseException:
             # Only what this call made: an existing box's volume holds its Docker's data.
             with anyio.CancelScope(shield=True):
-                await self._run(lambda: self._drop_volumes(made))
+                await self._run(lambda: self._storage.drop_volumes(made))
             raise
         return cid
-
-    def _can_size(self) -> bool:
-        return self._drives is not None and self._disks_root is not None and not drivefs.available()
-
-    def _sized_volume(self, name: str, size_mb: int) -> bool:
-        """Make the volume `name` a filesystem of `size_mb` MiB, unless the engine has it
-        (a box's volume made before sizes existed keeps working, unsized); whether it
-        was made now."""
-        with contextlib.suppress(docker.errors.NotFound):
-            self.api.inspect_volume(name)
-            return False
-        assert self._drives is not None
-        try:
-            device = self._drives.create(name, size_mb << 20, owner=0)  # box root's
-        except (OSError, ValueError) as exc:
-            raise PaddockError(f"could not make the box's volume {name}: {exc}") from exc
-        self.api.create_volume(
-            name=name, driver="local", driver_opts={"type": "none", "o": "bind", "device": device}
-        )
-        return True
-
-    def _drop_volume(self, name: str) -> None:
-        with contextlib.suppress(docker.errors.APIError):
-            self.api.remove_volume(name)
-        if self._drives is not None and self._drives.has(name):
-            try:
-                self._drives.remove(name)
-            except OSError as exc:
-                log.error("removing the filesystem of volume %s: %s", name, exc)
-
-    def _drop_volumes(self, names: list[str]) -> None:
-        for name in names:
-            self._drop_volume(name)
-
-    def _box_disks(self) -> BoxDisks | None:
-        if self._disks is None and self._disks_root is not None:
-            root = Path(str(self.api.info()["DockerRootDir"]))
-            self._disks = BoxDisks(self._disks_root, root / "overlay2")
-        return self._disks
-
-    def _give_disk(self, cid: str, size: int) -> None:
-        disks = self._box_disks()
-        assert disks is not None
-        driver = self.api.inspect_container(cid).get("GraphDriver") or {}
-        upper = (driver.get("Data") or {}).get("UpperDir")
-        if driver.get("Name") != "overlay2" or not upper:
-            raise PaddockError(
-                f"the box engine's storage driver is {driver.get('Name')!r}, not overlay2: "
-                "boxes cannot have disk sizes (set the box types' disk_mb to 0)"
-            )
-        try:
-            disks.attach(cid, str(upper), size)
-        except (OSError, ValueError) as exc:
-            raise PaddockError(f"could not give the box a disk of its own: {exc}") from exc
-
-    def _own_disk(self, cid: str, required: bool = False) -> None:
-        """Mount the container's layer filesystem if it has one (after a reboot or an
-        engine restart): before the engine mounts its root, or it would see the empty
-        folder under it. `required`: the container was made to have one."""
-        if self._disks_root is None:
-            return
-        disks = self._box_disks()
-        assert disks is not None
-        try:
-            if not disks.ensure(cid) and required:
-                raise PaddockError(
-                    f"the disk of container {cid[:12]} is missing from {disks.root}: "
-                    "its files are gone; restore the box from a snapshot"
-                )
-        except (OSError, ValueError) as exc:
-            raise PaddockError(f"the box's disk did not mount: {exc}") from exc
-
-    def _run_folder(self, folder: Path) -> None:
-        try:
-            runfs.ensure(folder, self._userns_base or 0)
-        except OSError as exc:
-            raise PaddockError(f"could not make the box's run folder: {exc}") from exc
 
     def _views(self, profile: Profile) -> dict[str, str]:
         """LXCFS's /proc files for a new box, when LXCFS answers; none under Sysbox,
@@ -505,7 +428,7 @@ class DockerRuntime:
                         found[cid] = (
                             int(data["State"]["Pid"]),
                             int(data.get("SizeRw") or 0),
-                            parse_size(size) if size else self._disk_size(cid),
+                            parse_size(size) if size else self._storage.disk_size(cid),
                         )
             before = self._samples(found)
             time.sleep(CPU_WINDOW)
@@ -525,10 +448,6 @@ class DockerRuntime:
             }
 
         return await self._run(work)
-
-    def _disk_size(self, cid: str) -> int | None:
-        disks = self._box_disks() if self._disks_root is not None else None
-        return disks.size(cid) if disks is not None else None
 
     @staticmethod
     def _samples(found: dict[str, tuple[int, int, int | None]]) -> dict[str, cgroups.Sample]:
@@ -574,9 +493,9 @@ class DockerRuntime:
                 # After a reboot, before a box binds one; this box's own must mount.
                 mounts = data.get("Mounts") or ()
                 self._drives.mount_all(str(m.get("Name")) for m in mounts if m.get("Name"))
-            self._own_disk(cid, required=LABEL_DISK in (data["Config"].get("Labels") or {}))
+            self._storage.own_disk(cid, required=LABEL_DISK in (data["Config"].get("Labels") or {}))
             if (run := _run_bind(data)) is not None:
-                self._run_folder(run)  # a tmpfs does not outlive a reboot
+                self._storage.run_folder(run)  # a tmpfs does not outlive a reboot
             self._place(cid, data["HostConfig"])
             self.api.start(cid)
 
@@ -613,34 +532,12 @@ class DockerRuntime:
                 return
             with contextlib.suppress(docker.errors.NotFound):
                 self.api.remove_container(cid, force=True, v=True)
-            if run is not None:
-                runfs.release(run)
-            if self._disks_root is not None and (disks := self._box_disks()) is not None:
-                try:
-                    disks.release(cid)
-                except (OSError, ValueError) as exc:
-                    # The container is gone; a later sweep takes what is left.
-                    log.error("releasing the disk of container %s: %s", cid[:12], exc)
+            self._storage.release(cid, run)
 
         await self._run(work)
 
     async def sweep(self) -> None:
-        """Drop what removed containers and volumes left behind (a crash between the
-        engine's removal and paddockd's): layers' and volumes' filesystems."""
-
-        def work() -> None:
-            try:
-                disks = self._box_disks() if self._disks_root is not None else None
-                if disks is not None and disks.root.is_dir() and disks.cids():
-                    disks.sweep(lambda: [str(c["Id"]) for c in self.api.containers(all=True)])
-                if self._drives is not None and self._drives.present():
-                    volumes = self.api.volumes().get("Volumes") or ()
-                    for gone in self._drives.sweep(str(v["Name"]) for v in volumes):
-                        log.warning("removed the filesystem of volume %s, which is gone", gone)
-            except OSError as exc:  # the next pass tries again
-                log.error("sweeping what removed containers and volumes left: %s", exc)
-
-        await self._run(work)
+        await self._run(self._storage.sweep)
 
     @staticmethod
     def _info(data: dict[str, Any]) -> ContainerInfo:
@@ -686,7 +583,7 @@ class DockerRuntime:
 
     async def commit(self, cid: str, repository: str, tag: str) -> str:
         def work() -> Any:
-            self._own_disk(cid)  # a box stopped by a reboot is committed after it
+            self._storage.own_disk(cid)  # a box stopped by a reboot is committed after it
             return self.api.commit(cid, repository=repository, tag=tag, pause=True)
 
         return str((await self._run(work))["Id"])
@@ -794,7 +691,7 @@ class DockerRuntime:
         target = f"/v{self.api._version}/containers/{quote(cid, safe='')}/archive?" + urlencode(
             {"path": path, "copyUIDGID": "1", "noOverwriteDirNonDir": "1"}
         )
-        await self._run(lambda: self._own_disk(cid))
+        await self._run(lambda: self._storage.own_disk(cid))
         try:
             status, text = await upload.put(self._socket_path, target, "application/x-tar", chunks)
         except OSError as exc:
@@ -805,7 +702,7 @@ class DockerRuntime:
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
         top entry, read already (its owner is the stat's). Blocking: call in a thread."""
-        self._own_disk(cid)  # a stopped box's, after a reboot
+        self._storage.own_disk(cid)  # a stopped box's, after a reboot
         # Uncompressed: the engine would gzip for requests' default Accept-Encoding, only
         # for this side to gunzip it again (both on the same machine's CPU).
         res = self.api._get(

@@ -1,0 +1,149 @@
+"""What a box has on disk besides what the engine gives every container: the sizes of its
+writable layer and its /var/lib/docker, and its run folder. Blocking: call in a thread.
+
+The engine sizes a layer only on XFS with project quotas (`--storage-opt size`, in
+docker.py); everywhere else the layer gets a filesystem of its own (boxdisk.py), and the
+box's Docker volume is a sized one (drivefs.py) wherever loop devices exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from ..domain.errors import PaddockError
+from . import drivefs, runfs
+from .boxdisk import BoxDisks
+from .drivefs import DriveFs
+
+log = logging.getLogger("paddockd.runtime")
+
+
+class BoxStorage:
+    """`api`: the engine's docker-py client, when asked for. `drives`: where sized
+    volumes' filesystems live; `disks`: where layers' do; `userns_base`: box root's uid."""
+
+    def __init__(
+        self,
+        api: Callable[[], Any],
+        drives: DriveFs | None,
+        disks: Path | None,
+        userns_base: int | None,
+    ) -> None:
+        self._api = api
+        self._drives = drives
+        self._disks_root = disks
+        self._disks: BoxDisks | None = None  # once the engine said where its layers are
+        self._userns_base = userns_base
+
+    def can_size(self) -> bool:
+        return self._drives is not None and self._disks_root is not None and not drivefs.available()
+
+    def sized_volume(self, name: str, size_mb: int) -> bool:
+        """Make the volume `name` a filesystem of `size_mb` MiB, unless the engine has it
+        (a box's volume made before sizes existed keeps working, unsized) or sizes cannot
+        be made here; whether it was made now."""
+        if not self.can_size():
+            return False
+        with contextlib.suppress(docker.errors.NotFound):
+            self._api().inspect_volume(name)
+            return False
+        assert self._drives is not None
+        try:
+            device = self._drives.create(name, size_mb << 20, owner=0)  # box root's
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"could not make the box's volume {name}: {exc}") from exc
+        self._api().create_volume(
+            name=name, driver="local", driver_opts={"type": "none", "o": "bind", "device": device}
+        )
+        return True
+
+    def drop_volumes(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(docker.errors.APIError):
+                self._api().remove_volume(name)
+            if self._drives is not None and self._drives.has(name):
+                try:
+                    self._drives.remove(name)
+                except OSError as exc:
+                    log.error("removing the filesystem of volume %s: %s", name, exc)
+
+    def _box_disks(self) -> BoxDisks | None:
+        if self._disks is None and self._disks_root is not None:
+            root = Path(str(self._api().info()["DockerRootDir"]))
+            self._disks = BoxDisks(self._disks_root, root / "overlay2")
+        return self._disks
+
+    def give_disk(self, cid: str, size: int) -> None:
+        """Put the new container's writable layer on a filesystem of `size` bytes."""
+        disks = self._box_disks()
+        assert disks is not None
+        driver = self._api().inspect_container(cid).get("GraphDriver") or {}
+        upper = (driver.get("Data") or {}).get("UpperDir")
+        if driver.get("Name") != "overlay2" or not upper:
+            raise PaddockError(
+                f"the box engine's storage driver is {driver.get('Name')!r}, not overlay2: "
+                "boxes cannot have disk sizes (set the box types' disk_mb to 0)"
+            )
+        try:
+            disks.attach(cid, str(upper), size)
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"could not give the box a disk of its own: {exc}") from exc
+
+    def own_disk(self, cid: str, required: bool = False) -> None:
+        """Mount the container's layer filesystem if it has one (after a reboot or an
+        engine restart): before the engine mounts its root, or it would see the empty
+        folder under it. `required`: the container was made to have one."""
+        disks = self._box_disks()
+        if disks is None:
+            return
+        try:
+            if not disks.ensure(cid) and required:
+                raise PaddockError(
+                    f"the disk of container {cid[:12]} is missing from {disks.root}: "
+                    "its files are gone; restore the box from a snapshot"
+                )
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"the box's disk did not mount: {exc}") from exc
+
+    def disk_size(self, cid: str) -> int | None:
+        disks = self._box_disks()
+        return disks.size(cid) if disks is not None else None
+
+    def run_folder(self, folder: Path) -> None:
+        try:
+            runfs.ensure(folder, self._userns_base or 0)
+        except OSError as exc:
+            raise PaddockError(f"could not make the box's run folder: {exc}") from exc
+
+    def release(self, cid: str, run: Path | None) -> None:
+        """After the engine removed the container: its run folder and its disk."""
+        if run is not None:
+            runfs.release(run)
+        disks = self._box_disks()
+        if disks is not None:
+            try:
+                disks.release(cid)
+            except (OSError, ValueError) as exc:
+                # The container is gone; a later sweep takes what is left.
+                log.error("releasing the disk of container %s: %s", cid[:12], exc)
+
+    def sweep(self) -> None:
+        """Drop what removed containers and volumes left behind (a crash between the
+        engine's removal and paddockd's): layers' and volumes' filesystems."""
+        api = self._api()
+        try:
+            disks = self._box_disks()
+            if disks is not None and disks.root.is_dir() and disks.cids():
+                disks.sweep(lambda: [str(c["Id"]) for c in api.containers(all=True)])
+            if self._drives is not None and self._drives.present():
+                volumes = api.volumes().get("Volumes") or ()
+                for gone in self._drives.sweep(str(v["Name"]) for v in volumes):
+                    log.warning("removed the filesystem of volume %s, which is gone", gone)
+        except OSError as exc:  # the next pass tries again
+            log.error("sweeping what removed containers and volumes left: %s", exc)

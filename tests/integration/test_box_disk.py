@@ -73,7 +73,7 @@ def test_a_full_root_is_no_space_in_the_box_and_nowhere_else(sized: Server, tiny
         ).stdout  # fmt: skip
         with sized.client() as c:
             stats = c.box_stats(tiny)
-        assert stats.disk_quota_bytes == 160 << 20
+        assert stats.disk_quota_bytes == 2 * 160 << 20  # its root and its Docker data
         assert (stats.disk_bytes or 0) > 120 << 20
         # Freeing space lets the box go on, and gives it back to the engine's disk.
         image = DISKS / f"{_cid(sized, tiny)}.ext4"
@@ -215,3 +215,18 @@ def test_a_volumes_filesystem_left_without_its_volume_is_swept(sized: Server) ->
         assert point not in _mounts()
     finally:
         DRIVES.remove(volume)
+
+
+def test_a_box_with_a_full_disk_still_stops_resumes_and_says_why(sized: Server, tiny: str) -> None:
+    sized.sh(tiny, "echo kept > /config/kept")
+    sized.cli("exec", tiny, "--", "sh", "-c", "fallocate -l 1G /config/big; dd if=/dev/zero of=/config/big2 bs=4k")
+    assert "100%" in sized.sh(tiny, "df --output=pcent / | tail -1")
+    pulled = sized.cli("pull", tiny, "/config/kept", "--to", str(sized.dir / "kept"))
+    if pulled.returncode != 0:  # the engine makes its mount points in the full layer
+        assert "the box's disk is full" in pulled.stderr, pulled.stderr
+        assert "/var/lib" not in pulled.stderr and "Traceback" not in pulled.stderr
+    # The engine makes folders in the layer for every mount of the box's root: a full
+    # disk must not keep it from stopping (snapshot) and starting again.
+    sized.cli("stop", tiny, check=True)
+    sized.cli("resume", tiny, check=True)
+    assert sized.sh(tiny, "rm -f /config/big /config/big2 && cat /config/kept") == "kept\n"

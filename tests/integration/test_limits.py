@@ -54,7 +54,7 @@ def test_stats_of_a_running_and_a_stopped_box(server: Server, box: str) -> None:
         assert got.memory_limit_bytes == 1024 << 20
         assert 0 < (got.memory_bytes or 0) < got.memory_limit_bytes
         assert (got.disk_bytes or 0) >= 30_000_000
-        assert got.disk_quota_bytes == 10 << 30  # the small type's size, enforced
+        assert got.disk_quota_bytes == 2 * 10 << 30  # the small type's size: root, Docker data
         assert got.pids_limit == 1024 and 1 <= (got.pids or 0) <= 1024
         listed = json.loads(server.cli("stats", "--json", check=True).stdout)
         assert box in {s["name"] for s in listed}

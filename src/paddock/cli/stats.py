@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "stats",
         help="CPU, memory, disk and processes of boxes",
-        description="What each box uses now against its limits: CPU (100%% = one whole CPU, "
+        description="What each box uses now against its limits: CPU (100% = one whole CPU, "
         "measured over a quarter second), memory (without page cache the kernel can drop), "
         "disk (its writable layer and its /var/lib/docker volume; drives are in `paddock "
         "drive ls`) and processes. Without BOX: all your boxes; stopped boxes show their "

@@ -22,6 +22,8 @@ LABEL_OWNER = "paddock.owner"
 LABEL_VIEWS = "paddock.views"
 # On containers whose writable layer is on a filesystem of its own (runtime/boxdisk.py).
 LABEL_DISK = "paddock.disk"
+# On a box's volume made with a size of its own (its Docker data): that size, in MiB.
+LABEL_SIZE = "paddock.size_mb"
 # On containers made for the warm pool: the box type, and what else a claim must match
 # (services/pool.py). They stay on a claimed box's container (labels are fixed), so only
 # a container no box row names is the pool's; a box's own containers carry LABEL_POOL

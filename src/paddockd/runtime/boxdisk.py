@@ -76,7 +76,11 @@ class BoxDisks:
         with self._locked():
             if image.exists():
                 return
-            make_ext4(image, size, source=layer)
+            # inline_data: a small folder lives in its inode, no block needed. The engine
+            # makes folders in the layer each time it mounts the box's root (`merged`,
+            # overlayfs's `work/work`); on a full disk, without this, the box could not
+            # be stopped, snapshotted, resumed or copied from again.
+            make_ext4(image, size, source=layer, features=("inline_data",))
             note.write_text(str(layer))
             self._mount(image, layer)
 

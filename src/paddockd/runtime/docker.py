@@ -25,7 +25,14 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from ..domain.errors import Conflict, EngineUnavailable, InvalidRequest, NotFound, PaddockError
+from ..domain.errors import (
+    Conflict,
+    EngineUnavailable,
+    InvalidRequest,
+    InvalidState,
+    NotFound,
+    PaddockError,
+)
 from . import attach, cgroups, cpuset, drivefs, seccomp, upload
 from .base import (
     LABEL_BOX,
@@ -83,7 +90,29 @@ def engine_error(status: int, text: str) -> PaddockError:
         return InvalidRequest(text)
     if bad_archive := _bad_archive(text):
         return bad_archive
+    if full := _full_disk(text):
+        return full
     return PaddockError(f"the box engine failed: {text}")
+
+
+# The engine's "no space left on device" names the host path it failed at: inside a
+# container's layer folder, the box's own disk is full (runtime/boxdisk.py); so is it when
+# unpacking a push, whose paths are the box's.
+_LAYER_PATH = re.compile(r"/overlay2/[0-9a-f]{64}(-init)?/(merged|diff|work)(/\S*)?")
+
+
+def _full_disk(text: str) -> InvalidState | None:
+    if "no space left on device" not in text:
+        return None
+    if _LAYER_PATH.search(text) or _UNPACK in text:
+        return InvalidState(
+            "the box's disk is full: free space in it (`paddock exec BOX -- rm ...`) or "
+            "snapshot it, and try again"
+        )
+    return InvalidState(
+        "the box engine's disk is full: free space on the server (`paddock status`, "
+        "`paddock snapshots`), and try again"
+    )
 
 
 # The engine answers 500 for an archive it cannot unpack (moby's chrootarchive: "Error
@@ -748,8 +777,9 @@ class DockerRuntime:
                 res, _, top = self._archive(cid, path)
             except docker.errors.APIError as exc:
                 # The engine answers 404 for a missing path and 500 for one that runs
-                # through a file (ENOTDIR); for a stat both mean "nothing there".
-                if exc.status_code in (404, 500):
+                # through a file (ENOTDIR); for a stat both mean "nothing there". Not when
+                # it could not look at all (a full disk).
+                if exc.status_code in (404, 500) and not _full_disk(str(exc.explanation)):
                     return None
                 raise
             with contextlib.closing(res):

@@ -69,7 +69,13 @@ def locked(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def make_ext4(image: Path, size: int, owner: int | None = None, source: Path | None = None) -> None:
+def make_ext4(
+    image: Path,
+    size: int,
+    owner: int | None = None,
+    source: Path | None = None,
+    features: tuple[str, ...] = (),
+) -> None:
     """An ext4 filesystem of `size` bytes in a new sparse file at `image`: its root owned
     by `owner`, or holding a copy of the folder `source` (owners, modes, xattrs kept). The
     file has its name only once it is formatted: a crash leaves no half-made one."""
@@ -85,6 +91,8 @@ def make_ext4(image: Path, size: int, owner: int | None = None, source: Path | N
     if owner is not None:
         extended += f",root_owner={owner}:{owner}"
     argv = ["mkfs.ext4", "-q", "-F", "-m", "0", "-E", extended]
+    if features:
+        argv += ["-O", ",".join(features)]
     if source is not None:
         argv += ["-d", str(source)]
     try:

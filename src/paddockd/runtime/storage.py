@@ -18,6 +18,7 @@ import docker.errors
 
 from ..domain.errors import PaddockError
 from . import drivefs, runfs
+from .base import LABEL_SIZE
 from .boxdisk import BoxDisks
 from .drivefs import DriveFs
 
@@ -59,7 +60,10 @@ class BoxStorage:
         except (OSError, ValueError) as exc:
             raise PaddockError(f"could not make the box's volume {name}: {exc}") from exc
         self._api().create_volume(
-            name=name, driver="local", driver_opts={"type": "none", "o": "bind", "device": device}
+            name=name,
+            driver="local",
+            driver_opts={"type": "none", "o": "bind", "device": device},
+            labels={LABEL_SIZE: str(size_mb)},
         )
         return True
 

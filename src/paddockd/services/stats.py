@@ -8,7 +8,7 @@ from paddock._models import BoxStats
 
 from ..domain.accounts import User, sees
 from ..domain.box import Box, BoxState
-from ..runtime.base import Runtime, Usage, VolumeInfo
+from ..runtime.base import LABEL_SIZE, Runtime, Usage, VolumeInfo
 from .boxes import BoxService
 from .reconciler import docker_volume
 
@@ -34,13 +34,18 @@ class StatsService:
             *(self._disk(used, volumes.get(docker_volume(i))) for i, used in measured.items())
         )
         disks = dict(zip(measured, sizes, strict=True))
-        return [self._present(b, measured.get(b.id), disks.get(b.id)) for b in boxes]
+        return [
+            self._present(b, measured.get(b.id), disks.get(b.id), volumes.get(docker_volume(b.id)))
+            for b in boxes
+        ]
 
     async def _disk(self, used: Usage, volume: VolumeInfo | None) -> int:
         return used.layer_bytes + (await self._rt.volume_usage(volume) if volume else 0)
 
     @staticmethod
-    def _present(box: Box, used: Usage | None, disk: int | None) -> BoxStats:
+    def _present(
+        box: Box, used: Usage | None, disk: int | None, volume: VolumeInfo | None
+    ) -> BoxStats:
         stats = BoxStats(id=box.id, name=box.name, state=box.state.value, cpus=box.cpus)
         if used is None:
             return stats
@@ -49,6 +54,10 @@ class StatsService:
         stats.memory_limit_bytes = used.memory_limit_bytes
         stats.pids, stats.pids_limit = used.pids, used.pids_limit
         stats.disk_bytes = disk
-        # None where the engine enforces no size (paddock status says why).
-        stats.disk_quota_bytes = used.layer_limit_bytes
+        # None where the engine enforces no size (paddock status says why); the disk's
+        # used figure counts the box's Docker volume, so its size does too.
+        quota = used.layer_limit_bytes
+        if quota and volume is not None and LABEL_SIZE in volume.labels:
+            quota += int(volume.labels[LABEL_SIZE]) << 20
+        stats.disk_quota_bytes = quota
         return stats

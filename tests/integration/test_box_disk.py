@@ -219,7 +219,14 @@ def test_a_volumes_filesystem_left_without_its_volume_is_swept(sized: Server) ->
 
 def test_a_box_with_a_full_disk_still_stops_resumes_and_says_why(sized: Server, tiny: str) -> None:
     sized.sh(tiny, "echo kept > /config/kept")
-    sized.cli("exec", tiny, "--", "sh", "-c", "fallocate -l 1G /config/big; dd if=/dev/zero of=/config/big2 bs=4k")
+    sized.cli(
+        "exec",
+        tiny,
+        "--",
+        "sh",
+        "-c",
+        "fallocate -l 1G /config/big; dd if=/dev/zero of=/config/big2 bs=4k",
+    )
     assert "100%" in sized.sh(tiny, "df --output=pcent / | tail -1")
     pulled = sized.cli("pull", tiny, "/config/kept", "--to", str(sized.dir / "kept"))
     if pulled.returncode != 0:  # the engine makes its mount points in the full layer

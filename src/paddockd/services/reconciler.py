@@ -417,6 +417,11 @@ class Reconciler:
             box = await self._repo.get(box_id)
             if box is None or box.container_id is None:
                 raise InvalidState("the box has no filesystem to snapshot right now")
+            if box.state == BoxState.ERROR:
+                raise InvalidState(
+                    f"box {box.name} is in error: {box.message or 'see paddock ls'}; "
+                    "resume or restore it first"
+                )
             if box.state not in (BoxState.RUNNING, BoxState.STOPPED):
                 raise InvalidState(f"box {box.name} is {box.state.value}; try again in a moment")
             snap = await self._commit(box, box.container_id, kind, label)

@@ -95,6 +95,12 @@ class SystemService:
                     f"box {names.get(box_id, box_id)}: {why}"
                     for box_id, why in self._view_problems().items()
                 ),
+                *(
+                    f"box {b.name}: in error ({b.message or 'no reason recorded'}); "
+                    "`paddock resume`, `paddock restore` or `paddock rm` it"
+                    for b in boxes
+                    if b.state == BoxState.ERROR and b.id not in self._isolation_failures()
+                ),
             ],
             data_root=self._data_root or None,
             data_root_free_bytes=free,

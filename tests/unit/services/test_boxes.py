@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from paddockd.domain.box import BoxState, Desired
@@ -12,6 +14,7 @@ from paddockd.domain.errors import (
     InvalidRequest,
     InvalidState,
     NotFound,
+    PaddockError,
     StorageLow,
 )
 from paddockd.runtime.base import LABEL_INSTANCE, ContainerSpec
@@ -108,6 +111,21 @@ async def test_engine_failure_on_create_leaves_no_half_made_box(world: World) ->
     await world.reconciler.drain()
     assert await world.boxes.all() == []
     assert world.runtime.by_id == {}
+
+
+async def test_a_box_whose_stop_failed_is_a_problem_in_status(world: World) -> None:
+    """A box in error is counted neither running nor stopped: status names it, and a
+    snapshot of it says what is wrong, not "try again in a moment"."""
+    await world.boxes.create("full", None, None, None)
+    world.runtime.fail_next["commit"] = InvalidState("the box's disk is full")
+    with contextlib.suppress(PaddockError):
+        await world.boxes.stop("full")
+    box = await world.boxes.resolve("full")
+    assert box.state == BoxState.ERROR
+    problems = (await world.services.system.status()).problems
+    assert any(p.startswith("box full: in error (") and "disk is full" in p for p in problems)
+    with pytest.raises(InvalidState, match="in error"):
+        await world.services.snapshots.take("full", None)
 
 
 async def test_stop_snapshots_and_resume_restarts_the_same_container(world: World) -> None:

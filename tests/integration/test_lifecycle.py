@@ -149,5 +149,9 @@ def test_orphan_containers_are_removed(make_server) -> None:  # type: ignore[no-
         capture_output=True,
         text=True,
     ).stdout.strip()
+    volume = f"paddock-box-{srv.containers()[0]['Labels']['paddock.box']}-docker"  # type: ignore[index]
     srv.start()
     assert wait_for(lambda: srv.containers() == [])
+    # Its Docker volume (a filesystem of its own) goes with it.
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+    assert wait_for(lambda: volume not in {v["Name"] for v in api.volumes()["Volumes"] or ()})

@@ -503,6 +503,7 @@ class Reconciler:
             if info.box_id not in known and await self._repo.get(info.box_id) is None:
                 log.warning("removing orphan container %s (box %s)", info.id[:12], info.box_id)
                 await self._rt.remove(info.id)
+                await self._remove_files(info.box_id)  # its Docker volume goes with it
         try:
             await self._rt.sweep()
         except PaddockError as exc:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .drivefs import KEEP_SPARSE, locked, make_ext4, mounted, run
+from .drivefs import KEEP_SPARSE, locked, make_ext4, run
 
 log = logging.getLogger("paddockd.disks")
 
@@ -130,7 +130,9 @@ class BoxDisks:
         return self._layer(str(Path(note.read_text()) / "diff"))
 
     def _mounted_at(self, note: Path) -> bool:
-        return str(self._noted(note)) in mounted()
+        # Two stats, not a read of the host's whole mount table: every start, commit and
+        # copy of a box asks.
+        return os.path.ismount(self._noted(note))
 
     def _release(self, image: Path, note: Path) -> None:
         with contextlib.suppress(FileNotFoundError, ValueError):

@@ -13,7 +13,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from .drivefs import mounted, run
+from .drivefs import run
 
 _OPTIONS = "size=1m,nr_inodes=256,mode=0755,nosuid,nodev,noexec"
 
@@ -21,7 +21,7 @@ _OPTIONS = "size=1m,nr_inodes=256,mode=0755,nosuid,nodev,noexec"
 def ensure(folder: Path, owner: int) -> None:
     """Make `folder` a fresh tmpfs owned by `owner` (a host uid), unless it is one now."""
     folder.mkdir(parents=True, exist_ok=True)
-    if str(folder) in mounted():
+    if os.path.ismount(folder):
         return
     run("mount", "-t", "tmpfs", "-o", f"{_OPTIONS},uid={owner},gid={owner}", "tmpfs", str(folder))
     os.chown(folder, owner, owner)
@@ -30,5 +30,5 @@ def ensure(folder: Path, owner: int) -> None:
 def release(folder: Path) -> None:
     """Unmount it (the folder itself goes with the box's)."""
     with contextlib.suppress(OSError):
-        if str(folder) in mounted():
+        if os.path.ismount(folder):
             run("umount", str(folder))

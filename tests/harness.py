@@ -20,7 +20,9 @@ import docker
 from paddock import Client
 from paddockd.runtime.drivefs import DriveFs
 
-BIN = Path(sys.executable).parent
+# The server and CLI as install.sh installed them (scripts/test says where); the tests'
+# own venv holds the test tools beside the same code.
+BIN = Path(os.environ.get("PADDOCK_SERVER_VENV") or Path(sys.executable).parent.parent) / "bin"
 PADDOCKD = str(BIN / "paddockd")
 PADDOCK = str(BIN / "paddock")
 ENGINE_SOCKET = "/run/paddock/docker.sock"

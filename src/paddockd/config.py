@@ -49,6 +49,9 @@ class EngineConfig:
     build_bridge: str = "pdbuild0"
     build_cidr: str = "10.212.0.1/24"
     userns_user: str = "paddock"
+    # Each running box on a host uid range of its own (runtime/identity.py), where the
+    # kernel can idmap (Linux 6.3+); off: every box on the engine's one range.
+    box_identities: bool = True
     cgroup_parent: str = "paddock"
     # Where LXCFS is mounted (boxes see their own CPUs, memory and uptime in /proc through
     # it); "" turns that off. Started by paddockd when `manage` is on, else by lxcfs.service.

@@ -33,7 +33,7 @@ from ..domain.errors import (
     NotFound,
     PaddockError,
 )
-from . import attach, cgroups, cpuset, drivefs, seccomp, upload
+from . import attach, cgroups, cpuset, drivefs, inbox, seccomp, upload
 from .base import (
     LABEL_BOX,
     LABEL_DISK,
@@ -713,7 +713,24 @@ class DockerRuntime:
         return bytes(data).decode(errors="replace")
 
     # -- files ------------------------------------------------------------------------
+    async def _running(self, cid: str) -> bool:
+        data = await self._run(lambda: self.api.inspect_container(cid))
+        return bool((data.get("State") or {}).get("Running"))
+
+    async def _exec_in(self, cid: str) -> inbox.Exec:
+        async def run(spec: ExecSpec) -> StartChecked:
+            return await self.exec(cid, spec)
+
+        return run
+
+    # A running box's files are moved by a program inside it (runtime/inbox.py): the
+    # engine's archive API writes with its one remap of box ids, which a box with an
+    # identity of its own does not use. A stopped box's go through the engine, which
+    # mounts its root with the engine's ids for the copy.
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+        if await self._running(cid):
+            await inbox.put(await self._exec_in(cid), path, chunks)
+            return
         # copyUIDGID: without it the engine chowns every file to the box's root, and the
         # box user could not edit what it was given. noOverwriteDirNonDir, as `docker cp`
         # sets it: a file never silently replaces a whole folder (nor a folder a file).
@@ -761,6 +778,8 @@ class DockerRuntime:
         return st
 
     async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+        if await self._running(cid):
+            return await inbox.get(await self._exec_in(cid), path)
         res, tar, top = await self._run(lambda: self._archive(cid, path))
 
         def chunks() -> Iterator[bytes]:
@@ -770,6 +789,9 @@ class DockerRuntime:
         return self._aiter(chunks()), self._stat(res, top)
 
     async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
+        if await self._running(cid):
+            return await inbox.stat(await self._exec_in(cid), path)
+
         def work() -> dict[str, Any] | None:
             # The engine's stat has no owner; the archive's top entry does. Only its first
             # block is read: the engine stops writing the rest when the answer is closed.

@@ -105,10 +105,7 @@ def prepare(cfg: EngineConfig) -> Path:
     # An explicit, empty-ish config file so /etc/docker/daemon.json (the system Docker's)
     # never leaks into the box engine.
     config_file = Path(cfg.data_root).parent / "engine.json"
-    wrapper = Path(cfg.data_root).parent / "bin" / RUNTIME_NAME
-    wrapper.parent.mkdir(parents=True, exist_ok=True)
-    wrapper.write_text(oci.wrapper_script(sys.executable))
-    wrapper.chmod(0o755)
+    wrapper = write_wrapper(cfg)
     settings = {
         "log-driver": "json-file",
         "log-opts": {"max-size": "10m"},
@@ -116,6 +113,46 @@ def prepare(cfg: EngineConfig) -> Path:
     }
     config_file.write_text(json.dumps(settings))
     return config_file
+
+
+def write_wrapper(cfg: EngineConfig) -> Path:
+    """(Re)write the OCI wrapper the engine runs boxes with. The engine runs it afresh for
+    each box start, so a running engine takes a new one at once (an upgrade of paddockd,
+    a kernel that can now idmap)."""
+    wrapper = Path(cfg.data_root).parent / "bin" / RUNTIME_NAME
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    tmp = wrapper.with_name(wrapper.name + ".new")
+    tmp.write_text(oci.wrapper_script(sys.executable, wrapper_settings(cfg)))
+    tmp.chmod(0o755)
+    tmp.replace(wrapper)
+    return wrapper
+
+
+def identity_state(cfg: EngineConfig) -> Path:
+    """Where the last engine start wrote whether boxes get identities of their own."""
+    return Path(cfg.data_root).parent / "bin" / f"{RUNTIME_NAME}.identities"
+
+
+def wrapper_settings(cfg: EngineConfig) -> oci.Settings:
+    """The OCI wrapper's settings, with box identities where the kernel can idmap (the
+    probe runs in a process of its own: it forks, and paddockd has threads)."""
+    run = Path(cfg.exec_root).parent
+    why = "turned off in the configuration ([engine] box_identities)"
+    if cfg.box_identities:
+        probe = subprocess.run(
+            [sys.executable, "-m", "paddockd.runtime.oci", "probe"],
+            capture_output=True,
+            text=True,
+        )
+        why = "" if probe.returncode == 0 else (probe.stdout or probe.stderr).strip()
+    state = identity_state(cfg)
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(f"off: {why}\n" if why else "on\n")
+    return oci.Settings(
+        identities=None if why else run / "identities",
+        staging=run.parent / f"{run.name}-roots",
+        data=(Path(cfg.data_root),),
+    )
 
 
 def run_foreground(cfg: EngineConfig) -> None:
@@ -128,6 +165,7 @@ def run_foreground(cfg: EngineConfig) -> None:
 def start_detached(cfg: EngineConfig, wait: float = 60.0) -> None:
     """Start dockerd in its own session (it outlives paddockd restarts) and wait for it."""
     if is_running(cfg):
+        write_wrapper(cfg)
         return
     with datafs.engine_lock(cfg):
         if _start(cfg, wait):

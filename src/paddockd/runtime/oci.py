@@ -1,58 +1,257 @@
-"""The `userns` profile's OCI runtime: runc, plus cgroup delegation on `create`.
+"""The `userns` profile's OCI runtime: runc, plus each box's own identity and cgroup
+delegation on `create`.
 
 dockerd calls the wrapper written by `wrapper_script` for every runtime operation; all but
-`create` go straight to runc. On `create` it (1) mounts the box's cgroup v1 hierarchies
-read-write instead of read-only, then, once runc has made them, (2) hands the box's cgroup
-*directories* (and their `cgroup.procs`/`tasks`) to the box's mapped root, so Docker in
-the box can make child cgroups. The box's own limit files stay owned by host root: a box
-cannot raise its own memory or CPU limit. This is the delegation LXC and Sysbox do.
+`create` and `delete` go straight to runc. On `create`:
+1. the box's cgroup v1 hierarchies are mounted read-write instead of read-only;
+2. where the kernel allows (`probe`), the box takes an identity of its own
+   (runtime/identity.py): a user namespace made for it, owned by the first uid of its own
+   range and mapped onto that range, which runc joins instead of making one on the
+   engine's shared range; its root and data binds are idmapped to match
+   (runtime/rootmap.py);
+3. once runc has made them, the box's cgroup *directories* (and their
+   `cgroup.procs`/`tasks`) are handed to the box's mapped root, so Docker in the box can
+   make child cgroups. The box's own limit files stay owned by host root: a box cannot
+   raise its own memory or CPU limit. This is the delegation LXC and Sysbox do.
+On `delete`, once runc has forgotten the container, its identity is free again.
+
+Stdlib only, and nothing of paddockd's beyond the modules named here: this runs for every
+box start, on the engine's clock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from .identity import RANGE, Identities
+from .idmount import Userns, clone_idmapped, mount, unmount
+from .rootmap import idmap_box, release
 
 DELEGATED_FILES = ("cgroup.procs", "tasks", "cgroup.clone_children")
+# runc's options that take a value, before and after its command.
+_GLOBAL_VALUES = {"--root", "--log", "--log-format", "--criu", "--rootless"}
+_COMMAND_VALUES = {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds"}
 
 
-def wrapper_script(python: str, runc: str = "runc") -> str:
+@dataclass(frozen=True)
+class Settings:
+    """What paddockd tells the wrapper when it writes it. `identities`: where box
+    identities are kept (None: the kernel cannot idmap, every box on the engine's range);
+    `data`: folders whose binds hold a box's own data even when read-only (the
+    engine's data root), idmapped with its root as every writable bind is."""
+
+    runc: str = "runc"
+    identities: Path | None = None
+    staging: Path = Path("/run/paddock/roots")
+    data: tuple[Path, ...] = field(default_factory=tuple)
+
+    def args(self) -> list[str]:
+        out = ["--runc", self.runc, "--staging", str(self.staging)]
+        if self.identities is not None:
+            out += ["--identities", str(self.identities)]
+        for d in self.data:
+            out += ["--data", str(d)]
+        return out
+
+    @classmethod
+    def parse(cls, argv: list[str]) -> tuple[Settings, list[str]]:
+        """The settings before `--`, and runc's arguments after it."""
+        if "--" not in argv:
+            raise ValueError("no -- before runc's arguments")
+        cut = argv.index("--")
+        mine, rest = argv[:cut], argv[cut + 1 :]
+        values: dict[str, list[str]] = {}
+        for flag, value in zip(mine[::2], mine[1::2], strict=True):
+            values.setdefault(flag, []).append(value)
+        return (
+            cls(
+                runc=values.get("--runc", ["runc"])[-1],
+                identities=Path(values["--identities"][-1]) if "--identities" in values else None,
+                staging=Path(values.get("--staging", [str(cls.staging)])[-1]),
+                data=tuple(Path(v) for v in values.get("--data", [])),
+            ),
+            rest,
+        )
+
+
+def wrapper_script(python: str, settings: Settings | None = None) -> str:
+    settings = settings or Settings()
+    hook = " ".join([python, "-m", "paddockd.runtime.oci", *map(_quoted, settings.args())])
     return f"""#!/bin/sh
-# Paddock's OCI runtime (profile userns): runc, with cgroup delegation on create.
-# Written by paddockd; see paddockd/runtime/oci.py.
+# Paddock's OCI runtime (profile userns): runc, with each box's own identity and cgroup
+# delegation on create. Written by paddockd; see paddockd/runtime/oci.py.
 cmd=""; skip=""
 for a in "$@"; do
     if [ -n "$skip" ]; then skip=""; continue; fi
     case "$a" in
-        --root|--log|--log-format|--criu) skip=1 ;;
+        --root|--log|--log-format|--criu|--rootless) skip=1 ;;
         -*) ;;
         *) cmd="$a"; break ;;
     esac
 done
-[ "$cmd" = create ] || exec {runc} "$@"
-bundle=.; pidfile=""; prev=""
-for a in "$@"; do
-    case "$prev" in --bundle|-b) bundle="$a" ;; --pid-file) pidfile="$a" ;; esac
-    case "$a" in
-        --bundle=*) bundle="${{a#--bundle=}}" ;;
-        --pid-file=*) pidfile="${{a#--pid-file=}}" ;;
-    esac
-    prev="$a"
-done
-{python} -m paddockd.runtime.oci before "$bundle/config.json" || exit 1
-{runc} "$@" || exit $?
-exec {python} -m paddockd.runtime.oci after "$bundle/config.json" "$pidfile"
+case "$cmd" in
+    create|delete) exec {hook} -- "$@" ;;
+esac
+exec {_quoted(settings.runc)} "$@"
 """
 
 
-def before_create(config: Path) -> None:
+def _quoted(word: str) -> str:
+    return word if word and all(c.isalnum() or c in "/._-=" for c in word) else repr(word)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One runc invocation as the shim made it."""
+
+    argv: list[str]
+    command: str
+    options: dict[str, str]
+    root: Path | None
+    cid: str
+
+    @classmethod
+    def parse(cls, argv: list[str]) -> Call:
+        options: dict[str, str] = {}
+        command, cid, i = "", "", 0
+        while i < len(argv):
+            a = argv[i]
+            flag, eq, inline = a.partition("=")
+            if a.startswith("-"):
+                takes = _COMMAND_VALUES if command else _GLOBAL_VALUES
+                if eq:
+                    options[flag] = inline
+                elif a in takes and i + 1 < len(argv):
+                    options[a] = argv[i + 1]
+                    i += 1
+            elif not command:
+                command = a
+            else:
+                cid = a
+            i += 1
+        root = options.get("--root")
+        return cls(argv, command, options, Path(root) if root else None, cid)
+
+    @property
+    def bundle(self) -> Path:
+        return Path(self.options.get("--bundle") or self.options.get("-b") or ".")
+
+
+class _RuncFailed(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _runc(settings: Settings, call: Call) -> int:
+    # close_fds off: runc's --preserve-fds hands the shim's extra descriptors on; every
+    # descriptor of this process's own is close-on-exec.
+    return subprocess.call([settings.runc, *call.argv], close_fds=False)
+
+
+def create(settings: Settings, call: Call) -> int:
+    config = call.bundle / "config.json"
     spec = json.loads(config.read_text())
-    for mount in spec.get("mounts", []):
-        if mount.get("type") == "cgroup" or mount.get("destination") == "/sys/fs/cgroup":
-            mount["options"] = ["rw" if o == "ro" else o for o in mount.get("options", [])]
-    config.write_text(json.dumps(spec))
+    _cgroups_writable(spec)
+    linux = spec.setdefault("linux", {})
+    canonical = _host_root(linux.get("uidMappings", []))
+    if settings.identities is None or canonical is None:
+        config.write_text(json.dumps(spec))
+        code = _runc(settings, call)
+        if code == 0:
+            _after(spec, call)
+        return code
+    ids = Identities(settings.identities, call.root)
+    try:
+        with ids.take(call.cid) as base, Userns([(0, base, RANGE)], owner=base) as own:
+            mapping = [{"containerID": 0, "hostID": base, "size": RANGE}]
+            linux["uidMappings"] = mapping
+            linux["gidMappings"] = mapping
+            linux["namespaces"] = [
+                {**ns, "path": own.path} if ns.get("type") == "user" else ns
+                for ns in linux.get("namespaces", [])
+            ]
+            staged = idmap_box(spec, base, canonical, settings.staging / call.cid, settings.data)
+            try:
+                config.write_text(json.dumps(spec))
+                code = _runc(settings, call)
+                if code != 0:
+                    release(settings.staging / call.cid)
+                    raise _RuncFailed(code)
+                _after(spec, call)
+            finally:
+                staged.detach()
+    except _RuncFailed as failed:
+        return failed.code
+    return 0
+
+
+def delete(settings: Settings, call: Call) -> int:
+    code = _runc(settings, call)
+    if settings.identities is not None and call.cid:
+        gone = call.root is None or not (call.root / call.cid / "state.json").exists()
+        if gone:
+            release(settings.staging / call.cid)
+            Identities(settings.identities, call.root).release(call.cid)
+    return code
+
+
+def probe() -> str | None:
+    """Why boxes cannot have identities of their own on this kernel; None when they can.
+    Tries what `create` does, on folders of its own: a user namespace owned by another
+    uid, idmapped XFS/ext4 and tmpfs mounts, and an overlay on idmapped layers."""
+    with tempfile.TemporaryDirectory(prefix="paddock-probe-") as tmp:
+        base = Path(tmp)
+        made: list[Path] = []
+        try:
+            with Userns([(0, 0x70000000, RANGE)], owner=0x70000000):
+                pass
+            for name in ("disk", "mem", "l", "u", "m", "il", "iu"):
+                (base / name).mkdir()
+            mount("tmpfs", base / "mem", "tmpfs", "size=64k")
+            made.append(base / "mem")
+            with Userns([(0, 0, 1), (200000, 0x70000000, RANGE)]) as view:
+                view.release()
+                (base / "mem" / "t").mkdir()
+                clone_idmapped(base / "mem", base / "disk", view)  # tmpfs (Linux 6.3)
+                made.append(base / "disk")
+                for d in ("l", "u/u", "u/w"):
+                    (base / d).mkdir(exist_ok=True)
+                    os.chown(base / d, 200000, 200000)
+                clone_idmapped(base / "l", base / "il", view)
+                made.append(base / "il")
+                clone_idmapped(base / "u", base / "iu", view)
+                made.append(base / "iu")
+                mount(
+                    "overlay",
+                    base / "m",
+                    "overlay",
+                    f"lowerdir={base}/il,upperdir={base}/iu/u,workdir={base}/iu/w",
+                )
+                made.append(base / "m")
+                if (base / "m").stat().st_uid != 0x70000000:
+                    return "an overlay on idmapped layers does not show their owners"
+                (base / "m" / "written").mkdir()  # read-only if the work folder failed
+        except OSError as exc:
+            return str(exc)
+        finally:
+            for target in reversed(made):
+                with contextlib.suppress(OSError):
+                    unmount(target, lazy=True)
+    return None
+
+
+def _cgroups_writable(spec: dict[str, Any]) -> None:
+    for mount_ in spec.get("mounts", []):
+        if mount_.get("type") == "cgroup" or mount_.get("destination") == "/sys/fs/cgroup":
+            mount_["options"] = ["rw" if o == "ro" else o for o in mount_.get("options", [])]
 
 
 def _host_root(mappings: list[dict[str, int]]) -> int | None:
@@ -95,8 +294,13 @@ def box_cgroup_dirs(proc_cgroup: str, mounts: list[tuple[set[str], str, str]]) -
     return dirs
 
 
-def after_create(config: Path, pid_file: Path) -> list[Path]:
-    spec = json.loads(config.read_text())
+def _after(spec: dict[str, Any], call: Call) -> None:
+    pid_file = call.options.get("--pid-file")
+    if pid_file:
+        hand_cgroups(spec, Path(pid_file))
+
+
+def hand_cgroups(spec: dict[str, Any], pid_file: Path) -> list[Path]:
     linux = spec.get("linux", {})
     uid = _host_root(linux.get("uidMappings", []))
     gid = _host_root(linux.get("gidMappings", []))
@@ -117,17 +321,26 @@ def after_create(config: Path, pid_file: Path) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["before"] and len(argv) == 2:
-        before_create(Path(argv[1]))
-    elif argv[:1] == ["after"] and len(argv) == 3:
-        after_create(Path(argv[1]), Path(argv[2]))
-    else:
-        print(
-            "usage: python -m paddockd.runtime.oci before CONFIG | after CONFIG PIDFILE",
-            file=sys.stderr,
-        )
+    if argv == ["probe"]:
+        why = probe()
+        print(why or "ok")
+        return 0 if why is None else 1
+    try:
+        settings, rest = Settings.parse(argv)
+    except ValueError as exc:
+        print(f"paddock-runc: {exc}", file=sys.stderr)
         return 2
-    return 0
+    call = Call.parse(rest)
+    try:
+        if call.command == "create":
+            return create(settings, call)
+        if call.command == "delete":
+            return delete(settings, call)
+        return _runc(settings, call)
+    except (OSError, ValueError) as exc:
+        # runc's own way of failing: the engine shows this line to whoever started the box.
+        print(f"paddock-runc: {call.command} {call.cid[:12]}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ has nothing else for sure). Kept in one file so each test reads as the attack it
 
 from __future__ import annotations
 
+import ctypes
+import os
 import socket
 import struct
 import sys
@@ -97,6 +99,40 @@ def udp6(dst: str, port: str) -> None:
         time.sleep(0.05)
 
 
+def keys(count: str) -> None:
+    """Session keyrings with long names, as many as the kernel takes: once every box's
+    root was one host uid, whose 200-key quota stopped every exec on the server."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+    made, why = 0, "none"
+    for i in range(int(count)):
+        name = f"paddock-flood-{i}-".ljust(400, "k").encode()
+        # keyctl(KEYCTL_JOIN_SESSION_KEYRING, name): what runc does for every exec.
+        joined = libc.syscall(keyctl, 1, ctypes.c_char_p(name))
+        added = libc.syscall(add_key, b"user", name, b"x" * 32, 32, -3)  # -3: the session's
+        if joined < 0 and added < 0:
+            why = os.strerror(ctypes.get_errno())
+            break
+        made += 1
+    print(f"made {made} ({why})")
+
+
+def inotify(hold: str) -> None:
+    """inotify instances until the kernel refuses one; with hold=1, kept (in the background)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fds = []
+    while True:
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            why = os.strerror(ctypes.get_errno())
+            break
+        fds.append(fd)
+    print(f"made {len(fds)} ({why})", flush=True)
+    while hold == "1":
+        time.sleep(60)
+
+
 if __name__ == "__main__":
-    actions = {f.__name__: f for f in (send, connect, arp, udplisten, udp6)}
+    actions = {f.__name__: f for f in (send, connect, arp, udplisten, udp6, keys, inotify)}
     actions[sys.argv[1]](*sys.argv[2:])

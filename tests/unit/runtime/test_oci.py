@@ -1,5 +1,6 @@
-"""The userns OCI wrapper: cgroup mounts become writable, and only the box's cgroup
-directories (never its limit files) are handed to its mapped root."""
+"""The userns OCI wrapper: its reading of runc's arguments, cgroup mounts become writable,
+and only the box's cgroup directories (never its limit files) are handed to its mapped
+root. The identity part runs for real in tests/integration/hostile/test_identity.py."""
 
 from __future__ import annotations
 
@@ -25,12 +26,45 @@ SPEC = {
 }
 
 
-def test_before_create_makes_only_the_cgroup_mount_writable(tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(SPEC))
-    oci.before_create(config)
-    mounts = json.loads(config.read_text())["mounts"]
+def test_only_the_cgroup_mount_becomes_writable() -> None:
+    spec = json.loads(json.dumps(SPEC))
+    oci._cgroups_writable(spec)
+    mounts = spec["mounts"]
     assert mounts[1]["options"] == ["rw", "nosuid", "nodev"] and mounts[0]["options"] == ["nosuid"]
+
+
+def test_runc_calls_are_read_as_runc_reads_them() -> None:
+    call = oci.Call.parse(
+        [
+            "--root",
+            "/run/r",
+            "--log",
+            "create",  # a value that looks like a command
+            "--log-format",
+            "json",
+            "create",
+            "--bundle",
+            "/b",
+            "--pid-file=/b/init.pid",
+            "--no-new-keyring",
+            "0123abc",
+        ]
+    )
+    assert call.command == "create" and call.cid == "0123abc"
+    assert call.root == Path("/run/r") and call.bundle == Path("/b")
+    assert call.options["--pid-file"] == "/b/init.pid"
+
+
+def test_settings_survive_the_wrapper_script() -> None:
+    settings = oci.Settings(
+        runc="/usr/sbin/runc",
+        identities=Path("/run/p/ids"),
+        staging=Path("/run/p-roots"),
+        data=(Path("/var/lib/e"),),
+    )
+    parsed, rest = oci.Settings.parse([*settings.args(), "--", "delete", "x"])
+    assert parsed == settings and rest == ["delete", "x"]
+    assert oci.Settings.parse(["--", "state", "x"])[0].identities is None
 
 
 MOUNTINFO = """\
@@ -68,23 +102,24 @@ def test_after_create_hands_over_directories_but_not_limits(
     monkeypatch.setattr(oci, "box_cgroup_dirs", lambda *_: [box, box])
     pid_file = tmp_path / "pid"
     pid_file.write_text(str(os.getpid()))
-    assert oci.after_create(config, pid_file) == [box]
+    assert oci.hand_cgroups(SPEC, pid_file) == [box]
     assert box.stat().st_uid == 200000 and (box / "cgroup.procs").stat().st_uid == 200000
     assert (box / "memory.limit_in_bytes").stat().st_uid == 0
 
 
 def test_a_box_without_user_namespace_is_left_alone(tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({**SPEC, "linux": {"cgroupsPath": "/paddock/x"}}))
-    assert oci.after_create(config, tmp_path / "no-pid") == []
+    spec = {**SPEC, "linux": {"cgroupsPath": "/paddock/x"}}
+    assert oci.hand_cgroups(spec, tmp_path / "no-pid") == []
 
 
-def test_wrapper_passes_everything_but_create_straight_to_runc(tmp_path: Path) -> None:
+def test_wrapper_passes_everything_but_create_and_delete_straight_to_runc(
+    tmp_path: Path,
+) -> None:
     fake_runc = tmp_path / "runc"
     fake_runc.write_text('#!/bin/sh\necho "runc $*"\n')
     fake_runc.chmod(0o755)
     wrapper = tmp_path / "paddock-runc"
-    wrapper.write_text(oci.wrapper_script("/nonexistent/python", str(fake_runc)))
+    wrapper.write_text(oci.wrapper_script("/nonexistent/python", oci.Settings(runc=str(fake_runc))))
     wrapper.chmod(0o755)
     out = subprocess.run(
         [str(wrapper), "--root", "/run/x", "--log", "l.json", "exec", "--pid-file", "p", "id"],
@@ -93,8 +128,9 @@ def test_wrapper_passes_everything_but_create_straight_to_runc(tmp_path: Path) -
         check=True,
     ).stdout
     assert out == "runc --root /run/x --log l.json exec --pid-file p id\n"
-    failed = subprocess.run([str(wrapper), "--root", "create", "create", "--bundle", "b", "id"])
-    assert failed.returncode != 0  # create goes through the (here missing) python hook
+    for command in ("create", "delete"):
+        failed = subprocess.run([str(wrapper), "--root", "create", command, "--bundle", "b", "id"])
+        assert failed.returncode != 0  # through the (here missing) python hook
 
 
 def test_no_code_path_asks_for_dangerous_options() -> None:

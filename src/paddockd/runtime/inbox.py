@@ -1,0 +1,165 @@
+"""File transfers done inside a running box, by runtime/inbox_program.py over exec.
+
+What the program prints is the box's to choose: every read here is bounded (a stat line,
+an error text), and its exit codes are read through the one table the program defines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..domain.errors import InvalidRequest, InvalidState, NotFound, PaddockError
+from . import inbox_program as codes
+from .base import STDOUT, ExecProcess, ExecSpec
+
+PROGRAM = Path(codes.__file__).read_text()
+MAX_LINE = 64 * 1024
+MAX_ERROR = 16 * 1024
+NO_PYTHON = 127
+_DIR_NON_DIR = re.compile(r'cannot overwrite (non-)?directory "([^"]*)"')
+
+Exec = Callable[[ExecSpec], Awaitable[ExecProcess]]
+
+
+def spec(command: str, path: str, stdin: bool = False) -> ExecSpec:
+    return ExecSpec(["python3", "-c", PROGRAM, command, path], {}, "/", "root", stdin=stdin)
+
+
+def failure(code: int, said: str, path: str) -> PaddockError:
+    """What the program's exit `code` and error text mean, as Paddock's error."""
+    said = said.strip()
+    if code == codes.NOT_FOUND:
+        return NotFound(f"no such file or directory in the box: {path}")
+    if code == codes.CONFLICT and (found := _DIR_NON_DIR.search(said)):
+        is_file, where = found.groups()
+        there, other = ("a file", "a folder") if is_file else ("a folder", "a file")
+        return InvalidRequest(
+            f"{where} in the box is {there}: {other} cannot replace it (remove it first)"
+        )
+    if code == codes.NOT_A_DIRECTORY:
+        return InvalidRequest(f"{path} in the box is not a folder")
+    if code == codes.BAD_ARCHIVE:
+        return InvalidRequest(f"the request body is not a valid tar archive ({said})")
+    if code == codes.NO_SPACE:
+        return InvalidState(
+            "the box's disk is full: free space in it (`paddock exec BOX -- rm ...`) or "
+            "snapshot it, and try again"
+        )
+    if code == codes.PERMISSION:
+        return InvalidRequest(f"permission denied in the box: {said}")
+    if code == NO_PYTHON:
+        return InvalidState("the box has no python3, which Paddock's file transfers run on")
+    return PaddockError(f"the file transfer in the box failed ({code}): {said[:500]}")
+
+
+async def _errors(proc: ExecProcess, out: list[bytes]) -> str:
+    """Drain the process's output: stdout kept (up to MAX_LINE), stderr's text returned."""
+    err = bytearray()
+    held = 0
+    async for kind, data in proc.output():
+        if kind == STDOUT:
+            held += len(data)
+            if held <= MAX_LINE:
+                out.append(data)
+        elif len(err) < MAX_ERROR:
+            err += data[: MAX_ERROR - len(err)]
+    return err.decode(errors="replace")
+
+
+async def put(run: Exec, dest: str, chunks: AsyncIterator[bytes]) -> None:
+    proc = await run(spec("put", dest, stdin=True))
+    try:
+        said: list[str] = []
+        async with anyio.create_task_group() as tg:
+
+            async def drain() -> None:
+                said.append(await _errors(proc, []))
+
+            tg.start_soon(drain)
+            try:
+                async for chunk in chunks:
+                    await proc.write(chunk)
+            except PaddockError:
+                pass  # the program stopped reading: its exit code says why
+            finally:
+                await proc.close_stdin()
+        code = await proc.wait()
+        if code != 0:
+            raise failure(code, said[0] if said else "", dest)
+    finally:
+        await proc.close()
+
+
+def _stat(line: bytes, path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise PaddockError(f"the box answered a stat of {path} with something else") from None
+    if not isinstance(data, dict):
+        raise PaddockError(f"the box answered a stat of {path} with something else")
+    return data
+
+
+async def stat(run: Exec, path: str) -> dict[str, Any] | None:
+    proc = await run(spec("stat", path))
+    try:
+        out: list[bytes] = []
+        said = await _errors(proc, out)
+        code = await proc.wait()
+    finally:
+        await proc.close()
+    if code in (codes.NOT_FOUND, codes.NOT_A_DIRECTORY):
+        return None
+    if code != 0:
+        raise failure(code, said, path)
+    return _stat(b"".join(out), path)
+
+
+async def get(run: Exec, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+    """A tar of `path` from the box, and its stat (the program's first line)."""
+    proc = await run(spec("get", path))
+    output = proc.output()
+    line = bytearray()
+    err = bytearray()
+    try:
+        async for kind, data in output:
+            if kind != STDOUT:
+                err += data[: MAX_ERROR - len(err)]
+                continue
+            line += data
+            if b"\n" in line or len(line) > MAX_LINE:
+                break
+        if b"\n" not in line:
+            code = await proc.wait()
+            raise failure(code or codes.FAILED, err.decode(errors="replace"), path)
+    except BaseException:
+        await proc.close()
+        raise
+    first, _, rest = bytes(line).partition(b"\n")
+    st = _stat(first, path)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        said = bytearray()
+        try:
+            if rest:
+                yield rest
+            async for kind, data in output:
+                if kind == STDOUT:
+                    yield data
+                elif len(said) < MAX_ERROR:
+                    said += data[: MAX_ERROR - len(said)]
+            code = await proc.wait()
+            if code != 0:
+                raise failure(code, said.decode(errors="replace"), path)
+        finally:
+            with contextlib.suppress(PaddockError, OSError):
+                await proc.close()
+
+    return chunks(), st

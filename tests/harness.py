@@ -120,7 +120,12 @@ class Server:
         types = dict(settings.pop("types", {}))  # type: ignore[call-overload]
         for key, value in settings.items():
             prefix = key.split("_")[0]
-            section = {"capacity": capacity, "engine": engine, "pool": pool}.get(prefix, boxes)
+            section = {
+                "capacity": capacity,
+                "engine": engine,
+                "pool": pool,
+                "network": network,
+            }.get(prefix, boxes)
             section[key.removeprefix(f"{prefix}_") if section is not boxes else key] = value
         lines = []
         sections = (("server", server), ("boxes", boxes), ("capacity", capacity))

@@ -3,6 +3,7 @@ environment overrides for scripts and tests. The only input of the composition r
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -12,7 +13,7 @@ import tomllib
 
 from .domain.box import BoxType, TtlAction
 from .domain.errors import InvalidRequest
-from .domain.network import policy
+from .domain.network import METADATA, policy
 
 DEFAULT_CONFIG_PATH = Path("/etc/paddock/paddockd.toml")
 
@@ -86,6 +87,10 @@ class NetworkConfig:
     # multicast and reserved ranges are refused unless an allowlist names them. false
     # relaxes that (cloud metadata and the host's own networks stay refused).
     refuse_non_public: bool = True
+    # Non-public ranges (say a database on the server's private network) that allowlists
+    # may name: nothing else of them, nor the host's own networks, can be opened by any
+    # box's allowlist or E2B's allowOut. Set here, by the server's owner.
+    open_ranges: tuple[str, ...] = ()
     # A bridge of this instance's own (name, gateway/subnet like 10.214.7.1/24), for a
     # second server on one engine (tests): the engine's default bridge when empty.
     bridge: str = ""
@@ -230,6 +235,15 @@ def load(path: Path | None = None) -> Config:
         policy(cfg.network.default_mode, cfg.network.default_allow)
     except InvalidRequest as exc:
         raise ValueError(f"[network] default policy: {exc.message}") from None
+    for opened in cfg.network.open_ranges:
+        entry = policy("allowlist", [opened]).ranges
+        if not entry or any(
+            ipaddress.IPv4Network(entry[0]).overlaps(ipaddress.IPv4Network(m)) for m in METADATA
+        ):
+            raise ValueError(
+                f"[network] open_ranges: {opened!r} is not an IPv4 range that may be opened "
+                "(cloud metadata never is)"
+            )
     if cfg.network.bridge and (len(cfg.network.bridge) > 15 or not cfg.network.bridge_cidr):
         raise ValueError("[network] bridge needs a name of at most 15 characters and a bridge_cidr")
     if cfg.default_type not in cfg.types:

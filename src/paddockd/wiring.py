@@ -148,6 +148,7 @@ def wire(
         accounts_repo.limits,
         activity,
         pool=pool,
+        network=network,
     )
     system = SystemService(
         boxes,
@@ -307,6 +308,7 @@ def _real_adapters(
         pid_of=runtime.container_pid,
         refuse_non_public=cfg.network.refuse_non_public,
         builds=(cfg.engine.build_bridge, cfg.engine.build_cidr),
+        open_ranges=cfg.network.open_ranges,
     )
     return runtime, network
 

@@ -6,13 +6,13 @@ dependency came too late, and a 300 MB body without a token was held in memory t
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from starlette.requests import HTTPConnection
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..domain.errors import PayloadTooLarge, Unauthorized
+from ..domain.errors import PaddockError, PayloadTooLarge, Unauthorized
 from .deps import CALLER, authenticate
 from .errors import error_response
 
@@ -35,7 +35,7 @@ class TokenGate:
             try:
                 user = await authenticate(HTTPConnection(scope))
             except Unauthorized as exc:
-                await error_response(exc)(scope, receive, send)
+                await refusal(exc, scope)(scope, receive, send)
                 return
             # Routes read it through the `Caller` dependency (deps.py).
             scope.setdefault("state", {})[CALLER] = user
@@ -54,11 +54,16 @@ class BodyLimit:
     and it replaces whatever answer the app began (a 401 would leave as a bare 413)."""
 
     def __init__(
-        self, app: ASGIApp, limit: int, streaming: Collection[tuple[str, str]] = ()
+        self,
+        app: ASGIApp,
+        limit: int,
+        streaming: Collection[tuple[str, str]] = (),
+        answer: Callable[[PaddockError, Scope], ASGIApp] | None = None,
     ) -> None:
         self.app = app
         self.limit = limit
         self.streaming = [(method, compile_path(path)[0]) for method, path in streaming]
+        self.answer = answer or refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self._streams(scope):
@@ -98,7 +103,25 @@ class BodyLimit:
             f"the request body is over this endpoint's limit of {self.limit} bytes",
             {"limit": self.limit},
         )
-        await error_response(exc)(scope, receive, send)
+        await self.answer(exc, scope)(scope, receive, send)
+
+
+def refusal(exc: PaddockError, scope: Scope) -> ASGIApp:
+    """The error answer to a request refused before its body was read. With a body on its
+    way, the connection closes after the answer (`Connection: close`): else the server
+    would read and drop the whole body to keep the connection, however large, and a
+    client that reuses connections learns from the header not to reuse this one."""
+    response = error_response(exc)
+    if has_body(scope):
+        response.headers["connection"] = "close"
+    return response
+
+
+def has_body(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return True
+    return False
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -33,6 +33,7 @@ from ..domain.errors import InvalidState, NotFound
 from ..domain.previews import COOKIE_PREFIX, TOKEN_PARAM, Preview, Target, target_of
 from ..services.previews import PreviewService, Waking
 from .deps import is_secure, services, session_cookie
+from .gate import has_body
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,12 @@ def _page(status: int, title: str, text: str, extra: Iterable[tuple[bytes, bytes
     return status, headers, body
 
 
-async def _respond(send: Send, answer: Any) -> None:
+async def _respond(send: Send, answer: Any, scope: Scope | None = None) -> None:
+    """Send one of the proxy's own answers; to a request whose body is still on its way
+    (`scope`'s), with the connection closed after it (see api/gate.py's `refusal`)."""
     status, headers, body = answer
+    if scope is not None and has_body(scope):
+        headers = [*headers, (b"connection", b"close")]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -188,22 +193,23 @@ class PreviewProxy:
             query = conn.url.query
             location = target.prefix + "/" + (f"?{query}" if query else "")
             answer = (308, [(b"location", location.encode()), (b"content-length", b"0")], b"")
-            await _respond(send, answer)
+            await _respond(send, answer, conn.scope)
             return
         preview, refusal = await self._admit(svc, conn, target)
         if refusal is not None or preview is None:
-            await _respond(send, refusal)
+            await _respond(send, refusal, conn.scope)
             return
         try:
             sock = await svc.connect(preview)
         except Waking:
-            await _respond(send, _holding_page())
+            await _respond(send, _holding_page(), conn.scope)
             return
         except NotFound:  # the box went; its previews go with the next sweep
-            await _respond(send, _page(404, "No such preview", "This preview URL does not exist."))
+            page = _page(404, "No such preview", "This preview URL does not exist.")
+            await _respond(send, page, conn.scope)
             return
         except (InvalidState, OSError, asyncio.TimeoutError) as exc:
-            await _respond(send, _unreachable(preview, exc))
+            await _respond(send, _unreachable(preview, exc), conn.scope)
             return
         try:
             await _relay_http(conn, target, sock, receive, send)

@@ -96,6 +96,43 @@ def parse_target(target: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Closed:
+    """A range no allowlist may reach into, and what it is (for the refusal's words)."""
+
+    cidr: str
+    what: str
+
+
+def closed_ranges(refuse_non_public: bool, host: list[str]) -> list[Closed]:
+    """What allowlists may not name unless the server's owner opened it: cloud metadata
+    (never openable: see `openable`), the non-public ranges, the host's own networks."""
+    found = [Closed(c, "a cloud metadata service") for c in METADATA]
+    if refuse_non_public:
+        found += [Closed(c, "not on the public internet") for c in NON_PUBLIC]
+    found += [Closed(c, "one of the server's own networks") for c in host]
+    return found
+
+
+def closed_entry(
+    policy: NetworkPolicy, closed: list[Closed], opened: tuple[str, ...]
+) -> tuple[str, Closed] | None:
+    """The first range of `policy`'s allowlist that reaches into a closed range where the
+    owner's `opened` ranges do not cover it: (the entry, that range); None when all may be
+    reached. 0.0.0.0/0 reaches into every closed range (allow-all is the public internet)."""
+    opens = [ipaddress.IPv4Network(o, strict=False) for o in opened]
+    for entry in policy.ranges:
+        net = ipaddress.IPv4Network(entry)
+        for c in closed:
+            shut = ipaddress.IPv4Network(c.cidr, strict=False)
+            if not net.overlaps(shut):
+                continue
+            inside = net if net.subnet_of(shut) else shut  # CIDRs that overlap nest
+            if c.what.startswith("a cloud") or not any(inside.subnet_of(o) for o in opens):
+                return entry, c
+    return None
+
+
 def policy(mode: str, allow: list[str] | tuple[str, ...] = ()) -> NetworkPolicy:
     if mode not in MODES:
         raise InvalidRequest(f"unknown network mode {mode!r}: use {', '.join(MODES)}")

@@ -1,31 +1,25 @@
-"""envd's REST side: `/files` (upload, download) and `/health`. A file goes in and out of a
-box the way `paddock push`/`pull` move it (BoxService.push/pull, tar streams): an upload
-becomes a one-member tar built on the fly, a download is that member's bytes, streamed."""
+"""envd's REST side: `/files` (upload, download) and `/health`. An upload streams into the
+box file by file as it arrives (e2b/uploads.py, BoxService.write_file); a download is the
+one member of a pull's tar stream (BoxService.pull), its bytes streamed."""
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import tarfile
-import tempfile
-import time
-import zlib
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.datastructures import UploadFile
 
 from ..domain.errors import InvalidRequest, InvalidState, PaddockError
-from ..services.boxes import box_path
+from . import uploads
 from .envd import target
 from .service import E2BService
 
 router = APIRouter()
 _BLOCK = 512
-_CHUNK = 1 << 20
-# Up to this much of an upload of unknown length stays in memory; the rest spills to disk.
-_SPOOL = 8 << 20
 
 
 def _e2b(request: Request) -> E2BService:
@@ -37,72 +31,39 @@ def _owner(user: str) -> tuple[int, int]:
     return (0, 0) if user in ("root", "0") else (1000, 1000)
 
 
-def _header(name: str, size: int, owner: tuple[int, int]) -> bytes:
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mode = 0o644
-    info.uid, info.gid = owner
-    info.mtime = int(time.time())
-    return info.tobuf(format=tarfile.PAX_FORMAT)
-
-
-async def _tar_one(
-    name: str, size: int, owner: tuple[int, int], body: AsyncIterator[bytes]
-) -> AsyncIterator[bytes]:
-    yield _header(name, size, owner)
-    sent = 0
-    async for chunk in body:
-        sent += len(chunk)
-        if sent > size:
-            raise InvalidRequest("the upload is longer than its Content-Length")
-        yield chunk
-    if sent != size:
-        raise InvalidRequest("the upload is shorter than its Content-Length")
-    yield b"\0" * (-size % _BLOCK) + b"\0" * (2 * _BLOCK)
-
-
-async def _file_chunks(f: IO[bytes]) -> AsyncIterator[bytes]:
-    f.seek(0)
-    while chunk := f.read(_CHUNK):
-        yield chunk
-
-
-async def _spooled(
-    body: AsyncIterator[bytes], gzipped: bool
-) -> tempfile.SpooledTemporaryFile[bytes]:
-    # The caller closes it (a `with` there), once it has been sent.
-    spool: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(_SPOOL)  # noqa: SIM115
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
-    async for chunk in body:
-        spool.write(inflate.decompress(chunk) if inflate else chunk)
-    if inflate:
-        spool.write(inflate.flush())
-    return spool
-
-
 def _written(path: str) -> dict[str, Any]:
     return {"name": posixpath.basename(path), "type": "file", "path": path}
 
 
-async def _push(
-    svc: E2BService, request: Request, path: str, size: int, body: AsyncIterator[bytes]
-) -> dict[str, Any]:
-    t = await target(svc, request.headers.get)
-    dest = box_path(path)
-    folder, name = posixpath.split(dest)
-    if not name:
-        raise InvalidRequest(f"{path!r} names a folder, not a file")
-    owner = _owner(t.user)
-    await svc.boxes.push(t.box.id, folder, owner, _tar_one(name, size, owner, body), t.caller)
-    return _written(dest)
+# An error answered mid-upload leaves the rest of the body unread, and then the server
+# closes the connection: a client reusing it (the SDK does) fails with "connection reset".
+# Up to this much more is read and dropped first, so the next request finds it open.
+_DRAIN = 16 << 20
+
+
+async def _drained(request: Request) -> None:
+    seen = 0
+    with contextlib.suppress(Exception):
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > _DRAIN:
+                return
 
 
 @router.post("/sandbox/files", response_model=None)
 async def upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
+    try:
+        return await _upload(request)
+    except PaddockError:
+        await _drained(request)
+        raise
+
+
+async def _upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
     svc = _e2b(request)
+    t = await target(svc, request.headers.get)
     if any(key.startswith("x-metadata-") for key in request.headers):
         # File metadata (envd 0.6.2's xattrs) is not kept here: refused, not dropped.
-        await target(svc, request.headers.get)
         return JSONResponse(
             {
                 "code": 501,
@@ -113,28 +74,24 @@ async def upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
             501,
         )
     path = request.query_params.get("path", "")
+    owner = _owner(t.user)
+    gzipped = request.headers.get("content-encoding", "").lower() == "gzip"
+    body = uploads.inflated(request.stream(), gzipped)
+
+    async def write(name: str | None, data: AsyncIterator[bytes]) -> dict[str, Any]:
+        # The SDK names each part by its path; one part may take `path` instead.
+        where = name or path
+        if not where:
+            raise InvalidRequest("a file to upload needs a path (?path= or the part's filename)")
+        st = await svc.boxes.write_file(t.box.id, where, owner, data, t.caller)
+        return _written(st["path"])
+
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
-        written = []
-        async with request.form(max_files=1000) as form:
-            for _, item in form.multi_items():
-                if not isinstance(item, UploadFile):
-                    continue
-                # The SDK names each part by its path; one part may take `path` instead.
-                where = item.filename or path
-                size = item.size if item.size is not None else 0
-                written.append(await _push(svc, request, where, size, _file_chunks(item.file)))
-        return written
+        return await uploads.each_file(body, uploads.boundary_of(kind), write)
     if not path:
         raise InvalidRequest("an octet-stream upload needs ?path=")
-    gzipped = request.headers.get("content-encoding", "").lower() == "gzip"
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and not gzipped:
-        return [await _push(svc, request, path, int(length), request.stream())]
-    spool = await _spooled(request.stream(), gzipped)
-    with spool:
-        size = spool.tell()
-        return [await _push(svc, request, path, size, _file_chunks(spool))]
+    return [await write(path, body)]
 
 
 async def _member(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

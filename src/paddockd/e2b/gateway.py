@@ -7,6 +7,12 @@ not Paddock's Bearer token, and shapes its errors its own way.
     /e2b/sandbox/filesystem.Filesystem/*                  the box comes from E2b-Sandbox-Id)
     /e2b/sandbox/files, /health       envd's REST side
 
+Every call is authenticated here, before anything reads its body: without a valid key the
+answer is 401 and the body stays unread (it may be hundreds of MiB, or a small gzip that
+inflates to gigabytes). Then the control plane's JSON bodies are capped at 1 MiB, envd's
+Connect messages at 4 MiB (connectrpc's own cap, decompressed included), and uploads
+stream into the box (e2b/uploads.py).
+
 Anything else under /e2b is answered with a JSON error naming the call that is not
 supported, so a newer SDK fails clearly instead of hanging."""
 
@@ -23,25 +29,38 @@ from e2b.envd.process.process_connect import ProcessASGIApplication
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..api.deps import CALLER
 from ..api.errors import status_of
-from ..domain.errors import PaddockError
+from ..api.gate import BodyLimit, has_body
+from ..domain.errors import PaddockError, Unauthorized
 from . import control, envd_files
 from .envd_filesystem import FilesystemService
 from .envd_process import ProcessService
 from .processes import ProcessRegistry
-from .service import E2BService
+from .service import E2BService, api_key
 
 PREFIX = "/e2b"
 SANDBOX = "/sandbox"
+MAX_JSON_BODY = 1 << 20
+# Routes whose bodies stream on (they never hold them whole): envd's uploads.
+_STREAMING = (("POST", "/sandbox/files"),)
 log = logging.getLogger("paddockd.e2b")
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
     # E2B's error body is {code: HTTP status, message}; error_code is Paddock's stable code.
     return JSONResponse({"code": status, "message": message, "error_code": code}, status)
+
+
+def _answer(exc: PaddockError, scope: Scope) -> ASGIApp:
+    response = error(status_of(exc), exc.code, exc.message)
+    if has_body(scope):  # see api/gate.py's `refusal`
+        response.headers["connection"] = "close"
+    return response
 
 
 def _rest_app(e2b: E2BService) -> FastAPI:
@@ -82,7 +101,7 @@ class E2BGateway:
         if e2b is None:
             return
         self.registry = ProcessRegistry()
-        self.rest = _rest_app(e2b)
+        self.rest = BodyLimit(_rest_app(e2b), MAX_JSON_BODY, _STREAMING, _answer)
         process = ProcessASGIApplication(ProcessService(e2b, self.registry))
         filesystem = FilesystemASGIApplication(FilesystemService(e2b))
         self.rpc: dict[str, ASGIApp] = {process.path: process, filesystem.path: filesystem}
@@ -100,6 +119,12 @@ class E2BGateway:
         ):
             await self.app(scope, receive, send)
             return
+        try:
+            user = await self.e2b.authenticate(api_key(Headers(scope=scope).get))
+        except Unauthorized as exc:
+            await _answer(exc, scope)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[CALLER] = user
         rest = path[len(PREFIX) :]
         if rest.startswith(SANDBOX + "/"):
             service, _, method = rest[len(SANDBOX) :].rpartition("/")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain.network import NetworkPolicy
+from ..domain.network import Closed, NetworkPolicy
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,11 @@ class NetworkRules(Protocol):
 
     def box_at(self, ip: str) -> BoxAddress | None:
         """The box enforced at this address, if any."""
+        ...
+
+    async def closed(self) -> list[Closed]:
+        """The ranges allowlists may not reach into unless the owner opened them: cloud
+        metadata, the non-public ranges (where refused), the host's own networks."""
         ...
 
     async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..domain.network import Closed, closed_ranges
 from .base import BoxAddress, Flow
 
 
@@ -22,6 +23,9 @@ class FakeNetwork:
 
     def box_at(self, ip: str) -> BoxAddress | None:
         return self.enforced.get(ip)
+
+    async def closed(self) -> list[Closed]:
+        return closed_ranges(True, ["192.0.2.0/24"])  # TEST-NET-1 plays the host's network
 
     async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         for address, seconds in addresses:

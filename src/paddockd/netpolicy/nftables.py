@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..domain.network import METADATA, NON_PUBLIC
+from ..domain.network import METADATA, NON_PUBLIC, Closed, closed_ranges
 from .base import BoxAddress, Flow
 from .conntrack import Conntrack
 from .libnft import Nft
@@ -76,6 +76,19 @@ class Bridge:
     mac: str  # the bridge's own (pinned) MAC: the boxes' gateway
 
 
+def without(ranges: Iterable[str], opened: Iterable[str]) -> list[str]:
+    """`ranges` with the `opened` ranges cut out of them."""
+    left = [ipaddress.IPv4Network(r, strict=False) for r in ranges]
+    for o in (ipaddress.IPv4Network(x, strict=False) for x in opened):
+        cut: list[ipaddress.IPv4Network] = []
+        for net in left:
+            if net.subnet_of(o):
+                continue
+            cut += list(net.address_exclude(o)) if o.subnet_of(net) else [net]
+        left = cut
+    return [str(n) for n in left]
+
+
 def ruleset(
     table: str,
     bridge: Bridge,
@@ -86,12 +99,15 @@ def ruleset(
     refused: Iterable[str] = NON_PUBLIC,
     builds: str | None = None,
     spoofed: dict[str, tuple[int, int]] | None = None,
+    shut: Iterable[str] = (),
 ) -> str:
     """All three tables. `learned` maps (box address, admitted address) to seconds left;
     `ports` maps a box's address to the bridge port bound to it; `refused` are the ranges
-    allow-all does not reach; `builds` is the image builds' subnet (NAT only: what runs
-    there is Paddock's own Dockerfiles); `spoofed` the (packets, bytes) the `spoofed`
-    counters held per family, carried over so a rewrite never hides an attack."""
+    allow-all does not reach; `shut` those no allowlist reaches either (what of them the
+    owner has not opened: an allowlist stored before that rule cannot pass); `builds` is
+    the image builds' subnet (NAT only: what runs there is Paddock's own Dockerfiles);
+    `spoofed` the (packets, bytes) the `spoofed` counters held per family, carried over so
+    a rewrite never hides an attack."""
     gateway = ipaddress.ip_interface(bridge.cidr)
     br = bridge.name
     ips = [b.ip for b in boxes]
@@ -166,6 +182,7 @@ table inet {table} {{
     set learned {{ type ipv4_addr . ipv4_addr; flags timeout; {_elements(admitted)} }}
     set metadata {{ type ipv4_addr; flags interval; {_elements(_collapsed(METADATA))} }}
     set not_public {{ type ipv4_addr; flags interval; {_elements(_collapsed(refused))} }}
+    set closed {{ type ipv4_addr; flags interval; {_elements(_collapsed(shut))} }}
     set seen_allowed {{ {_SEEN} }}
     set seen_refused {{ {_SEEN} }}
     counter between_boxes {{ }}
@@ -191,6 +208,7 @@ table inet {table} {{
         # Names are filtered by Paddock's resolver; no way around it.
         meta l4proto {{ tcp, udp }} th dport {{ 53, 853 }} goto refused
         ip saddr @deny_all goto refused
+        ip daddr @closed goto refused
         ip saddr . ip daddr @allowed goto allowed
         ip daddr @not_public goto refused
         ip saddr . ip daddr @learned goto allowed
@@ -241,12 +259,14 @@ class NftablesPolicy:
         pid_of: Callable[[str], int],
         refuse_non_public: bool = True,
         builds: tuple[str, str] | None = None,
+        open_ranges: tuple[str, ...] = (),
     ) -> None:
         self._bridge = bridge
         self._cidr = bridge_cidr
         self._dns_port = dns_port
         self._pid_of = pid_of
         self._refuse_non_public = refuse_non_public
+        self._open = open_ranges
         self._builds = builds  # (bridge, gateway/subnet) of image builds
         self.table = table_name(instance)
         self._nft = Nft()
@@ -269,6 +289,12 @@ class NftablesPolicy:
 
         return await anyio.to_thread.run_sync(work)
 
+    def _closed(self) -> list[Closed]:
+        return closed_ranges(self._refuse_non_public, host_networks(self._bridge))
+
+    async def closed(self) -> list[Closed]:
+        return await anyio.to_thread.run_sync(self._closed)
+
     def _sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         if not self._restored:
             # Admissions made before paddockd restarted are still valid for their TTL.
@@ -285,15 +311,16 @@ class NftablesPolicy:
         mac = pin_bridge(self._bridge)
         ports = bridge_ports(self._bridge)
         bound, failed = self._bind(boxes, ports)
-        refused = list(NON_PUBLIC) if self._refuse_non_public else []
-        refused += host_networks(self._bridge)
+        closed = [c for c in self._closed() if c.cidr not in METADATA]
+        refused = [c.cidr for c in closed]
+        shut = without([c.cidr for c in closed], self._open)
         bridge = Bridge(self._bridge, self._cidr, mac)
         builds = self._builds[1] if self._builds else None
         # The rewrite resets the counters: take what they hold first, as late as possible
         # (what is counted between the two is lost to the egress log).
         spoofed = self.spoofed()
         rules = ruleset(
-            self.table, bridge, self._dns_port, boxes, left, bound, refused, builds, spoofed
+            self.table, bridge, self._dns_port, boxes, left, bound, refused, builds, spoofed, shut
         )
         self._pending.extend(self._read_flows())
         self._nft.run(rules)

@@ -253,6 +253,13 @@ class Runtime(Protocol):
 
     async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None: ...
 
+    async def write_file(
+        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> dict[str, Any]:
+        """`chunks`, of any length, as the file `path` in the running container (folders
+        on the way made, `owner`'s); its stat as `stat_path` gives it."""
+        ...
+
     async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
         """A tar of `path` (its base name on top) and its stat (`stat_path`). Owners, in
         the stat and in every tar header, are the box's own ids, not the host's."""

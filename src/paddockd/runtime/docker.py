@@ -745,6 +745,11 @@ class DockerRuntime:
         if status >= 400:
             raise engine_error(status, upload.message(text))
 
+    async def write_file(
+        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> dict[str, Any]:
+        return await inbox.write(await self._exec_in(cid), path, owner, chunks)
+
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
         top entry, read already (its owner is the stat's). Blocking: call in a thread."""

@@ -240,6 +240,14 @@ class FakeRuntime:
         self._get(cid)
         self.files[(cid, path)] = b"".join([c async for c in chunks])
 
+    async def write_file(
+        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> dict[str, Any]:
+        self._get(cid)
+        data = b"".join([c async for c in chunks])
+        self.files[(cid, path)] = data
+        return {"name": Path(path).name, "size": len(data), "mode": 0o644, "uid": owner[0]}
+
     async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
         self._get(cid)
         buf = io.BytesIO()

@@ -28,8 +28,8 @@ _DIR_NON_DIR = re.compile(r'cannot overwrite (non-)?directory "([^"]*)"')
 Exec = Callable[[ExecSpec], Awaitable[ExecProcess]]
 
 
-def spec(command: str, path: str, stdin: bool = False) -> ExecSpec:
-    return ExecSpec(["python3", "-c", PROGRAM, command, path], {}, "/", "root", stdin=stdin)
+def spec(command: str, *args: str, stdin: bool = False) -> ExecSpec:
+    return ExecSpec(["python3", "-c", PROGRAM, command, *args], {}, "/", "root", stdin=stdin)
 
 
 def failure(code: int, said: str, path: str) -> PaddockError:
@@ -45,6 +45,8 @@ def failure(code: int, said: str, path: str) -> PaddockError:
         )
     if code == codes.NOT_A_DIRECTORY:
         return InvalidRequest(f"{path} in the box is not a folder")
+    if code == codes.IS_A_DIRECTORY:
+        return InvalidRequest(f"{path} in the box is a folder, not a file")
     if code == codes.BAD_ARCHIVE:
         return InvalidRequest(f"the request body is not a valid tar archive ({said})")
     if code == codes.NO_SPACE:
@@ -74,13 +76,29 @@ async def _errors(proc: ExecProcess, out: list[bytes]) -> str:
 
 
 async def put(run: Exec, dest: str, chunks: AsyncIterator[bytes]) -> None:
-    proc = await run(spec("put", dest, stdin=True))
+    await _fed(run, spec("put", dest, stdin=True), chunks, dest)
+
+
+async def write(
+    run: Exec, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+) -> dict[str, Any]:
+    """`chunks` as the file `path` in the box; its stat once written."""
+    line = await _fed(
+        run, spec("write", path, str(owner[0]), str(owner[1]), stdin=True), chunks, path
+    )
+    return _stat(line, path)
+
+
+async def _fed(run: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path: str) -> bytes:
+    """Run `command` with `chunks` on its stdin; what it printed (bounded) once it ends well."""
+    proc = await run(command)
     try:
         said: list[str] = []
         async with anyio.create_task_group() as tg:
+            out: list[bytes] = []
 
             async def drain() -> None:
-                said.append(await _errors(proc, []))
+                said.append(await _errors(proc, out))
 
             tg.start_soon(drain)
             try:
@@ -92,7 +110,8 @@ async def put(run: Exec, dest: str, chunks: AsyncIterator[bytes]) -> None:
                 await proc.close_stdin()
         code = await proc.wait()
         if code != 0:
-            raise failure(code, said[0] if said else "", dest)
+            raise failure(code, said[0] if said else "", path)
+        return b"".join(out)
     finally:
         await proc.close()
 

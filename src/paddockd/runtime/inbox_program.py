@@ -13,6 +13,10 @@ rules the same way on every runtime.
     get PATH   one JSON line (PATH's stat, as `stat`), then a tar of PATH on stdout
     stat PATH  one JSON line: name, size, mode (Go's os.FileMode bits, as the engine's
                stat gives them), mtime, linkTarget (resolved in the box), uid, gid
+    write PATH UID GID
+               stdin becomes the file PATH (made 0644 and UID:GID's if new, emptied and
+               rewritten if not; a link is followed, as envd does); folders on the way
+               are made, UID:GID's; one JSON line back: the file's stat
 
 Exit codes (one table for every in-box operation; runtime/inbox.py reads them back):
 """
@@ -32,6 +36,7 @@ OK = 0
 FAILED = 1
 NOT_FOUND = 10
 NOT_A_DIRECTORY = 11
+IS_A_DIRECTORY = 12
 CONFLICT = 13
 PERMISSION = 14
 NO_SPACE = 16
@@ -84,6 +89,7 @@ def _failure(exc: OSError, path: str) -> Failure:
     code = {
         errno.ENOENT: NOT_FOUND,
         errno.ENOTDIR: NOT_A_DIRECTORY,
+        errno.EISDIR: IS_A_DIRECTORY,
         errno.EACCES: PERMISSION,
         errno.EPERM: PERMISSION,
         errno.ENOSPC: NO_SPACE,
@@ -233,10 +239,51 @@ def _keep(stream: object, said: bytearray) -> None:
             said += piece
 
 
+def _folders(path: str, uid: int, gid: int) -> None:
+    made = ""
+    for part in path.split("/")[:-1]:
+        if not part:
+            continue
+        made += "/" + part
+        try:
+            os.mkdir(made, 0o755)
+        except FileExistsError:
+            continue
+        os.chown(made, uid, gid)
+
+
+def write(path: str, uid: int, gid: int) -> None:
+    try:
+        _folders(path, uid, gid)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.fchown(fd, uid, gid)
+    except FileExistsError:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        except OSError as exc:
+            raise _failure(exc, path) from None
+    except OSError as exc:
+        raise _failure(exc, path) from None
+    src = sys.stdin.buffer
+    try:
+        while piece := src.read(_PIECE):
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise _failure(exc, path) from None
+    finally:
+        os.close(fd)
+    _line(describe(path))
+
+
 def main(argv: list[str]) -> int:
     try:
+        if len(argv) == 4 and argv[0] == "write":
+            write(argv[1], int(argv[2]), int(argv[3]))
+            return OK
         if len(argv) != 2:
-            raise Failure(USAGE, "usage: put DEST | get PATH | stat PATH")
+            raise Failure(USAGE, "usage: put DEST | get PATH | stat PATH | write PATH UID GID")
         command, path = argv
         if command == "put":
             put(path)

@@ -35,8 +35,9 @@ from ..domain.errors import (
     PaddockError,
     PayloadTooLarge,
 )
-from ..domain.network import NetworkPolicy, policy
+from ..domain.network import NetworkPolicy, closed_entry, policy
 from ..domain.snapshot import parse_drive
+from ..netpolicy.base import NetworkRules
 from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, Runtime
 from ..store.boxes import BoxRepository
 from .activity import Activity
@@ -130,8 +131,10 @@ class BoxService:
         activity: Activity | None = None,
         *,
         pool: WarmPool,
+        network: NetworkRules | None = None,
     ) -> None:
         self._cfg = cfg
+        self._net = network
         self._repo = repo
         self._rt = runtime
         self._reconciler = reconciler
@@ -216,6 +219,8 @@ class BoxService:
         """Admit a box (validation, capacity, name) and bring it up; `image` is for forks.
         It is `caller`'s box."""
         idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
+        if network is not None:
+            network = await self.reachable(network)
         type_name = type_name or self._cfg.default_type
         box_type = self._cfg.types.get(type_name)
         if box_type is None:
@@ -342,8 +347,33 @@ class BoxService:
             )
         await self._want(box.id, Desired.DELETED)
 
+    async def reachable(self, policy: NetworkPolicy) -> NetworkPolicy:
+        """`policy`, refused when its allowlist reaches into what boxes may not: cloud
+        metadata, non-public ranges and the host's own networks, save what the server's
+        owner opened in its configuration (`[network] open_ranges`). Whoever asks: that a
+        member's box could reach a namespace on the server was the finding."""
+        if policy.mode != "allowlist" or not policy.ranges or self._net is None:
+            return policy
+        found = closed_entry(policy, await self._net.closed(), self._cfg.network.open_ranges)
+        if found is None:
+            return policy
+        entry, closed = found
+        opened = (
+            ""
+            if closed.what.startswith("a cloud")
+            else (
+                " An allowlist may name it only once the server's owner opens it in the server's "
+                "configuration ([network] open_ranges in paddockd.toml)."
+            )
+        )
+        raise InvalidRequest(
+            f"{entry} reaches into {closed.cidr}, {closed.what}: boxes cannot be let in "
+            f"there.{opened} For the public internet, use allow-all."
+        )
+
     async def set_network(self, ref: str, policy: NetworkPolicy, caller: User | None = None) -> Box:
         """Change a box's egress policy; it applies at once to a running box."""
+        policy = await self.reachable(policy)
         box = await self._repo.update(await self.resolve(ref, caller), network=policy)
         faults.point("network.saved")
         await self._reconciler.sync_network()
@@ -521,6 +551,24 @@ class BoxService:
 
         await self._rt.put_archive(box.container_id, dest, counted())
         return dest, total
+
+    async def write_file(
+        self,
+        ref: str,
+        path: str,
+        owner: tuple[int, int],
+        chunks: AsyncIterator[bytes],
+        caller: User | None = None,
+    ) -> dict[str, Any]:
+        """One file of any length into the running box, streamed (no size up front, nothing
+        held on the host): what it fills is the box's own disk. Its stat once written."""
+        if path.endswith("/"):
+            raise InvalidRequest(f"{path!r} names a folder, not a file")
+        path = box_path(path)
+        box = await self._running(ref, caller)
+        assert box.container_id is not None
+        st = await self._rt.write_file(box.container_id, path, owner, chunks)
+        return _described(path, st)
 
     async def pull(
         self, ref: str, src: str, caller: User | None = None

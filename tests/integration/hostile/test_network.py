@@ -201,18 +201,6 @@ def test_allow_all_means_the_public_internet(
     assert internet.connections(target) == [], why
 
 
-def test_an_allowlist_may_name_a_private_range_but_never_metadata(
-    server: Server, make_box: object, internet: TestInternet
-) -> None:
-    allow = ("--allow", f"{PRIVATE}/32", "--allow", f"{AZURE_METADATA}/32")
-    box = make_box(*allow)  # type: ignore[operator]
-    internet.reset()
-    assert "connected" in attack(server, box, "connect", "0.0.0.0", PRIVATE, "80")
-    assert "connected" not in attack(server, box, "connect", "0.0.0.0", AZURE_METADATA, "80")
-    assert len(internet.connections(PRIVATE)) == 1
-    assert internet.connections(AZURE_METADATA) == []
-
-
 def test_a_name_that_resolves_to_a_private_address_is_not_reached(
     server: Server, make_box: object, internet: TestInternet
 ) -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from paddockd.domain.errors import InvalidRequest
-from paddockd.domain.network import NetworkPolicy, policy
+from paddockd.domain.network import NetworkPolicy, closed_entry, closed_ranges, policy
 
 
 def test_modes_and_normalisation() -> None:
@@ -51,3 +51,25 @@ def test_domains_and_wildcards() -> None:
     assert not p.allows_name("xwild.test")
     assert policy("allow-all").allows_name("anything.test")
     assert not policy("deny-all").allows_name("allowed.test")
+
+
+CLOSED = closed_ranges(True, ["198.18.255.0/30"])
+
+
+@pytest.mark.parametrize(
+    ("allow", "opened", "refused"),
+    [
+        (["198.18.1.1/32", "8.8.8.0/24"], (), None),  # public, and not the host's
+        (["10.77.77.2/32"], (), ("10.77.77.2/32", "10.0.0.0/8")),
+        (["0.0.0.0/0"], (), ("0.0.0.0/0", "169.254.0.0/16")),
+        (["198.18.255.2/32"], (), ("198.18.255.2/32", "198.18.255.0/30")),  # the host's
+        (["10.99.0.1/32"], ("10.99.0.0/24",), None),  # opened by the owner
+        (["10.99.0.0/16"], ("10.99.0.0/24",), ("10.99.0.0/16", "10.0.0.0/8")),  # more than opened
+        (["169.254.169.254/32"], ("169.254.0.0/16",), ("169.254.169.254/32", "169.254.0.0/16")),
+    ],
+)
+def test_allowlists_reach_only_the_public_internet_and_what_the_owner_opened(
+    allow: list[str], opened: tuple[str, ...], refused: tuple[str, str] | None
+) -> None:
+    found = closed_entry(policy("allowlist", allow), CLOSED, opened)
+    assert ((found[0], found[1].cidr) if found else None) == refused

@@ -11,7 +11,7 @@ import pytest
 
 from paddockd.domain.network import policy
 from paddockd.netpolicy.base import BoxAddress
-from paddockd.netpolicy.nftables import Bridge, ruleset
+from paddockd.netpolicy.nftables import Bridge, ruleset, without
 
 BRIDGE = Bridge("pdunit0", "10.213.0.1/16", "0a:01:02:03:04:05")
 BOXES = [
@@ -45,6 +45,21 @@ def test_allow_all_refuses_non_public_ranges_after_explicit_allowlists() -> None
     assert egress.index("@allowed goto allowed") < egress.index("@not_public goto refused")
     assert egress.index("@not_public goto refused") < egress.index("@learned goto allowed")
     assert egress.index("@metadata goto refused") < egress.index("ct state established")
+
+
+def test_closed_ranges_are_refused_before_any_allowlist() -> None:
+    # An allowlist stored before allowlists were checked cannot open them either.
+    text = rules(shut=without(["10.0.0.0/8", "198.18.255.0/30"], ["10.99.0.0/24"]))
+    assert "set closed { type ipv4_addr; flags interval; elements = { 10.0.0.0/10," in text
+    assert "10.99.0.0/24" not in text[text.index("set closed") : text.index("set seen_allowed")]
+    egress = text[text.index("chain egress") :]
+    assert egress.index("@closed goto refused") < egress.index("@allowed goto allowed")
+
+
+def test_without_cuts_opened_ranges_out() -> None:
+    assert without(["10.0.0.0/8"], ["10.0.0.0/8"]) == []
+    assert without(["10.0.0.0/30"], ["10.0.0.2/31"]) == ["10.0.0.0/31"]
+    assert without(["192.168.0.0/16"], ["10.0.0.0/8"]) == ["192.168.0.0/16"]
 
 
 def test_a_rewrite_keeps_what_the_spoofed_counters_held() -> None:

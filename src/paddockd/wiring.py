@@ -186,6 +186,7 @@ def wire(
         public_url,
         hostname,
         activity,
+        owner_active=accounts_repo.exists,
     )
 
     stats = StatsService(boxes, runtime)
@@ -213,7 +214,7 @@ def wire(
         accounts=accounts,
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
-        members=MemberService(accounts_repo, tokens, boxes, credentials, public_url),
+        members=MemberService(accounts_repo, tokens, boxes, credentials, public_url, previews),
         previews=previews,
         events=EventService(changes, boxes),
         terminals=TerminalService(boxes),

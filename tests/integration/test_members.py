@@ -216,6 +216,65 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             owner.delete_drive(drive)
 
 
+# Paths that concern each caller's own things (boxes, drives, keys, previews, runs, tokens,
+# the live list) or that everyone may read (types, agents, health, status scoped to the
+# caller, the device login's public steps). Anything else is the server's: owner-only.
+PER_USER = re.compile(
+    r"/v1/(boxes|drives|auth|previews|runs|tokens|events|device|health|types|agents|stats|status)"
+    r"(/|$)"
+)
+
+
+def test_every_server_wide_route_is_the_owners(two_users: tuple[Server, str]) -> None:
+    server, bob = two_users
+    owner_only = {
+        (method.upper(), template)
+        for template, ops in SPEC["paths"].items()
+        for method, op in ops.items()
+        if op.get("x-owner-only")
+    }
+    server_wide = {
+        (method.upper(), template)
+        for template, ops in SPEC["paths"].items()
+        for method in ops
+        if not PER_USER.match(template)
+    }
+    assert server_wide and server_wide <= owner_only, server_wide - owner_only
+    assert ("POST", "/v1/images/build") in owner_only  # a member once rebuilt it for all
+    with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
+        for method, template in sorted(owner_only):
+            params = {"username": "bob", "token_id": "x"}
+            for sent, path, kwargs in requests_of(template, params):
+                if sent != method:
+                    continue
+                answer = member.request(method, path, **kwargs)
+                assert answer.status_code == 403, (method, path, answer.text)
+                assert answer.json()["error"]["code"] == "forbidden"
+
+
+def test_status_tells_a_member_of_their_own_boxes_only(two_users: tuple[Server, str]) -> None:
+    server, bob = two_users
+    with server.client() as owner:
+        owner.create_box("owners-secret-name", ttl=600)
+    try:
+        with db(server) as conn:  # the owner's box in error, with its reason
+            conn.execute(
+                "UPDATE boxes SET state = 'error', message = 'owners-secret-reason' "
+                "WHERE name = 'owners-secret-name'"
+            )
+        with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
+            seen = member.get("/v1/status")
+        assert seen.status_code == 200
+        text = seen.text
+        assert "owners-secret" not in text and seen.json()["boxes_running"] == 0
+        assert seen.json()["capacity"]["cpus_total"] > 0  # what all share, to plan by
+        with server.client() as owner:
+            assert any("owners-secret-name" in p for p in owner.status().problems)
+    finally:
+        with server.client() as owner:
+            owner.delete_box("owners-secret-name", force=True)
+
+
 def test_a_members_own_box_is_theirs_and_the_owner_sees_it(two_users: tuple[Server, str]) -> None:
     server, bob = two_users
     with Client(url=server.url, token=bob) as member:

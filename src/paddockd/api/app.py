@@ -6,14 +6,15 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from ..e2b.gateway import E2BGateway
 from . import errors
-from .deps import Services
+from .deps import Services, owner
 from .gate import BodyLimit, TokenGate
 from .preview_proxy import PreviewProxy
 from .routes import (
@@ -51,6 +52,22 @@ MAX_JSON_BODY = 1 << 20
 API = "/v1"
 
 
+OWNER_ONLY = "x-owner-only"
+
+
+def _mark_owner_only(router: APIRouter) -> None:
+    """Say in the OpenAPI spec which operations only the server's owner may call: those
+    that depend on `deps.owner`, so the mark is what is enforced (a test calls each of
+    them as a member, and checks no server-wide route goes without it)."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and _depends_on(route.dependant, owner):
+            route.openapi_extra = {**(route.openapi_extra or {}), OWNER_ONLY: True}
+
+
+def _depends_on(dependant: Dependant, call: Callable[..., object]) -> bool:
+    return any(d.call is call or _depends_on(d, call) for d in dependant.dependencies)
+
+
 def create_app(
     services: Services,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
@@ -86,10 +103,9 @@ def create_app(
         stats,
         previews,
     )
-    app.include_router(members.router, prefix=API, responses=errors.ERROR_RESPONSES)
-    app.include_router(members.admin, prefix=API, responses=errors.ERROR_RESPONSES)
-    for module in modules:
-        app.include_router(module.router, prefix=API, responses=errors.ERROR_RESPONSES)
+    for router in (members.router, members.admin, *(m.router for m in modules)):
+        _mark_owner_only(router)
+        app.include_router(router, prefix=API, responses=errors.ERROR_RESPONSES)
     # WebSockets authenticate inside the handler, where an error can still be framed; the
     # desktop's page and bridge take a desktop link's token instead of the API token.
     app.include_router(execs.ws_router, prefix=API)

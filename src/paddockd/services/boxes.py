@@ -166,6 +166,17 @@ class BoxService:
     async def all(self) -> list[Box]:
         return await self._repo.all()
 
+    @staticmethod
+    def owner_of(box: Box, caller: User | None) -> User | None:
+        """Who acts when `caller` acts on `box` in that box's name (a fork, a wake): the
+        box's owner. The caller themselves when it is theirs; None (paddockd itself, as
+        the owner) for a box of the owner's."""
+        if box.owner_id is None:
+            return None if caller is None or caller.is_owner else caller
+        if caller is not None and caller.id == box.owner_id:
+            return caller
+        return User(box.owner_id, "", Role.MEMBER)
+
     async def get(self, box_id: str) -> Box | None:
         """A box by its exact id, whoever's it is (for paddockd's own use)."""
         return await self._repo.get(box_id)

@@ -20,6 +20,7 @@ from ..store.accounts import AccountRepository
 from ..store.tokens import TokenInfo, TokenRepository
 from .boxes import BoxService
 from .credentials import CredentialService
+from .previews import PreviewService
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,9 @@ class MemberService:
         boxes: BoxService,
         credentials: CredentialService,
         public_url: Callable[[], str],
+        previews: PreviewService | None = None,
     ) -> None:
+        self._previews = previews
         self._accounts = accounts
         self._tokens = tokens
         self._boxes = boxes
@@ -136,6 +139,10 @@ class MemberService:
         # Locked out first (sessions went with the user; tokens now), then their boxes stop.
         revoked = await self._tokens.revoke_all(user.id)
         forgotten = await self._credentials.forget(user.id)
+        # Their previews go with them: a public one would otherwise wake their box for
+        # anyone who has the link, boot hooks and all.
+        if self._previews is not None:
+            await self._previews.drop_owner(user.id)
         stopped = []
         for box in await self._boxes.all():
             if box.owner_id == user.id and box.state in (BoxState.RUNNING, BoxState.CREATING):

@@ -13,7 +13,7 @@ import logging
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -66,6 +66,7 @@ class PreviewService:
         public_url: Callable[[], str],
         hostname: Callable[[], str | None],
         activity: Activity,
+        owner_active: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self._repo = repo
         self._boxes = boxes
@@ -74,6 +75,8 @@ class PreviewService:
         self._public_url = public_url
         self.hostname = hostname
         self._activity = activity
+        # Whether a box's owner may still run it (a removed member may not).
+        self._owner_active = owner_active
         # box id -> (container id, its namespace): checked once per container start.
         self._namespaces: dict[str, tuple[str, NetNamespace]] = {}
         self._waking: dict[str, asyncio.Task[None]] = {}
@@ -175,6 +178,14 @@ class PreviewService:
             raise NotFound("no such preview")
         if box.state != BoxState.RUNNING:
             if box.desired == Desired.STOPPED and wake:
+                # A wake is an action for the box's owner: not when they may no longer run
+                # it (a removed member's box starts again only when the owner says so).
+                if (
+                    box.owner_id
+                    and self._owner_active
+                    and not await self._owner_active(box.owner_id)
+                ):
+                    raise InvalidState(f"box {box.name}'s owner can no longer use it")
                 self._wake(box)
             if box.desired == Desired.RUNNING or wake:
                 raise Waking(f"box {box.name} is starting")
@@ -242,6 +253,14 @@ class PreviewService:
                 await task
         for box_id in list(self._namespaces):
             self.forget(box_id)
+
+    async def drop_owner(self, owner_id: str) -> int:
+        """End every preview of a user's boxes (they are being removed); how many."""
+        gone = [p for p in await self._repo.all() if p.owner_id == owner_id]
+        for preview in gone:
+            await self._repo.delete(preview.id)
+            self._found.pop((preview.box_id, preview.port), None)
+        return len(gone)
 
     async def sweep(self) -> int:
         """Remove expired previews (their URLs already refuse) and those of boxes that are

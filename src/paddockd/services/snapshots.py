@@ -79,7 +79,9 @@ class SnapshotService:
     ) -> Box:
         """A new box from the source's current files (or one of its snapshots); the two
         change independently afterwards. The fork keeps the type, TTL and drives, and is
-        the caller's."""
+        the source's owner's, whoever asks: its files are that user's code, so its drives
+        (by name) and keys must be theirs too. The owner's fork of a member's box once
+        mounted the owner's drives under the member's boot hooks."""
         source = await self._boxes.resolve(ref, caller)
         self._boxes.capacity.check_disk("a fork")
         if snap_ref is not None:
@@ -105,5 +107,5 @@ class SnapshotService:
             image=image,
             network=source.network,
             agent=source.agent,
-            caller=caller,
+            caller=self._boxes.owner_of(source, caller),
         )

@@ -11,6 +11,7 @@ from paddock._models import Capacity as CapacityModel
 from paddock._models import EngineStatus, ServerStatus
 
 from .. import __version__
+from ..domain.accounts import User, sees
 from ..domain.box import BoxState, Desired
 from ..domain.errors import PaddockError
 from ..runtime.base import Profile, Runtime
@@ -56,7 +57,9 @@ class SystemService:
                 return "plain"
         return self._profile
 
-    async def status(self) -> ServerStatus:
+    async def status(self, caller: User | None = None) -> ServerStatus:
+        """The server's status; to a member, their own boxes' (counts, problems) beside
+        the capacity everyone shares, and nothing named of anyone else's."""
         try:
             info = await self._rt.info()
             self._profile = info.profile
@@ -69,10 +72,12 @@ class SystemService:
             )
         except PaddockError as exc:
             engine = EngineStatus(reachable=False, image=self._image, error=exc.message)
-        boxes = await self._boxes.all()
+        everyone = await self._boxes.all()
+        cpus, memory = self._boxes.capacity.used(everyone)
+        boxes = [b for b in everyone if sees(caller, b.owner_id)]
         names = {b.id: b.name for b in boxes}
-        cpus, memory = self._boxes.capacity.used(boxes)
-        free, total = await self._space()
+        admin = caller is None or caller.is_owner
+        free, total = await self._space() if admin else (None, None)
         return ServerStatus(
             version=__version__,
             engine=engine,
@@ -86,14 +91,16 @@ class SystemService:
             boxes_stopped=sum(b.state == BoxState.STOPPED for b in boxes),
             problems=[
                 *(
-                    f"box {names.get(box_id, box_id)}: network isolation failed ({why}); "
+                    f"box {names[box_id]}: network isolation failed ({why}); "
                     "it is stopped and retried"
                     for box_id, why in self._isolation_failures().items()
+                    if box_id in names
                 ),
-                *await self._lxcfs_problems(engine),
+                *(await self._lxcfs_problems(engine) if admin else ()),
                 *(
-                    f"box {names.get(box_id, box_id)}: {why}"
+                    f"box {names[box_id]}: {why}"
                     for box_id, why in self._view_problems().items()
+                    if box_id in names
                 ),
                 *(
                     f"box {b.name}: in error ({b.message or 'no reason recorded'}); "
@@ -102,13 +109,13 @@ class SystemService:
                     if b.state == BoxState.ERROR and b.id not in self._isolation_failures()
                 ),
             ],
-            data_root=self._data_root or None,
+            data_root=(self._data_root or None) if admin else None,
             data_root_free_bytes=free,
             data_root_total_bytes=total,
             disk_limits=(
                 await anyio.to_thread.run_sync(self._disk_limits) if self._disk_limits else None
             ),
-            pool=self._pool.status() if self._pool else None,
+            pool=self._pool.status() if self._pool and admin else None,
         )
 
     async def _space(self) -> tuple[int | None, int | None]:

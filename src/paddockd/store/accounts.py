@@ -114,6 +114,15 @@ class AccountRepository:
 
         return await self._db.run(work)
 
+    async def exists(self, user_id: str) -> bool:
+        """Whether the account is still there (a removed member's is not)."""
+
+        def work(conn: Connection) -> bool:
+            query = sa.select(users.c.id).where(users.c.id == user_id)
+            return conn.execute(query).first() is not None
+
+        return await self._db.run(work)
+
     async def limits(self, user_id: str) -> Limits:
         """The limits the owner set this user (an owner has none)."""
 

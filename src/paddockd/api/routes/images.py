@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
 from paddock._models import ImageBuildRequest
 
 from ...domain.errors import PaddockError
-from ..deps import Svc
+from ..deps import Svc, owner
 from ..errors import error_body
 
-router = APIRouter(prefix="/images", tags=["images"])
+# The box image is every box's: agents upgraded for everyone, a long build. The owner's.
+router = APIRouter(prefix="/images", tags=["images"], dependencies=[Depends(owner)])
 
 
 @router.post(

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from paddock._models import BoxType, BoxTypeList, ServerStatus
 
 from ... import __version__
-from ..deps import Svc
+from ..deps import Caller, Svc
 
 public = APIRouter(tags=["system"])
 router = APIRouter(tags=["system"])
@@ -19,8 +19,8 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/status", response_model=ServerStatus, summary="Server, engine and capacity")
-async def status(svc: Svc) -> ServerStatus:
-    return await svc.system.status()
+async def status(svc: Svc, caller: Caller) -> ServerStatus:
+    return await svc.system.status(caller)
 
 
 @router.get("/types", response_model=BoxTypeList, summary="Box types and their limits")

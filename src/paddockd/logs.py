@@ -1,18 +1,32 @@
-"""paddockd's log holds no secret. Its own messages name no token or key; what needs a
-filter is uvicorn's: it logs every WebSocket's URL with its query string (`"WebSocket
-/v1/boxes/…/desktop/ws?token=…" [accepted]`), and a desktop link's token travels there.
-(The HTTP access log, which would log the desktop page's `?token=`, is off.)"""
+"""paddockd's log holds no secret, and does not grow without end.
+
+Its own messages name no token or key; what needs a filter is uvicorn's: it logs every
+WebSocket's URL with its query string (`"WebSocket /v1/boxes/…/desktop/ws?token=…"
+[accepted]`), and a desktop link's token travels there, as a preview's secret does in its
+URL and cookie. (The HTTP access log, which would log the desktop page's `?token=`, is
+off.)
+
+Where paddockd's output goes to a file (its supervisor's `>> paddockd.log`), that file is
+rotated once it passes a size, as logrotate would name them (`.1` the newest); under
+systemd it goes to the journal, which has limits of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import stat
+from pathlib import Path
 
-# A query parameter whose name says it is a secret, or a bearer credential.
+# A query parameter or cookie whose name says it is a secret, or a bearer credential.
 _SECRET = re.compile(
-    r"(?i)(?P<keep>[?&;](?:[\w.-]*token|[\w.-]*key|secret|password)=)[^&;\s\"'#]*"
+    r"(?i)(?P<keep>[?&;\s](?:[\w.-]*token|[\w.-]*key|secret|password|paddock_preview[\w-]*)=)"
+    r"[^&;\s\"'#]*"
     r"|(?P<bearer>\bbearer\s+)[^\s\"']+"
 )
+MAX_LOG = 16 << 20
+KEEP = 4
 REDACTED = "[redacted]"
 
 
@@ -44,3 +58,32 @@ def keep_secrets_out() -> None:
         for handler in logging.getLogger(name).handlers:
             if not any(isinstance(f, RedactSecrets) for f in handler.filters):
                 handler.addFilter(secrets_filter)
+
+
+def rotate_if_large(max_bytes: int = MAX_LOG, keep: int = KEEP) -> bool:
+    """If stderr is a regular file over `max_bytes`: shift it to `.1` (`.1` to `.2`, ...,
+    `keep` kept) and point stdout and stderr at a new file of the old name. Whether it did."""
+    try:
+        info = os.fstat(2)
+        if not stat.S_ISREG(info.st_mode) or info.st_size <= max_bytes:
+            return False
+        path = Path(os.readlink("/proc/self/fd/2"))
+    except OSError:
+        return False
+    if not path.is_absolute() or path.name.endswith(" (deleted)"):
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        path.with_name(f"{path.name}.{keep}").unlink()
+    for n in range(keep - 1, 0, -1):
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(f"{path.name}.{n}").rename(path.with_name(f"{path.name}.{n + 1}"))
+    path.rename(path.with_name(f"{path.name}.1"))
+    fresh = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        for fd in (1, 2):
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.dup2(fresh, fd)
+    finally:
+        os.close(fresh)
+    logging.getLogger("paddockd").info("log rotated: the earlier lines are in %s.1", path)
+    return True

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +24,8 @@ TOKEN = "eyJiIjoiYWJjIn0.c2lnbmF0dXJl"
         (f"/x?access_token={TOKEN}", "/x?access_token="),
         (f"/x?api_key={TOKEN}", "/x?api_key="),
         (f"Authorization: Bearer {TOKEN}", "Authorization: Bearer "),
+        (f"/preview/abc/8080/?paddock_preview={TOKEN}", "/preview/abc/8080/?paddock_preview="),
+        (f"Cookie: paddock_preview_abc={TOKEN}", "Cookie: paddock_preview_abc="),
     ],
 )
 def test_secrets_in_urls_and_headers_are_redacted(text: str, kept: str) -> None:
@@ -49,3 +54,22 @@ def test_uvicorns_websocket_line_reaches_the_log_redacted() -> None:
         logger.removeHandler(handler)
     assert "/v1/boxes/b/desktop/ws?token=[redacted]" in out.getvalue()
     assert TOKEN not in out.getvalue()
+
+
+def test_the_log_file_is_rotated_past_its_size(tmp_path: Path) -> None:
+    """paddockd's output appended to a file by its supervisor once grew without end."""
+    log = tmp_path / "paddockd.log"
+    script = (
+        "import os, sys; from paddockd.logs import rotate_if_large\n"
+        "os.write(2, b'x' * 2000)\n"
+        "for _ in range(6):\n"
+        "    assert rotate_if_large(1000, keep=3)\n"
+        "    os.write(2, b'y' * 2000)\n"
+        "assert not rotate_if_large(10_000, keep=3)\n"
+        "os.write(2, b'after')\n"
+    )
+    with log.open("ab") as out:
+        subprocess.run([sys.executable, "-c", script], stderr=out, check=True)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["paddockd.log", "paddockd.log.1", "paddockd.log.2", "paddockd.log.3"]
+    assert log.read_bytes().endswith(b"after") and log.stat().st_size < 3000

@@ -39,6 +39,9 @@ _MAX_LINE = 64 << 10
 # this paddockd reads no more until the next, the watcher in the box blocks and its inotify
 # queue overflows instead. Nothing the box prints is read faster than its reader reads.
 _MAX_PENDING = 10_000
+# ... and in bytes (an event's name and entry are the box's to choose: 3000 events of 60 KB
+# once held 190 MB here). With at most 64 watchers per sandbox, a box holds 64 MiB at most.
+_MAX_PENDING_BYTES = 1 << 20
 # Lines that are no event (not JSON, not an event, an overflow notice again with no event
 # since the last one): the watcher never prints them, so a box that does is flooding the
 # reader with work that reaches nobody; after this many its watch ends.
@@ -80,6 +83,7 @@ class InotifyWatch:
         self._proc = proc
         self._entries = entries
         self._pending: collections.deque[pb.FilesystemEvent] = collections.deque()
+        self._held = 0  # bytes of the events pending
         self._arrived = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -148,8 +152,9 @@ class InotifyWatch:
                     continue
                 self._overflowed = False
                 self._pending.append(event)
+                self._held += len(event.to_binary())
                 self._arrived.set()
-                if len(self._pending) >= _MAX_PENDING:
+                if len(self._pending) >= _MAX_PENDING or self._held >= _MAX_PENDING_BYTES:
                     self._room.clear()
                     await self._room.wait()  # until a reader takes them
         except PaddockError:
@@ -184,6 +189,7 @@ class InotifyWatch:
             raise NotFound("the watcher has ended (its folder or sandbox went away)")
         events = list(self._pending)
         self._pending.clear()
+        self._held = 0
         self._arrived.clear()
         self._room.set()
         return events

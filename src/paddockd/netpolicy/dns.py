@@ -19,6 +19,7 @@ import contextlib
 import logging
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,9 @@ log = logging.getLogger("paddockd.dns")
 
 # box id, queried name, verdict (allowed | refused), addresses the answer gave
 Recorder = Callable[[str, str, str, list[str]], None]
+# The longest name DNS can carry, in its dotted text form (RFC 1035: 255 octets on the wire).
+_MAX_NAME = 253
+_SAY_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class DnsFilter:
         self._tcp_slots = Slots(self._limits.tcp_per_box, self._limits.tcp_total)
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
+        self.failures = 0  # queries that could not be answered (see `failed`)
+        self._said_at = -_SAY_EVERY
 
     # -- serving ----------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -147,6 +153,20 @@ class DnsFilter:
     def udp_done(self, client: str) -> None:
         self._udp_slots.release(client)
 
+    def failed(self, client: str, exc: Exception) -> None:
+        """A query that could not be answered: counted; logged in one line a minute."""
+        self.failures += 1
+        now = time.monotonic()
+        if now - self._said_at >= _SAY_EVERY:
+            self._said_at = now
+            log.warning(
+                "DNS: %d queries could not be answered so far (last from %s: %s: %s)",
+                self.failures,
+                client,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
+
     # -- deciding ---------------------------------------------------------------------
     async def answer(self, query: bytes, client: str, *, tcp: bool = False) -> bytes | None:
         try:
@@ -162,6 +182,9 @@ class DnsFilter:
         if malformed is not None:
             return _bare_reply(request, malformed)
         name = str(request.q.qname).rstrip(".").lower()
+        if len(name) > _MAX_NAME or any(len(label) > 63 for label in name.split(".")):
+            # No such name can exist; dnslib would refuse to pack an answer naming it.
+            return _bare_reply(request, int(RCODE.FORMERR))
         if not box.policy.allows_name(name):
             self._record(box.box_id, name, "refused", [])
             return _reply(request, RCODE.NXDOMAIN)
@@ -209,8 +232,10 @@ class _UdpProtocol(asyncio.DatagramProtocol):
     async def _reply(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
             reply = await self._resolver.answer(data, addr[0])
-        except Exception:
-            log.exception("DNS query from %s failed", addr[0])
+        except Exception as exc:
+            # What a box sends is the box's to choose: counted, and said once a minute at
+            # most, never traced (a trace per query once made 11 GB of log a day).
+            self._resolver.failed(addr[0], exc)
             return
         if reply is not None and self._transport is not None:
             self._transport.sendto(reply, addr)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from .. import memory
+from .. import logs, memory
 from ..domain.errors import PaddockError
 from ..netpolicy.base import NetworkRules
 from ..netpolicy.dns import DnsFilter
@@ -85,6 +85,7 @@ class Background:
             asyncio.create_task(_every(every.reconcile, self.reconcile_pass, "reconcile")),
             asyncio.create_task(_every(every.reap, self._reaper.reap, "ttl reaper")),
             asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
+            asyncio.create_task(_every(60, _rotate_log, "log rotation")),
             asyncio.create_task(self._start_resolver()),
             asyncio.create_task(self._pool.run()),
         ]
@@ -105,6 +106,7 @@ class Background:
         await self._keep_engine_up()
         await self._reconciler.reconcile_all()
         await self._sweeper.sweep()
+        await self._runs.sweep()
         memory.give_back()  # what the last streams and pushes left in the heap
 
     async def record_egress(self) -> None:
@@ -130,6 +132,10 @@ class Background:
             except OSError as exc:
                 log.warning("DNS filter on %s:%d: %s", address, port, exc)
                 await asyncio.sleep(2)
+
+
+async def _rotate_log() -> None:
+    logs.rotate_if_large()
 
 
 async def _every(seconds: float, job: Callable[[], Awaitable[object]], name: str) -> None:

@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from ..domain.accounts import User
 from ..domain.agents import AGENTS
-from ..domain.errors import InvalidRequest, NotFound
+from ..domain.errors import InvalidRequest, InvalidState, NotFound
 from ..domain.runs import Run, headless
 from ..runtime.base import ExecProcess
 from ..store.runs import RunRepository
@@ -37,7 +37,14 @@ _LAUNCH = 'echo $$ > "/tmp/paddock-run-$1.pid"; eval "$2"; shift 2; exec "$@"'
 # What a run's log keeps of its output, on the server's own disk: the agent and all it
 # runs are the box's programs, and print as much as they like. Past this the run goes on,
 # its output no longer kept nor sent to followers, and the log says so.
-MAX_LOG = 256 << 20
+MAX_LOG = 32 << 20
+# What a box's runs may hold on that disk together: starting a run forgets the box's oldest
+# ended runs (record and log) past these. With MAX_RUNNING at once, a box holds at most
+# LOG_BUDGET + MAX_RUNNING x MAX_LOG there.
+MAX_RUNS = 50
+LOG_BUDGET = 96 << 20
+MAX_RUNNING = 4
+_READ = 1 << 20
 
 
 class RunService:
@@ -101,6 +108,12 @@ class RunService:
         caller: User | None = None,
     ) -> Run:
         box = await self._boxes.running(ref, caller)
+        going = [r for r in await self._repo.for_box(box.id) if r.status == "running"]
+        if len(going) >= MAX_RUNNING:
+            raise InvalidState(
+                f"box {box.name} has {len(going)} runs going (at most {MAX_RUNNING} at once): "
+                "wait for one, or stop one (`paddock runs BOX`)"
+            )
         name = agent or box.agent or self.default_agent
         headless(name, instruction, model, as_json)  # bad input is refused before keys are read
         providers = list(AGENTS[name].providers)
@@ -123,6 +136,7 @@ class RunService:
             started_at=time.time(),
         )
         self._dir.mkdir(parents=True, exist_ok=True)
+        await self._prune(box.id)
         await self._repo.save(run)
         # -w: setsid forks when the caller leads its group (an exec does); wait for it.
         launch = ["setsid", "-w", "sh", "-c", _LAUNCH, "sh", run.id, AGENTS[name].prepare, *cmd]
@@ -183,12 +197,8 @@ class RunService:
         queue: asyncio.Queue[dict[str, object] | None] = asyncio.Queue()
         self._followers[run_id].add(queue)
         try:
-            path = self._log(run_id)
-            text = await anyio.to_thread.run_sync(
-                lambda: path.read_text(errors="replace") if path.exists() else ""
-            )
             ended, last = False, 0
-            for event in read_events(text):
+            async for event in _logged(self._log(run_id)):
                 ended, last = ended or "status" in event, event["seq"]
                 yield event
             if not ended and run.status != "running" and run_id not in self._tasks:
@@ -208,6 +218,32 @@ class RunService:
             followers.discard(queue)
             if not followers:  # one entry per run ever followed would pile up otherwise
                 del self._followers[run_id]
+
+    async def _prune(self, box_id: str) -> None:
+        """Forget the box's oldest ended runs until what is left fits its budget."""
+        ended = [r for r in await self._repo.for_box(box_id) if r.status != "running"]
+        sizes = await anyio.to_thread.run_sync(lambda: [_size(self._log(r.id)) for r in ended])
+        total, count = sum(sizes), len(ended)
+        for run, size in zip(ended, sizes, strict=True):  # oldest first
+            if total <= LOG_BUDGET and count < MAX_RUNS:
+                break
+            await self._forget(run.id)
+            total, count = total - size, count - 1
+
+    async def _forget(self, run_id: str) -> None:
+        await self._repo.delete(run_id)
+        await anyio.to_thread.run_sync(_remove, [self._log(run_id)])
+
+    async def sweep(self) -> int:
+        """Forget the runs of boxes that are gone (their records and logs went nowhere with
+        them before); how many."""
+        boxes = {b.id for b in await self._boxes.all()}
+        gone = [
+            r for r in await self._repo.all() if r.box_id not in boxes and r.id not in self._tasks
+        ]
+        for run in gone:
+            await self._forget(run.id)
+        return len(gone)
 
     async def stop(self, run_id: str, caller: User | None = None) -> Run:
         """TERM to the agent's process group; KILL if it is still there 5 s later."""
@@ -255,6 +291,33 @@ def read_events(text: str) -> list[dict[str, Any]]:
         if isinstance(event, dict) and isinstance(event.get("seq"), int):
             events.append(event)
     return events
+
+
+async def _logged(path: Path) -> AsyncIterator[dict[str, Any]]:
+    """A run's log events as they stand in its file, read a piece at a time (a log is up
+    to MAX_LOG; a reader once made paddockd hold one whole, 360 MiB more)."""
+    try:
+        f = await anyio.to_thread.run_sync(lambda: path.open("rb"))
+    except FileNotFoundError:
+        return
+    try:
+        rest = b""
+        while piece := await anyio.to_thread.run_sync(f.read, _READ):
+            lines = (rest + piece).split(b"\n")
+            rest = lines.pop()
+            for event in read_events(b"\n".join(lines).decode(errors="replace")):
+                yield event
+        for event in read_events(rest.decode(errors="replace")):
+            yield event
+    finally:
+        await anyio.to_thread.run_sync(f.close)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _remove(paths: Iterable[Path]) -> None:

@@ -45,6 +45,16 @@ class RunRepository:
         )
         return [_run(row) for row in rows]
 
+    async def all(self) -> list[Run]:
+        rows = await self._db.run(lambda conn: conn.execute(sa.select(runs)).all())
+        return [_run(row) for row in rows]
+
+    async def delete(self, run_id: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(runs.delete().where(runs.c.id == run_id))
+
+        await self._db.run(work)
+
     async def running(self) -> list[Run]:
         rows = await self._db.run(
             lambda conn: conn.execute(sa.select(runs).where(runs.c.status == "running")).all()

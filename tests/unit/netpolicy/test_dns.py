@@ -347,3 +347,25 @@ async def test_one_box_flooding_does_not_slow_another(serve: Start, stub: DnsStu
     assert None not in waits and max(waits) < 0.1, waits  # type: ignore[type-var]
     flooded = stub.asked.count("allowed.test")
     assert flooded <= 200 + 100 * 2.5 and sent > 10 * flooded, (sent, flooded)
+
+
+def long_name_query() -> bytes:
+    """A query whose name is over DNS's 255 octets (five labels of 63): parsed by dnslib,
+    but no answer naming it can be packed."""
+    labels = b"".join(bytes([63]) + b"a" * 63 for _ in range(5)) + b"\0"
+    return struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + labels + struct.pack("!HH", 1, 1)
+
+
+async def test_a_name_longer_than_dns_allows_is_refused_without_a_trace(
+    stub: DnsStub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each such query once logged a traceback: 11 GB a day from one box at the rate cap."""
+    net = FakeNetwork()
+    await net.sync([BoxAddress("a", BOX, policy("allow-all"))])
+    dns = DnsFilter(net, [parse_upstream(stub.address)], lambda *e: None)
+    reply = DNSRecord.parse(await dns.answer(long_name_query(), BOX))
+    assert reply.header.rcode == RCODE.FORMERR and stub.asked == []
+    for _ in range(1000):  # whatever fails to be answered is counted, said once a minute
+        dns.failed(BOX, ValueError("x"))
+    assert dns.failures == 1000
+    assert caplog.text.count("could not be answered") == 1 and "Traceback" not in caplog.text

@@ -185,3 +185,41 @@ async def test_a_run_that_floods_keeps_a_bounded_log_and_ends_normally(
     assert events[-1]["status"] == "succeeded"
     size = (world.services.runs._log(run.id)).stat().st_size
     assert size < (1 << 20) + (128 << 10), size
+
+
+async def test_a_boxs_runs_are_bounded_in_number_and_bytes_and_go_with_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs were capped one by one but not in number, never deleted (not with the box), so
+    a box that started runs in a loop filled the server's disk."""
+    monkeypatch.setattr("paddockd.services.runs.MAX_RUNS", 3)
+    await world.services.credentials.set("anthropic", KEY)
+    box = await world.boxes.create("r", None, None, None)
+    runs = world.services.runs
+    made = []
+    for _ in range(5):
+        made.append((await runs.start("r", "claude", "hi", None, None)).id)
+        [e async for e in runs.follow(made[-1])]  # until it ended
+    kept = [r.id for r in await runs.list("r")]
+    assert kept == made[-3:]
+    assert not runs._log(made[0]).exists()
+    monkeypatch.setattr("paddockd.services.runs.LOG_BUDGET", 1)  # every ended log is too big
+    made.append((await runs.start("r", "claude", "hi", None, None)).id)
+    assert [r.id for r in await runs.list("r")] == [made[-1]]
+    [e async for e in runs.follow(made[-1])]
+    await world.boxes.delete(box.id, force=True)
+    await world.reconciler.drain()
+    assert await runs.sweep() == 1
+    assert list((world.cfg.data_dir / "runs").glob("*.log")) == []
+
+
+async def test_a_box_runs_few_runs_at_once(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("paddockd.services.runs.MAX_RUNNING", 1)
+    await world.services.credentials.set("anthropic", KEY)
+    await world.boxes.create("r", None, None, None)
+    run = await world.services.runs.start("r", "claude", "hi", None, None)
+    await RunRepository(world.db).save(
+        replace(await world.services.runs.get(run.id), status="running")
+    )
+    with pytest.raises(InvalidState, match="at most 1 at once"):
+        await world.services.runs.start("r", "claude", "hi", None, None)

@@ -106,7 +106,11 @@ def test_a_private_preview_needs_its_secret_then_keeps_it_in_a_cookie(
         assert "HttpOnly" in cookie and f"Path=/preview/{preview['box_id']}/{PORT}/" in cookie
         seen = browser.get(
             bare + "headers?x=1",
-            headers={"Cookie": cookie.split(";")[0] + "; paddock_session=stolen; mine=kept"},
+            headers={
+                "Cookie": cookie.split(";")[0] + "; paddock_session=stolen; mine=kept",
+                "Authorization": f"Bearer {server.token}",
+                "X-API-Key": f"e2b_{server.token}",
+            },
         )
         assert seen.status_code == 200, seen.text
         got = seen.json()
@@ -117,11 +121,19 @@ def test_a_private_preview_needs_its_secret_then_keeps_it_in_a_cookie(
         assert got["headers"]["x-forwarded-prefix"] == f"/preview/{preview['box_id']}/{PORT}"
         assert got["headers"]["cookie"] == "mine=kept"
         assert "paddock_preview" not in json.dumps(got)
+        # paddockd's credentials never reach the box; an app's own Authorization does.
+        assert server.token not in json.dumps(got)
+        app_auth = browser.get(
+            bare + "headers",
+            headers={"Cookie": cookie.split(";")[0], "Authorization": "Basic YXBwOnB3"},
+        )
+        assert app_auth.json()["headers"]["authorization"] == "Basic YXBwOnB3"
         # Path-form pages share paddockd's origin: they are sandboxed away from it.
         assert "sandbox" in seen.headers["content-security-policy"]
         # The app may set its cookies, never paddockd's.
         set_by_app = browser.get(bare + "cookie", headers={"Cookie": cookie.split(";")[0]})
         assert set_by_app.headers.get_list("set-cookie") == ["app=1; Path=/"]
+        assert "clear-site-data" not in set_by_app.headers  # it would log visitors out
         posted = browser.post(
             bare + "echo", content=b"x" * 3_000_000, headers={"Cookie": cookie.split(";")[0]}
         )

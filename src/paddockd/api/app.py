@@ -78,7 +78,9 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        # No interactive docs page: FastAPI's loads swagger-ui from a CDN into paddockd's
+        # own origin, where the session cookie lives. The spec is served and committed.
+        docs_url=None,
         redoc_url=None,
     )
     app.state.services = services

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import html
 import logging
+import re
 import socket
 from collections.abc import Iterable
 from http.cookies import SimpleCookie
@@ -79,8 +80,21 @@ def _strip_cookie_header(value: bytes) -> bytes:
 
 
 def _sets_our_cookie(value: bytes) -> bool:
-    name = value.decode("latin-1").split("=", 1)[0].strip()
-    return _ours(name)
+    """A Set-Cookie the box may not send: one of paddockd's names, or no name at all (a
+    nameless cookie is sent back as bare `value`, which a server may read as any name)."""
+    pair = value.decode("latin-1").split(";", 1)[0]
+    name, eq, _ = pair.partition("=")
+    return not eq or not name.strip() or _ours(name.strip())
+
+
+# Credentials of paddockd's that a client may send along (an API token as a Bearer, E2B's
+# key headers): a box's server never gets them. Other Authorization (an app's own Basic
+# or Bearer) passes.
+_CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"x-access-token"})
+_TOKEN = re.compile(rb"(^|[\s:])(e2b_)?pdk_")
+# What a box's answer may not carry: Clear-Site-Data would log visitors out of paddockd
+# (the path form shares its origin) or wipe what other previews keep.
+_BOX_MAY_NOT_SET = frozenset({b"clear-site-data"})
 
 
 def _page(status: int, title: str, text: str, extra: Iterable[tuple[bytes, bytes]] = ()) -> Any:
@@ -317,6 +331,8 @@ def _request_headers(conn: HTTPConnection, target: Target) -> list[tuple[bytes, 
             value = _strip_cookie_header(value)
             if not value:
                 continue
+        if name in _CREDENTIALS and _TOKEN.search(value):
+            continue
         out.append((name, value))
     host = conn.headers.get("host", "")
     client = conn.client.host if conn.client else ""
@@ -384,7 +400,9 @@ async def _relay_http(
             out = [
                 (n, v)
                 for n, v in event.headers
-                if n not in _HOP and not (n == b"set-cookie" and _sets_our_cookie(v))
+                if n not in _HOP
+                and n not in _BOX_MAY_NOT_SET
+                and not (n == b"set-cookie" and _sets_our_cookie(v))
             ]
             if target.prefix:
                 out.append((b"content-security-policy", _SANDBOX))

@@ -48,6 +48,11 @@ class InvalidState(PaddockError):
     code = "invalid_state"
 
 
+class SnapshotTooLarge(InvalidState):
+    """A snapshot would write more than the box's own disk holds (sparse files are written
+    out whole in one): refused, so a box cannot fill the disk every box shares."""
+
+
 class CapacityExceeded(PaddockError):
     code = "capacity_exceeded"
 

@@ -147,6 +147,12 @@ def _run_bind(data: dict[str, Any]) -> Path | None:
     return None
 
 
+def _storage_opt(data: dict[str, Any]) -> int | None:
+    """The size the engine itself enforces on a container's layer, if any."""
+    size = ((data.get("HostConfig") or {}).get("StorageOpt") or {}).get("size")
+    return parse_size(str(size)) if size else None
+
+
 def parse_size(text: str) -> int:
     """Docker's size strings as the engine keeps them ("10240M", "10G", "1073741824")."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -613,6 +619,11 @@ class DockerRuntime:
     async def commit(self, cid: str, repository: str, tag: str) -> str:
         def work() -> Any:
             self._storage.own_disk(cid)  # a box stopped by a reboot is committed after it
+            data = self.api.inspect_container(cid)
+            limit = self._storage.disk_size(cid) or _storage_opt(data)
+            upper = ((data.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
+            if limit and upper:
+                self._storage.check_commit(cid, str(upper), limit)
             return self.api.commit(cid, repository=repository, tag=tag, pause=True)
 
         return str((await self._run(work))["Id"])

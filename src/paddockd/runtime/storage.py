@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import docker.errors
 
-from ..domain.errors import PaddockError
+from ..domain.errors import PaddockError, SnapshotTooLarge
 from . import drivefs, runfs
 from .base import LABEL_SIZE
 from .boxdisk import BoxDisks
 from .drivefs import DriveFs
 
 log = logging.getLogger("paddockd.runtime")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
 
 
 class BoxStorage:
@@ -114,6 +120,25 @@ class BoxStorage:
                 )
         except (OSError, ValueError) as exc:
             raise PaddockError(f"the box's disk did not mount: {exc}") from exc
+
+    def check_commit(self, cid: str, upper_dir: str, limit: int) -> None:
+        """Refuse to commit a writable layer whose files, written out whole as a commit
+        writes them (holes as zeros), pass `limit` bytes: a 10 GB box could otherwise
+        make a sparse file of terabytes and fill the engine's disk at its next stop.
+        The layer is the box's to shape: walked without following a link."""
+        total = 0
+        for folder, _dirs, names in os.walk(upper_dir, followlinks=False):
+            for name in names:
+                with contextlib.suppress(OSError):
+                    info = os.lstat(os.path.join(folder, name))
+                    if stat.S_ISREG(info.st_mode):
+                        total += info.st_size
+            if total > limit:
+                raise SnapshotTooLarge(
+                    f"a snapshot of the box would write {_gib(total)} or more (its sparse "
+                    f"files count whole there), more than its disk of {_gib(limit)}: remove "
+                    "or truncate the large sparse files (`ls -lsS` shows them), then try again"
+                )
 
     def disk_size(self, cid: str) -> int | None:
         disks = self._box_disks()

@@ -23,7 +23,7 @@ import anyio.to_thread
 from .. import faults
 from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState, Desired
-from ..domain.errors import InvalidState, PaddockError
+from ..domain.errors import InvalidState, PaddockError, SnapshotTooLarge
 from ..domain.snapshot import Snapshot, parse_drive
 from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime.base import (
@@ -285,13 +285,20 @@ class Reconciler:
         if box.state == BoxState.STOPPED and (info is None or not info.running):
             return box
         box = await self._save(box, state=BoxState.STOPPING)
+        message = None
         if info is not None:
             if info.running:
                 await self._rt.stop(info.id, self._stop_timeout)
-            snap = await self._commit(box, info.id, "stop", None)
-            box = await self._save(box, current_snapshot=snap.image)
-            await self._prune(box)
-        return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=None)
+            try:
+                snap = await self._commit(box, info.id, "stop", None)
+            except SnapshotTooLarge as exc:
+                # Stopped all the same: its files stay in its container (on its own disk),
+                # which a resume starts again; only the snapshot is not taken.
+                message = f"stopped without a snapshot: {exc.message}"
+            else:
+                box = await self._save(box, current_snapshot=snap.image)
+                await self._prune(box)
+        return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=message)
 
     async def _commit(self, box: Box, cid: str, kind: str, label: str | None) -> Snapshot:
         """Commit the container as the box's next snapshot. A failed commit leaves no row and
@@ -307,6 +314,8 @@ class Reconciler:
             except PaddockError as exc:
                 with contextlib.suppress(PaddockError):
                     await self._rt.remove_image(image)
+                if isinstance(exc, SnapshotTooLarge):
+                    raise
                 raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
             faults.point(f"{'snapshot' if kind == 'live' else kind}.committed")
             snap = Snapshot(box.id, seq, image, kind, self._now(), size, label)

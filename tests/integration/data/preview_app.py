@@ -43,7 +43,13 @@ class App(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if self.path.startswith("/cookie"):
-            cookies = [("Set-Cookie", "app=1; Path=/"), ("Set-Cookie", "paddock_session=evil")]
+            cookies = [
+                ("Set-Cookie", "app=1; Path=/"),
+                ("Set-Cookie", "paddock_session=evil"),
+                ("Set-Cookie", "nameless-value; Path=/"),
+                ("Set-Cookie", "=also-nameless"),
+                ("Clear-Site-Data", '"cookies", "storage"'),
+            ]
             return self._send(200, b"ok", "text/plain", cookies)
         seen = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}}
         self._send(200, json.dumps(seen).encode())

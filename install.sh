@@ -167,7 +167,7 @@ updated=false
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     updated=true
     "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q -e "$HERE[server]"
+    "$VENV/bin/pip" install -q -e "$HERE[server,mcp]"
     echo "$want" > "$stamp"
     # Bytecode up front: some environments set PYTHONDONTWRITEBYTECODE, and then every
     # `paddock` run would compile the client again (tens of ms on a small VPS).

@@ -54,6 +54,7 @@ from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
 from .proctree import end_tree
+from .rootmap import etc_copy
 from .storage import BoxStorage
 
 T = TypeVar("T")
@@ -545,14 +546,17 @@ class DockerRuntime:
             pid = int(data["State"].get("Pid") or 0)
             if not data["State"].get("Running") or not pid:
                 raise PaddockError(f"container {cid[:12]} is not running: cannot rename it")
+            files = [str(data["HostnamePath"]), str(data["HostsPath"])]
+            upper = ((data.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir")
+            if upper:
+                # A box with an identity of its own sees copies on its own disk instead
+                # (runtime/rootmap.py); the engine's stay right for the next start's copy.
+                layer = Path(str(upper)).parent
+                copies = [etc_copy(layer, "hostname"), etc_copy(layer, "hosts")]
+                if all(c.is_file() and not c.is_symlink() for c in copies):
+                    files = [str(c) for c in copies]
             try:
-                rename(
-                    pid,
-                    str(data["Config"].get("Hostname") or ""),
-                    hostname,
-                    str(data["HostnamePath"]),
-                    str(data["HostsPath"]),
-                )
+                rename(pid, str(data["Config"].get("Hostname") or ""), hostname, *files)
             except OSError as exc:
                 # Not the engine's trouble (translate would say it is not answering).
                 raise PaddockError(f"could not rename the box to {hostname}: {exc}") from exc

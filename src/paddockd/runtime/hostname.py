@@ -76,8 +76,10 @@ def _rewrite(path: str, change: Callable[[str], str]) -> None:
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
         text = os.read(fd, MAX_HOSTS_BYTES).decode(errors="surrogateescape")
         data = change(text).encode(errors="surrogateescape")
-        os.ftruncate(fd, 0)
+        # Written, then cut to length: the file keeps its blocks (on a box's own full
+        # disk a truncate first would free them, and the write would find none).
         os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
 

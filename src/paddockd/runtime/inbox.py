@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,14 +24,48 @@ from .base import STDOUT, ExecProcess, ExecSpec
 PROGRAM = Path(codes.__file__).read_text()
 MAX_LINE = 64 * 1024
 MAX_ERROR = 16 * 1024
-NO_PYTHON = 127
 _DIR_NON_DIR = re.compile(r'cannot overwrite (non-)?directory "([^"]*)"')
 
 Exec = Callable[[ExecSpec], Awaitable[ExecProcess]]
 
+# The program's commands for a box without python3 (a template may drop it): coreutils and
+# GNU tar, the same exit codes, a stat as `S size mode(hex) mtime uid gid [link target]`.
+_SHELL = r"""
+st() {
+  [ -e "$1" ] || [ -L "$1" ] || { echo "$1: No such file or directory" >&2; exit 10; }
+  t=""; [ -L "$1" ] && t=$(readlink -f -- "$1")
+  printf 'S %s %s\n' "$(stat -c '%s %f %Y %u %g' -- "$1")" "$t"
+}
+case $1 in
+stat) st "$2" ;;
+get) st "$2"; exec tar -c -f - --numeric-owner -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
+put) [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit 11; }
+  cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
+write) d=$(dirname -- "$2")
+  [ -d "$d" ] || { mkdir -p -- "$d" && chown "$3:$4" -- "$d"; } || exit 1
+  [ -d "$2" ] && { echo "$2 is a folder" >&2; exit 12; }
+  new=; [ -e "$2" ] || new=1
+  cat > "$2" || exit 1
+  [ -z "$new" ] || chown "$3:$4" -- "$2"
+  st "$2" ;;
+*) echo "unknown command $1" >&2; exit 18 ;;
+esac
+"""
+# python3 where the box has it, else the shell's version; chosen in the box, so a command
+# whose input streams in is never sent twice.
+_DISPATCH = (
+    'if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$@"; fi\n'
+    + _SHELL
+)
+
 
 def spec(command: str, *args: str, stdin: bool = False) -> ExecSpec:
-    return ExecSpec(["python3", "-c", PROGRAM, command, *args], {}, "/", "root", stdin=stdin)
+    # The program travels in the environment: as $0 the shell would print it whole with
+    # any error of its own.
+    env = {"PADDOCK_INBOX": PROGRAM}
+    return ExecSpec(
+        ["sh", "-c", _DISPATCH, "paddock", command, *args], env, "/", "root", stdin=stdin
+    )
 
 
 def failure(code: int, said: str, path: str) -> PaddockError:
@@ -56,8 +92,8 @@ def failure(code: int, said: str, path: str) -> PaddockError:
         )
     if code == codes.PERMISSION:
         return InvalidRequest(f"permission denied in the box: {said}")
-    if code == NO_PYTHON:
-        return InvalidState("the box has no python3, which Paddock's file transfers run on")
+    if "No space left on device" in said or "Disk quota exceeded" in said:
+        return failure(codes.NO_SPACE, said, path)
     return PaddockError(f"the file transfer in the box failed ({code}): {said[:500]}")
 
 
@@ -117,6 +153,8 @@ async def _fed(run: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path:
 
 
 def _stat(line: bytes, path: str) -> dict[str, Any]:
+    if line.startswith(b"S "):
+        return _shell_stat(line, path)
     try:
         data = json.loads(line)
     except ValueError:
@@ -124,6 +162,23 @@ def _stat(line: bytes, path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise PaddockError(f"the box answered a stat of {path} with something else")
     return data
+
+
+def _shell_stat(line: bytes, path: str) -> dict[str, Any]:
+    fields = line.decode(errors="replace").rstrip("\n").split(" ", 6)
+    try:
+        size, mode, mtime, uid, gid = fields[1:6]
+        return {
+            "name": posixpath.basename(path.rstrip("/")) or "/",
+            "size": int(size),
+            "mode": codes.go_mode(int(mode, 16)),
+            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(mtime))),
+            "linkTarget": fields[6] if len(fields) > 6 else "",
+            "uid": int(uid),
+            "gid": int(gid),
+        }
+    except (ValueError, IndexError):
+        raise PaddockError(f"the box answered a stat of {path} with something else") from None
 
 
 async def stat(run: Exec, path: str) -> dict[str, Any] | None:

@@ -18,6 +18,10 @@ rules the same way on every runtime.
                rewritten if not; a link is followed, as envd does); folders on the way
                are made, UID:GID's; one JSON line back: the file's stat
 
+A box without python3 gets the same commands from a shell script with coreutils and GNU
+tar (runtime/inbox.py), with the same exit codes, a stat as an `S ...` line, and plain
+tar's rules for what replaces what.
+
 Exit codes (one table for every in-box operation; runtime/inbox.py reads them back):
 """
 
@@ -63,9 +67,10 @@ class Failure(Exception):
         self.code = code
 
 
-def _go_mode(st: os.stat_result) -> int:
-    mode = st.st_mode & 0o777
-    kind = stat.S_IFMT(st.st_mode)
+def go_mode(st_mode: int) -> int:
+    """A stat's st_mode as Go's os.FileMode bits."""
+    mode = st_mode & 0o777
+    kind = stat.S_IFMT(st_mode)
     mode |= {
         stat.S_IFDIR: _GO_DIR,
         stat.S_IFLNK: _GO_SYMLINK,
@@ -74,11 +79,11 @@ def _go_mode(st: os.stat_result) -> int:
         stat.S_IFBLK: _GO_DEVICE,
         stat.S_IFCHR: _GO_DEVICE | _GO_CHAR,
     }.get(kind, 0)
-    if st.st_mode & stat.S_ISUID:
+    if st_mode & stat.S_ISUID:
         mode |= _GO_SETUID
-    if st.st_mode & stat.S_ISGID:
+    if st_mode & stat.S_ISGID:
         mode |= _GO_SETGID
-    if st.st_mode & stat.S_ISVTX:
+    if st_mode & stat.S_ISVTX:
         mode |= _GO_STICKY
     return mode
 
@@ -107,7 +112,7 @@ def describe(path: str) -> dict[str, object]:
     return {
         "name": os.path.basename(path.rstrip("/")) or "/",
         "size": st.st_size,
-        "mode": _go_mode(st),
+        "mode": go_mode(st.st_mode),
         "mtime": f"{mtime}.{int(st.st_mtime_ns % 10**9):09d}Z",
         "linkTarget": os.path.realpath(path) if stat.S_ISLNK(st.st_mode) else "",
         "uid": st.st_uid,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -185,7 +186,7 @@ def create(settings: Settings, call: Call) -> int:
                 if code != 0:
                     release(settings.staging / call.cid)
                     raise _RuncFailed(code)
-                _after(spec, call)
+                _after(spec, call, canonical)
             finally:
                 staged.detach()
     except _RuncFailed as failed:
@@ -294,10 +295,27 @@ def box_cgroup_dirs(proc_cgroup: str, mounts: list[tuple[set[str], str, str]]) -
     return dirs
 
 
-def _after(spec: dict[str, Any], call: Call) -> None:
+def _after(spec: dict[str, Any], call: Call, canonical: int | None = None) -> None:
     pid_file = call.options.get("--pid-file")
     if pid_file:
         hand_cgroups(spec, Path(pid_file))
+        if canonical is not None:
+            hand_stdio(spec, Path(pid_file), canonical)
+
+
+def hand_stdio(spec: dict[str, Any], pid_file: Path, canonical: int) -> None:
+    """The engine made the box's stdio pipes for its one remap's root: a box on its own
+    range could not open /proc/1/fd/1 (its own log) without them being its own."""
+    uid = _host_root(spec.get("linux", {}).get("uidMappings", []))
+    if uid is None:
+        return
+    pid = int(pid_file.read_text().strip())
+    for fd in (0, 1, 2):
+        link = f"/proc/{pid}/fd/{fd}"
+        with contextlib.suppress(OSError):
+            info = os.stat(link)
+            if stat.S_ISFIFO(info.st_mode) and info.st_uid == canonical:
+                os.chown(link, uid, uid)
 
 
 def hand_cgroups(spec: dict[str, Any], pid_file: Path) -> list[Path]:

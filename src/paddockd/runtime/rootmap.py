@@ -174,6 +174,9 @@ def idmap_box(
 
 
 def _copy_file(source: Path, copy: Path) -> None:
+    """`source`'s bytes, owner and mode as `copy`. An existing copy is rewritten in place,
+    written before it is cut to length, so it keeps the blocks it has: a box that filled
+    its disk still starts (a copy made afresh would need new blocks there)."""
     copy.parent.mkdir(mode=0o755, exist_ok=True)
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
@@ -181,15 +184,21 @@ def _copy_file(source: Path, copy: Path) -> None:
         data = os.read(fd, 1 << 20)
     finally:
         os.close(fd)
-    tmp = copy.with_name(copy.name + ".new")
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        os.write(out, data)
+        out = os.open(copy, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        tmp = copy.with_name(copy.name + ".new")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+        os.close(out)
+        os.replace(tmp, copy)
+        out = os.open(copy, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.pwrite(out, data, 0)
+        os.ftruncate(out, len(data))
         os.fchown(out, info.st_uid, info.st_gid)
         os.fchmod(out, info.st_mode & 0o7777)
     finally:
         os.close(out)
-    os.replace(tmp, copy)
 
 
 def _replace_root(root: Path, staging: Path, lowers: list[str], upper: str) -> None:

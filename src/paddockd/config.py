@@ -133,6 +133,10 @@ class Config:
     ttl_action: TtlAction = TtlAction.STOP
     stop_timeout: int = 10
     snapshot_retention: int = 5  # automatic (stop) snapshots kept per box
+    # Each box's disk reads and writes are capped at this many MB/s (and 20x that in
+    # operations/s) per CPU of its type, so one box's I/O cannot stall the host's disk for
+    # every other box (bench.neighbours); 0: no cap.
+    disk_mbps_per_cpu: int = 50
     default_agent: str = "claude"  # for `paddock prompt` without --agent
     reap_interval: float = 5.0
     reconcile_interval: float = 30.0

@@ -120,6 +120,7 @@ def wire(
         now=now,
         holders=accounts.holders,
         retention=cfg.snapshot_retention,
+        disk_mbps_per_cpu=cfg.disk_mbps_per_cpu,
     )
     capacity = Capacity.from_config(cfg)
     drives = DriveService(repo, runtime, cfg.instance, accounts, capacity)

@@ -75,6 +75,7 @@ class ContainerSpec:
     labels: dict[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
     disk_mb: int = 0  # the root filesystem's size, where the engine enforces sizes
+    disk_mbps: int = 0  # its disks' read and write rate cap (runtime/oci.py); 0: none
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,24 @@ def cpu_percent(before: Sample, after: Sample) -> float:
     """CPU use between two samples, 100 being one whole CPU (as `docker stats` says)."""
     elapsed = after.at_ns - before.at_ns
     return round(100.0 * max(0, after.cpu_ns - before.cpu_ns) / elapsed, 1) if elapsed else 0.0
+
+
+def confine(pid: int, name: str, cpus: float, weight: float = 0.25, root: Path = ROOT) -> Path:
+    """Put process `pid` (all its threads) in a cgroup of its own, `name`, capped at `cpus`
+    CPUs and with `weight` of a plain task's share: for host helpers every box can make
+    work (LXCFS answers each box's /proc reads), so no box gets them to eat the host's
+    CPUs. cgroup v1's cpu tree, else v2's unified one. Blocking; returns the folder."""
+    period = 100_000
+    if (root / "cpu").is_dir():
+        folder = root / "cpu" / name
+        folder.mkdir(exist_ok=True)
+        (folder / "cpu.cfs_period_us").write_text(f"{period}\n")
+        (folder / "cpu.cfs_quota_us").write_text(f"{int(cpus * period)}\n")
+        (folder / "cpu.shares").write_text(f"{max(2, int(1024 * weight))}\n")
+    else:
+        folder = root / name
+        folder.mkdir(exist_ok=True)
+        (folder / "cpu.max").write_text(f"{int(cpus * period)} {period}\n")
+        (folder / "cpu.weight").write_text(f"{max(1, int(100 * weight))}\n")
+    (folder / "cgroup.procs").write_text(f"{pid}\n")
+    return folder

@@ -53,6 +53,7 @@ from .exec_start import StartChecked
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
+from .oci import IO_RATE
 from .proctree import end_tree
 from .rootmap import etc_copy
 from .storage import BoxStorage
@@ -392,7 +393,11 @@ class DockerRuntime:
                         # Its layer is to get a filesystem of its own (boxdisk.py).
                         **({LABEL_DISK: "own"} if own_disk(config) else {}),
                     },
-                    environment={"PADDOCK_BOX": spec.hostname, "PADDOCK_PROFILE": profile},
+                    environment={
+                        "PADDOCK_BOX": spec.hostname,
+                        "PADDOCK_PROFILE": profile,
+                        **({IO_RATE: str(spec.disk_mbps)} if spec.disk_mbps else {}),
+                    },
                     host_config=config,
                     detach=True,
                 )

@@ -23,6 +23,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from . import cgroups
+
 log = logging.getLogger("paddockd.lxcfs")
 
 # What LXCFS 5 offers, relative to its mount point and to the box's root alike. Missing
@@ -40,6 +42,9 @@ VIEWS = (
 # -l: /proc/loadavg per box; --enable-cfs: CPU count from the CFS quota as well as the
 # cpuset, so a box whose cpuset could not be narrowed still sees its own share.
 FLAGS = ("-f", "-l", "--enable-cfs")
+# Its cgroup, and the CPUs it may use there (lxcfs.service.d/paddock.conf says the same).
+CGROUP = "paddock-lxcfs"
+CPUS = 0.5
 PROBE = "proc/uptime"
 
 
@@ -77,13 +82,19 @@ class Lxcfs:
             with open(self._log_file or os.devnull, "ab") as out:
                 # Its own session: it outlives paddockd restarts, as the engine does, so
                 # the boxes' binds stay good.
-                subprocess.Popen(
+                proc = subprocess.Popen(
                     [self._binary, *FLAGS, str(self.root)],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
                     start_new_session=True,
                 )
+            # Its work is every box's /proc reads, charged to none of them: capped, so a
+            # box reading /proc in a loop slows only /proc reads (bench.neighbours).
+            try:
+                cgroups.confine(proc.pid, CGROUP, CPUS)
+            except OSError as exc:
+                log.warning("LXCFS runs without its CPU cap: %s", exc)
         except OSError as exc:
             log.warning("cannot start LXCFS (%s): boxes will see the host's CPUs and memory", exc)
             return False

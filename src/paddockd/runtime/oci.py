@@ -37,6 +37,10 @@ from .idmount import Userns, clone_idmapped, mount, unmount
 from .rootmap import idmap_box, release
 
 DELEGATED_FILES = ("cgroup.procs", "tasks", "cgroup.clone_children")
+# The box's disks' rate cap in MB/s, from its spec's environment (paddockd sets it).
+IO_RATE = "PADDOCK_DISK_MBPS"
+_IOPS_PER_MB = 20
+_LOOP_MAJOR = 7
 # runc's options that take a value, before and after its command.
 _GLOBAL_VALUES = {"--root", "--log", "--log-format", "--criu", "--rootless"}
 _COMMAND_VALUES = {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds"}
@@ -161,6 +165,7 @@ def create(settings: Settings, call: Call) -> int:
     config = call.bundle / "config.json"
     spec = json.loads(config.read_text())
     _cgroups_writable(spec)
+    _throttle_disks(spec)
     linux = spec.setdefault("linux", {})
     canonical = _host_root(linux.get("uidMappings", []))
     if settings.identities is None or canonical is None:
@@ -249,6 +254,41 @@ def probe() -> str | None:
     return None
 
 
+def _throttle_disks(spec: dict[str, Any]) -> None:
+    """Cap the box's own disks (its layer and volumes, each a loop device of its own) at its
+    rate: runc writes the caps into the box's blkio cgroup, which the loop driver charges
+    the box's I/O to. The host disk behind them is every box's."""
+    rate = next(
+        (
+            int(e.split("=", 1)[1])
+            for e in spec.get("process", {}).get("env", [])
+            if e.startswith(IO_RATE + "=")
+        ),
+        0,
+    )
+    if rate <= 0:
+        return
+    paths = [Path(spec["root"]["path"]).parent]
+    paths += [Path(m["source"]) for m in spec.get("mounts", []) if m.get("type") == "bind"]
+    devices = set()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            dev = os.stat(path).st_dev
+            if os.major(dev) == _LOOP_MAJOR:
+                devices.add((os.major(dev), os.minor(dev)))
+    io = spec.setdefault("linux", {}).setdefault("resources", {}).setdefault("blockIO", {})
+    for key, value in (
+        ("throttleReadBpsDevice", rate << 20),
+        ("throttleWriteBpsDevice", rate << 20),
+        ("throttleReadIOPSDevice", rate * _IOPS_PER_MB),
+        ("throttleWriteIOPSDevice", rate * _IOPS_PER_MB),
+    ):
+        io[key] = [
+            *io.get(key, []),
+            *({"major": a, "minor": b, "rate": value} for a, b in sorted(devices)),
+        ]
+
+
 def _cgroups_writable(spec: dict[str, Any]) -> None:
     for mount_ in spec.get("mounts", []):
         if mount_.get("type") == "cgroup" or mount_.get("destination") == "/sys/fs/cgroup":
@@ -318,6 +358,19 @@ def hand_stdio(spec: dict[str, Any], pid_file: Path, canonical: int) -> None:
                 os.chown(link, uid, uid)
 
 
+# All boxes together weigh as a quarter of one host process for the CPU: when boxes keep
+# every CPU they may use busy, the engine, paddockd and runc (every other box's exec and
+# start) still get the CPU first; among themselves boxes share as their types say.
+BOXES_CPU_SHARES = 256
+
+
+def weigh_boxes(box_cpu_dir: Path) -> None:
+    parent = box_cpu_dir.parent / "cpu.shares"
+    with contextlib.suppress(OSError):
+        if parent.read_text().strip() != str(BOXES_CPU_SHARES):
+            parent.write_text(f"{BOXES_CPU_SHARES}\n")
+
+
 def hand_cgroups(spec: dict[str, Any], pid_file: Path) -> list[Path]:
     linux = spec.get("linux", {})
     uid = _host_root(linux.get("uidMappings", []))
@@ -330,6 +383,8 @@ def hand_cgroups(spec: dict[str, Any], pid_file: Path) -> list[Path]:
     for box_dir in box_cgroup_dirs(Path(f"/proc/{pid}/cgroup").read_text(), mounts):
         if not box_dir.is_dir() or box_dir in handed:
             continue
+        if (box_dir / "cpu.shares").exists():
+            weigh_boxes(box_dir)
         os.chown(box_dir, uid, gid)
         for name in DELEGATED_FILES:
             if (box_dir / name).exists():

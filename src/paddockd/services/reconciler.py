@@ -67,7 +67,9 @@ class Reconciler:
         now: Callable[[], datetime],
         holders: Callable[[], Awaitable[Holders]],
         retention: int = 5,
+        disk_mbps_per_cpu: int = 0,
     ) -> None:
+        self._disk_mbps_per_cpu = disk_mbps_per_cpu
         self._repo = repo
         self._holders = holders
         self._rt = runtime
@@ -481,6 +483,7 @@ class Reconciler:
             memory_mb=box.memory_mb,
             pids=box.pids,
             disk_mb=box.disk_mb,
+            disk_mbps=int(self._disk_mbps_per_cpu * box.cpus),
             run_dir=self.run_dir(box.id),
             labels={
                 LABEL_INSTANCE: self._instance,

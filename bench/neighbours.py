@@ -35,8 +35,8 @@ ATTACKS: dict[str, str] = {
     "keyrings": "while :; do python3 /tmp/boxtools.py keys 1000 >/dev/null; done",
     "inotify": "python3 /tmp/boxtools.py inotify 1 & "
     "python3 -c 'import ctypes,os;l=ctypes.CDLL(None);fd=l.inotify_init1(0);"
-    "[l.inotify_add_watch(fd, f\"/tmp/w{i}\".encode(), 0xfff) for i in range(9999) "
-    "if not os.mkdir(f\"/tmp/w{i}\")];import time;time.sleep(1e6)'",
+    '[l.inotify_add_watch(fd, f"/tmp/w{i}".encode(), 0xfff) for i in range(9999) '
+    'if not os.mkdir(f"/tmp/w{i}")];import time;time.sleep(1e6)\'',
     "fork bomb": "b() { b | b & }; b",
     "cpu": "for i in 1 2 3 4; do (while :; do :; done) & done",
     "memory": "python3 -c 'x=[];\nwhile True: x.append(bytearray(1<<20))'",

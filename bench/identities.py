@@ -43,7 +43,14 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=4)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="paddock-bench-"))
-    srv = Server(work / "identities", types=TYPES, capacity_cpus=4096, capacity_memory_mb=1 << 20)
+    # A bridge of a /20: a test server's own /24 holds 253 boxes.
+    srv = Server(
+        work / "identities",
+        types=TYPES,
+        capacity_cpus=4096,
+        capacity_memory_mb=1 << 20,
+        network_bridge_cidr="10.216.0.1/20",
+    )
     names = [f"id-{i}-{uuid.uuid4().hex[:4]}" for i in range(args.boxes)]
     api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
     rows: list[Row] = []

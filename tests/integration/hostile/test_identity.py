@@ -169,3 +169,31 @@ def test_a_box_that_holds_every_inotify_instance_it_can_harms_no_one_else(
         finally:
             c.delete_box(fresh, force=True)
     assert time.monotonic() - started < 60
+
+
+def test_many_boxes_each_run_on_an_identity_of_their_own(make_server: type[Server]) -> None:
+    """bench.identities starts 300; this bounded version a dozen, all at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    srv = make_server(types={"speck": {"cpus": 0.1, "memory_mb": 96, "pids": 128, "disk_mb": 256}})
+    names = [f"many-{i}-{uuid.uuid4().hex[:4]}" for i in range(12)]
+
+    def start(name: str) -> int:
+        with srv.client() as c:
+            c.create_box(name, box_type="speck", ttl=600)
+            assert c.exec(name, ["true"]).exit_code == 0
+        return host_uid(init_pid(srv, name))
+
+    with ThreadPoolExecutor(4) as pool:
+        uids = list(pool.map(start, names))
+    assert len(set(uids)) == len(names) and min(uids) >= FIRST_IDENTITY
+    with srv.client() as c:
+        for name in names:
+            c.delete_box(name, force=True)
+    # Their identities are free again once the engine forgot the containers.
+    deadline = time.monotonic() + 60
+    while srv.containers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    slots = Path("/run/paddock/identities")
+    left = {int(p.name) for p in slots.iterdir() if p.name.isdigit()}
+    assert not {(u - FIRST_IDENTITY) // 65536 for u in uids} & left

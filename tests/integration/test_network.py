@@ -61,12 +61,10 @@ def test_metadata_is_refused_under_every_mode(
     server: Server, box: str, internet: TestInternet
 ) -> None:
     internet.reset()
-    for args in (
-        ["allow-all"],
-        ["deny-all"],
-        ["allow", "169.254.0.0/16"],
-        ["allow", f"{ALLOWED}/32"],
-    ):
+    # An allowlist cannot even name it (docs/security.md).
+    named = server.cli("network", box, "allow", "169.254.0.0/16")
+    assert named.returncode == 1 and "cloud metadata" in named.stderr, named.stderr
+    for args in (["allow-all"], ["deny-all"], ["allow", f"{ALLOWED}/32"]):
         set_policy(server, box, *args)
         ok, seconds, _ = connect(server, box, METADATA)
         assert not ok and seconds < 5, args

@@ -38,7 +38,8 @@ st() {
 }
 case $1 in
 stat) st "$2" ;;
-get) st "$2"; exec tar -c -f - --numeric-owner -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
+get) st "$2"
+  exec tar -c -f - --numeric-owner --sort=name -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
 put) [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit 11; }
   cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
 write) d=$(dirname -- "$2")
@@ -64,7 +65,12 @@ def spec(command: str, *args: str, stdin: bool = False) -> ExecSpec:
     # any error of its own.
     env = {"PADDOCK_INBOX": PROGRAM}
     return ExecSpec(
-        ["sh", "-c", _DISPATCH, "paddock", command, *args], env, "/", "root", stdin=stdin
+        # /bin/sh, not the first `sh` on the box's PATH (which the box may have put there).
+        ["/bin/sh", "-c", _DISPATCH, "paddock", command, *args],
+        env,
+        "/",
+        "root",
+        stdin=stdin,
     )
 
 

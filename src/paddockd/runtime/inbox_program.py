@@ -127,7 +127,11 @@ def _line(data: dict[str, object]) -> None:
 def get(path: str) -> None:
     _line(describe(path))
     parent, base = os.path.split(path.rstrip("/")) if path != "/" else ("/", ".")
-    os.execvp("tar", ["tar", "-c", "-f", "-", "--numeric-owner", "-C", parent or "/", "--", base])
+    # In name order, as the engine's archive was: a reader meets links in a known order.
+    os.execvp(
+        "tar",
+        ["tar", "-c", "-f", "-", "--numeric-owner", "--sort=name", "-C", parent or "/", "--", base],
+    )
 
 
 def _read(stream: object, n: int) -> bytes:

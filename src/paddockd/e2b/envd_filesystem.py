@@ -1,14 +1,14 @@
-"""envd's `filesystem` service over Connect. Each call is one short command in the box, run
-as the requested user (so the box's own permissions decide), through BoxService.run; a watch
-is one long-running command (watching.py). The box's output is untrusted: listings come
-NUL-separated from GNU find (a name cannot hold a NUL), are parsed field by field, and
-anything malformed is dropped, never guessed at."""
+"""envd's `filesystem` service over Connect. Each call is one file operation in the box, as
+the requested user (so the box's own permissions decide), through BoxService's file calls
+(runtime/inbox.py does them in the box); a watch is one long-running command (watching.py).
+The box's answers are untrusted: records are checked field by field, and anything
+malformed is dropped, never guessed at."""
 
 from __future__ import annotations
 
 import asyncio
-import posixpath
 import secrets
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
@@ -19,71 +19,48 @@ from e2b.envd.filesystem import filesystem_pb as pb
 from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
-from ..domain.errors import Conflict, InvalidRequest, NotFound, PaddockError
-from ..runtime.base import ExecProcess
+from ..domain.errors import NotFound, PaddockError
+from ..runtime import inbox
+from ..runtime.base import ExecProcess, FileInfo
 from ..services.boxes import box_path
 from .envd import Target, connect_error, keepalive, target
 from .service import E2BService
 from .watching import Watch, start_watch
 
-# type (of the link itself), type of its target, size, symbolic mode, octal mode, owner,
-# group, mtime, link target, path.
-_FMT = r"%y\0%Y\0%s\0%M\0%m\0%u\0%g\0%T@\0%l\0%p\0"
-_FIELDS = 10
-_STAT = '[ -e "$1" ] || [ -L "$1" ] || exit 3; exec find "$1" -maxdepth 0 -printf "$2"'
-_LIST = (
-    '[ -e "$1" ] || exit 3; [ -d "$1" ] || exit 4; '
-    'find "$1" -mindepth 1 -maxdepth "$3" -printf "$2" 2>/dev/null; exit 0'
-)
-_MKDIR = '[ -e "$1" ] || [ -L "$1" ] && exit 5; mkdir -p -- "$1"'
-_MOVE = (
-    '[ -e "$1" ] || [ -L "$1" ] || exit 3; mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2"'
-)
-_REMOVE = '[ -e "$1" ] || [ -L "$1" ] || exit 3; rm -rf -- "$1"'
-_TYPES = {"f": pb.FileType.FILE, "d": pb.FileType.DIRECTORY, "l": pb.FileType.SYMLINK}
+_TYPES = {"file": pb.FileType.FILE, "dir": pb.FileType.DIRECTORY, "symlink": pb.FileType.SYMLINK}
+_S_IFMT = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
 _MAX_WATCHERS = 64
+# A listing's entries at most (envd sets none; what paddockd holds of one is bounded).
+MAX_LISTED = 50_000
 
 
-def _timestamp(mtime: str) -> Timestamp | None:
-    try:
-        seconds = float(mtime)
-    except ValueError:
-        return None
-    whole = int(seconds)
-    return Timestamp(seconds=whole, nanos=int((seconds - whole) * 1e9))
+def _timestamp(mtime: float) -> Timestamp:
+    whole = int(mtime)
+    return Timestamp(seconds=whole, nanos=int((mtime - whole) * 1e9))
+
+
+def entry_of(info: FileInfo) -> pb.EntryInfo:
+    """envd's entry for a path: a link's type is what it leads to, as envd says it."""
+    resolved = info.leads_to if info.kind == "symlink" else info.kind
+    is_link = info.kind == "symlink"
+    return pb.EntryInfo(
+        name=info.name,
+        type=_TYPES.get(str(resolved), pb.FileType.UNSPECIFIED),
+        path=info.path,
+        size=info.size,
+        mode=info.mode,
+        permissions=stat.filemode(_S_IFMT.get(info.kind, 0) | info.mode),
+        owner=info.owner,
+        group=info.group,
+        modified_time=_timestamp(info.mtime),
+        symlink_target=info.link if is_link else None,
+        is_symlink=is_link,
+    )
 
 
 def parse_entries(out: str) -> list[pb.EntryInfo]:
-    fields = out.split("\0")
-    entries = []
-    for i in range(0, len(fields) - _FIELDS + 1, _FIELDS):
-        kind, target_kind, size, perms, mode, owner, group, mtime, link, path = fields[
-            i : i + _FIELDS
-        ]
-        if not path.startswith("/") or not size.isdigit():
-            continue
-        is_link = kind == "l"
-        resolved = target_kind if is_link and target_kind in ("f", "d") else kind
-        try:
-            octal = int(mode, 8)
-        except ValueError:
-            octal = 0
-        entries.append(
-            pb.EntryInfo(
-                name=posixpath.basename(path) or path,
-                type=_TYPES.get(resolved, pb.FileType.UNSPECIFIED),
-                path=path,
-                size=int(size),
-                mode=octal,
-                permissions=perms,
-                owner=owner,
-                group=group,
-                modified_time=_timestamp(mtime),
-                symlink_target=link if is_link else None,
-                is_symlink=is_link,
-            )
-        )
-    return entries
+    """Entries from records of runtime/inbox.py's layout (the in-box watcher prints them)."""
+    return [entry_of(i) for i in inbox.records(out.encode("utf-8", "surrogateescape"))]
 
 
 @dataclass(frozen=True)
@@ -105,25 +82,11 @@ class FilesystemService(filesystem_connect.Filesystem):
         except PaddockError as exc:
             raise connect_error(exc) from None
 
-    async def _sh(self, t: Target, script: str, *args: str) -> str:
-        code, out, err = await self._e2b.boxes.run(
-            t.box.id, ["sh", "-c", script, "sh", *args], user=t.user, workdir="/", caller=t.caller
-        )
-        if code == 3:
-            raise NotFound(f"no such file or directory: {args[0]}")
-        if code == 4:
-            raise InvalidRequest(f"not a directory: {args[0]}")
-        if code == 5:
-            raise Conflict(f"already exists: {args[0]}")
-        if code != 0:
-            raise InvalidRequest(err.strip()[-500:] or f"the operation failed ({code})")
-        return out
-
     async def _stat(self, t: Target, path: str) -> pb.EntryInfo:
-        entries = parse_entries(await self._sh(t, _STAT, path, _FMT))
-        if not entries:
+        info = await self._e2b.boxes.file_info(t.box.id, path, t.user, t.caller)
+        if info is None:
             raise NotFound(f"no such file or directory: {path}")
-        return entries[0]
+        return entry_of(info)
 
     async def stat(self, request: pb.StatRequest, ctx: RequestContext) -> pb.StatResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)
@@ -140,10 +103,12 @@ class FilesystemService(filesystem_connect.Filesystem):
         t = await self._target(ctx)
         depth = max(1, min(int(request.depth or 1), 64))
         try:
-            out = await self._sh(t, _LIST, box_path(request.path), _FMT, str(depth))
+            found = await self._e2b.boxes.list_files(
+                t.box.id, box_path(request.path), depth, MAX_LISTED, t.user, t.caller
+            )
         except PaddockError as exc:
             raise connect_error(exc) from None
-        return pb.ListDirResponse(entries=parse_entries(out))
+        return pb.ListDirResponse(entries=[entry_of(i) for i in found])
 
     async def make_dir(
         self,
@@ -153,7 +118,7 @@ class FilesystemService(filesystem_connect.Filesystem):
         t = await self._target(ctx)
         try:
             path = box_path(request.path)
-            await self._sh(t, _MKDIR, path)
+            await self._e2b.boxes.make_dir(t.box.id, path, t.user, t.caller)
             return pb.MakeDirResponse(entry=await self._stat(t, path))
         except PaddockError as exc:
             raise connect_error(exc) from None
@@ -162,7 +127,9 @@ class FilesystemService(filesystem_connect.Filesystem):
         t = await self._target(ctx)
         try:
             dest = box_path(request.destination)
-            await self._sh(t, _MOVE, box_path(request.source), dest)
+            await self._e2b.boxes.move_file(
+                t.box.id, box_path(request.source), dest, t.user, t.caller
+            )
             return pb.MoveResponse(entry=await self._stat(t, dest))
         except PaddockError as exc:
             raise connect_error(exc) from None
@@ -170,7 +137,7 @@ class FilesystemService(filesystem_connect.Filesystem):
     async def remove(self, request: pb.RemoveRequest, ctx: RequestContext) -> pb.RemoveResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)
         try:
-            await self._sh(t, _REMOVE, box_path(request.path))
+            await self._e2b.boxes.remove_file(t.box.id, box_path(request.path), t.user, t.caller)
         except PaddockError as exc:
             raise connect_error(exc) from None
         return pb.RemoveResponse()
@@ -183,10 +150,14 @@ class FilesystemService(filesystem_connect.Filesystem):
                 t.box.id, argv, {}, "/", t.user, stdin=True, caller=t.caller, busy=False
             )
 
-        async def sh(script: str, *args: str) -> str:
-            return await self._sh(t, script, *args)
+        async def listed(folder: str, depth: int) -> list[FileInfo]:
+            return await self._e2b.boxes.list_files(
+                t.box.id, folder, depth, MAX_LISTED, t.user, t.caller
+            )
 
-        return await start_watch(start, sh, parse_entries, box_path(path), recursive, include_entry)
+        return await start_watch(
+            start, listed, parse_entries, box_path(path), recursive, include_entry
+        )
 
     async def watch_dir(
         self,

@@ -120,6 +120,8 @@ def entry(path: bytes) -> list[str] | None:
         repr(st.st_mtime),
         link,
         text(path),
+        str(st.st_uid),
+        str(st.st_gid),
     ]
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 from e2b.envd.filesystem import filesystem_pb as pb
 
 from ..domain.errors import InvalidRequest, NotFound, PaddockError
-from ..runtime.base import ExecProcess
+from ..runtime.base import ExecProcess, FileInfo
 
 log = logging.getLogger("paddockd.e2b")
 
@@ -49,14 +49,9 @@ _MAX_NOISE = 1000
 _POLL = 0.5
 _NO_PYTHON = 127
 
-# For polling: path relative to the folder, type, size, mtime.
-_SNAP = (
-    '[ -d "$1" ] || exit 4; '
-    r'find "$1" -mindepth 1 -maxdepth "$2" -printf "%P\0%y\0%s\0%T@\0" 2>/dev/null; exit 0'
-)
-
 Entries = Callable[[str], list[pb.EntryInfo]]
-Shell = Callable[..., Awaitable[str]]
+# A folder's entries, so many levels down (the box's files, as the watching user).
+Lister = Callable[[str, int], Awaitable[list[FileInfo]]]
 
 
 class Watch(Protocol):
@@ -227,30 +222,30 @@ class PolledWatch:
     """The folder listed every half second and compared: a file made and removed between
     two looks is missed, a rename is a remove and a create, and no entry info is given."""
 
-    def __init__(self, sh: Shell, path: str, depth: int) -> None:
-        self._sh = sh
+    def __init__(self, listed: Lister, path: str, depth: int) -> None:
+        self._listed = listed
         self._path = path
         self._depth = depth
         self._seen: dict[str, tuple[str, str, str]] = {}
         self.ended = False
 
     @classmethod
-    async def start(cls, sh: Shell, path: str, recursive: bool) -> PolledWatch:
-        w = cls(sh, path, 64 if recursive else 1)
+    async def start(cls, listed: Lister, path: str, recursive: bool) -> PolledWatch:
+        w = cls(listed, path, 64 if recursive else 1)
         w._seen = await w._snapshot()
         return w
 
     async def _snapshot(self) -> dict[str, tuple[str, str, str]]:
         try:
-            out = await self._sh(_SNAP, self._path, str(self._depth))
+            found = await self._listed(self._path, self._depth)
         except PaddockError:
             self.ended = True
             raise
-        fields = out.split("\0")
+        base = self._path.rstrip("/") + "/"
         return {
-            fields[i]: (fields[i + 1], fields[i + 2], fields[i + 3])
-            for i in range(0, len(fields) - 3, 4)
-            if fields[i]
+            i.path[len(base) :]: (i.kind, str(i.size), repr(i.mtime))
+            for i in found
+            if i.path.startswith(base)
         }
 
     async def drain(self) -> list[pb.FilesystemEvent]:
@@ -260,7 +255,7 @@ class PolledWatch:
             before = self._seen.get(name)
             if before is None:
                 events.append(pb.FilesystemEvent(name=name, type=pb.EventType.CREATE))
-                if kind == "f" and size != "0":
+                if kind == "file" and size != "0":
                     events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
             elif before[1:] != (size, mtime):
                 events.append(pb.FilesystemEvent(name=name, type=pb.EventType.WRITE))
@@ -290,17 +285,17 @@ class PolledWatch:
 
 async def start_watch(
     start: Callable[[list[str]], Awaitable[ExecProcess]],
-    sh: Shell,
+    listed: Lister,
     entries: Entries,
     path: str,
     recursive: bool,
     include_entry: bool,
 ) -> Watch:
     """inotify in the box if it can, else polling. `start` runs a command in the box (stdin
-    open) as the caller's user; `sh` runs a short script there and gives its stdout."""
+    open) as the caller's user; `listed` lists a folder there."""
     argv = ["python3", "-c", SCRIPT, path, str(int(recursive)), str(int(include_entry))]
     try:
         return await InotifyWatch.start(await start(argv), entries)
     except _NoInotify as exc:
         log.info("a directory watch is polled: %s", exc)
-    return await PolledWatch.start(sh, path, recursive)
+    return await PolledWatch.start(listed, path, recursive)

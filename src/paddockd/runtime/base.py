@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 Profile = Literal["sysbox", "userns", "plain"]
 
@@ -113,6 +113,32 @@ class Usage:
     pids_limit: int | None
     layer_bytes: int  # its writable layer
     layer_limit_bytes: int | None = None  # its size, where the engine enforces one
+
+
+FileKind = Literal["file", "dir", "symlink", "other"]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A path in a box, as the box sees it (its own owner ids and names)."""
+
+    path: str
+    kind: FileKind
+    size: int
+    mode: int  # permission bits (and setuid, setgid, sticky)
+    mtime: float  # Unix time
+    uid: int
+    gid: int
+    owner: str = ""  # names from the box's own passwd and group files
+    group: str = ""
+    link: str = ""  # a link's target, as written
+    # What a link leads to in the box ("missing": nothing), and its full path there.
+    leads_to: FileKind | Literal["missing"] | None = None
+    resolved: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1] or "/"
 
 
 @dataclass(frozen=True)
@@ -252,23 +278,59 @@ class Runtime(Protocol):
         """The container's output (its init and services); the last `tail` lines, 0: all."""
         ...
 
-    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None: ...
+    # -- files: what each does inside a box is runtime/inbox.py's; the fake mirrors it,
+    # and tests/integration/test_inbox_contract.py runs the same cases on both. `user`
+    # is who does it in the box (its permissions apply); errors are NotFound,
+    # InvalidRequest (not a folder, a folder, exists, no permission), InvalidState (disk
+    # full, box not running).
+    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+        """Unpack the tar `chunks` into the folder `path`, by `docker cp`'s rules: owners
+        from the archive, and no file replaces a folder nor a folder anything else."""
+        ...
 
     async def write_file(
         self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> dict[str, Any]:
+    ) -> FileInfo:
         """`chunks`, of any length, as the file `path` in the running container (folders
-        on the way made, `owner`'s); its stat as `stat_path` gives it."""
+        on the way made, `owner`'s)."""
         ...
 
-    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
-        """A tar of `path` (its base name on top) and its stat (`stat_path`). Owners, in
-        the stat and in every tar header, are the box's own ids, not the host's."""
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], FileInfo]:
+        """A tar of `path` (its base name on top, links as links) and what `path` is.
+        Owners are the box's own ids, not the host's. A stopped box's too."""
         ...
 
-    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
-        """The engine's stat of `path` (Go's `name`, `size`, `mode`, `mtime`,
-        `linkTarget`) with `uid` and `gid` as the box sees them; None when nothing is there."""
+    async def stat_file(self, cid: str, path: str, user: str = "root") -> FileInfo | None:
+        """What `path` is (a link itself, not what it leads to); None when nothing is
+        there (or a part of the path is no folder). A stopped box's too."""
+        ...
+
+    async def list_files(
+        self, cid: str, path: str, depth: int, limit: int, user: str = "root"
+    ) -> list[FileInfo]:
+        """What the folder `path` holds, `depth` levels down (1: its entries), at most
+        `limit` entries (in the order the box's folder gives them)."""
+        ...
+
+    async def make_dirs(
+        self,
+        cid: str,
+        path: str,
+        owner: tuple[int, int] | None,
+        user: str = "root",
+        new: bool = False,
+    ) -> None:
+        """The folder `path` and those on the way, each new one `owner`'s (None: the
+        user's); with `new`, refused (exists) when `path` is there already."""
+        ...
+
+    async def move_file(self, cid: str, src: str, dest: str, user: str = "root") -> None:
+        """Rename `src` to `dest` (folders on the way to `dest` made); `dest` is replaced
+        as rename(2) replaces."""
+        ...
+
+    async def remove_file(self, cid: str, path: str, user: str = "root") -> None:
+        """Remove `path`, a folder with all it holds; a link itself, never what it leads to."""
         ...
 
 

@@ -14,6 +14,7 @@ import tarfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
@@ -43,6 +44,8 @@ from .base import (
     ContainerSpec,
     EngineInfo,
     ExecSpec,
+    FileInfo,
+    FileKind,
     ImageInfo,
     Profile,
     Usage,
@@ -147,6 +150,36 @@ def _run_bind(data: dict[str, Any]) -> Path | None:
         if rest.split(":")[0] == "/run/paddock":
             return Path(source)
     return None
+
+
+# Go's os.FileMode bits, which the engine's stat of a path gives.
+_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27
+_GO_SPECIAL = ((1 << 23, 0o4000), (1 << 22, 0o2000), (1 << 20, 0o1000))
+
+
+def engine_stat(path: str, st: dict[str, Any], uid: int, gid: int, link: str) -> FileInfo:
+    """The engine's stat of a path in a stopped box, as the runtime port says it."""
+    go = int(st.get("mode", 0))
+    kind: FileKind = "dir" if go & _GO_DIR else "symlink" if go & _GO_SYMLINK else "file"
+    mode = (go & 0o777) | sum(bits for flag, bits in _GO_SPECIAL if go & flag)
+    try:
+        mtime = datetime.fromisoformat(str(st.get("mtime", "")).replace("Z", "+00:00"))
+        when = mtime.timestamp()
+    except ValueError:
+        when = 0.0
+    target = str(st.get("linkTarget") or "")
+    return FileInfo(
+        path=path,
+        kind=kind,
+        size=int(st.get("size") or 0),
+        mode=mode,
+        mtime=when,
+        uid=uid,
+        gid=gid,
+        link=link if kind == "symlink" else "",
+        leads_to=None,
+        resolved=target if kind == "symlink" else "",
+    )
 
 
 def _storage_opt(data: dict[str, Any]) -> int | None:
@@ -743,6 +776,11 @@ class DockerRuntime:
 
         return run
 
+    async def _in_running(self, cid: str) -> inbox.Exec:
+        if not await self._running(cid):
+            raise InvalidState("the box is not running")
+        return await self._exec_in(cid)
+
     # A running box's files are moved by a program inside it (runtime/inbox.py): the
     # engine's archive API writes with its one remap of box ids, which a box with an
     # identity of its own does not use. A stopped box's go through the engine, which
@@ -767,8 +805,31 @@ class DockerRuntime:
 
     async def write_file(
         self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> dict[str, Any]:
+    ) -> FileInfo:
         return await inbox.write(await self._exec_in(cid), path, owner, chunks)
+
+    async def list_files(
+        self, cid: str, path: str, depth: int, limit: int, user: str = "root"
+    ) -> list[FileInfo]:
+        return await inbox.listing(await self._in_running(cid), path, depth, limit, user)
+
+    async def make_dirs(
+        self,
+        cid: str,
+        path: str,
+        owner: tuple[int, int] | None,
+        user: str = "root",
+        new: bool = False,
+    ) -> None:
+        ids = [str(i) for i in owner] if owner else ["", ""]
+        flag = "1" if new else "0"
+        await inbox.run(await self._in_running(cid), "mkdirs", path, *ids, flag, user=user)
+
+    async def move_file(self, cid: str, src: str, dest: str, user: str = "root") -> None:
+        await inbox.run(await self._in_running(cid), "move", src, dest, user=user)
+
+    async def remove_file(self, cid: str, path: str, user: str = "root") -> None:
+        await inbox.run(await self._in_running(cid), "remove", path, user=user)
 
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
@@ -794,15 +855,21 @@ class DockerRuntime:
             res.close()
             raise
 
-    def _stat(self, res: Any, top: tarfile.TarInfo) -> dict[str, Any]:
+    def _stat(self, path: str, res: Any, top: tarfile.TarInfo) -> FileInfo:
+        """The engine's stat (Go's os.FileMode bits) and the archive's top entry (the
+        owner, as host ids) as the box sees them."""
         header = res.headers.get("X-Docker-Container-Path-Stat", "")
         st = dict(json.loads(base64.b64decode(header))) if header else {}
         ids = self._ids
-        st["uid"] = ids.to_box(top.uid) if ids else top.uid
-        st["gid"] = ids.to_box(top.gid) if ids else top.gid
-        return st
+        return engine_stat(
+            path,
+            st,
+            ids.to_box(top.uid) if ids else top.uid,
+            ids.to_box(top.gid) if ids else top.gid,
+            top.linkname,
+        )
 
-    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], FileInfo]:
         if await self._running(cid):
             return await inbox.get(await self._exec_in(cid), path)
         res, tar, top = await self._run(lambda: self._archive(cid, path))
@@ -811,13 +878,13 @@ class DockerRuntime:
             with contextlib.closing(res):
                 yield from box_owned(tar, top, self._ids)
 
-        return self._aiter(chunks()), self._stat(res, top)
+        return self._aiter(chunks()), self._stat(path, res, top)
 
-    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
+    async def stat_file(self, cid: str, path: str, user: str = "root") -> FileInfo | None:
         if await self._running(cid):
-            return await inbox.stat(await self._exec_in(cid), path)
+            return await inbox.stat(await self._exec_in(cid), path, user)
 
-        def work() -> dict[str, Any] | None:
+        def work() -> FileInfo | None:
             # The engine's stat has no owner; the archive's top entry does. Only its first
             # block is read: the engine stops writing the rest when the answer is closed.
             try:
@@ -830,7 +897,7 @@ class DockerRuntime:
                     return None
                 raise
             with contextlib.closing(res):
-                return self._stat(res, top)
+                return self._stat(path, res, top)
 
         return await self._run(work)
 

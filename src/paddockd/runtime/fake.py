@@ -1,9 +1,9 @@
-"""An in-memory engine for unit tests: containers are dicts, exec echoes its argv."""
+"""An in-memory engine for unit tests: containers are dicts, exec echoes its argv, and each
+container's files are an in-memory filesystem that answers as a real box does
+(runtime/fakefs.py)."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,12 @@ from .base import (
     ContainerSpec,
     EngineInfo,
     ExecSpec,
+    FileInfo,
     ImageInfo,
     Usage,
     VolumeInfo,
 )
+from .fakefs import FakeFiles, gathered
 
 
 class FakeExec:
@@ -67,6 +69,7 @@ class FakeRuntime:
         self.volume_by_name: dict[str, VolumeInfo] = {}
         self.volume_sizes: dict[str, int | None] = {}
         self.swept = 0
+        self._fs: dict[str, FakeFiles] = {}
         self.fail_next: dict[str, Exception] = {}
         self.views = True  # whether LXCFS "answers"
         self.stale: set[str] = set()  # containers whose views died with an old LXCFS
@@ -236,38 +239,54 @@ class FakeRuntime:
         lines: list[str] = self._get(cid).get("log", [])  # set by a test
         return "".join(lines[-tail:] if tail else lines)
 
-    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+    # -- files: an in-memory filesystem per container (runtime/fakefs.py) ---------------
+    def fs(self, cid: str) -> FakeFiles:
         self._get(cid)
-        self.files[(cid, path)] = b"".join([c async for c in chunks])
+        return self._fs.setdefault(cid, FakeFiles())
+
+    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+        data = await gathered(chunks)
+        self.files[(cid, path)] = data
+        self.fs(cid).put(path, data)
 
     async def write_file(
         self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> dict[str, Any]:
-        self._get(cid)
-        data = b"".join([c async for c in chunks])
+    ) -> FileInfo:
+        data = await gathered(chunks)
         self.files[(cid, path)] = data
-        return {"name": Path(path).name, "size": len(data), "mode": 0o644, "uid": owner[0]}
+        return self.fs(cid).write(path, owner, data)
 
-    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
-        self._get(cid)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(Path(path).name)
-            data = b"hello from the fake box\n"
-            info.size = len(data)
-            info.uid = info.gid = 1000
-            tar.addfile(info, io.BytesIO(data))
+    async def get_archive(self, cid: str, path: str) -> tuple[AsyncIterator[bytes], FileInfo]:
+        data, info = self.fs(cid).get(path)
 
         async def chunks() -> AsyncIterator[bytes]:
-            yield buf.getvalue()
+            yield data
 
-        return chunks(), {"name": Path(path).name, "mode": 0o644, "uid": 1000, "gid": 1000}
+        return chunks(), info
 
-    async def stat_path(self, cid: str, path: str) -> dict[str, Any] | None:
-        self._get(cid)
-        if not path.startswith("/config"):
-            return None
-        return {"name": Path(path).name, "mode": 0o20000000755, "uid": 1000, "gid": 1000}
+    async def stat_file(self, cid: str, path: str, user: str = "root") -> FileInfo | None:
+        return self.fs(cid).info(path)
+
+    async def list_files(
+        self, cid: str, path: str, depth: int, limit: int, user: str = "root"
+    ) -> list[FileInfo]:
+        return self.fs(cid).listing(path, depth, limit)
+
+    async def make_dirs(
+        self,
+        cid: str,
+        path: str,
+        owner: tuple[int, int] | None,
+        user: str = "root",
+        new: bool = False,
+    ) -> None:
+        self.fs(cid).make_dirs(path, owner, new)
+
+    async def move_file(self, cid: str, src: str, dest: str, user: str = "root") -> None:
+        self.fs(cid).move(src, dest)
+
+    async def remove_file(self, cid: str, path: str, user: str = "root") -> None:
+        self.fs(cid).remove(path)
 
     async def import_tarball(self, path: Path, ref: str) -> None:
         self.images.add(ref)

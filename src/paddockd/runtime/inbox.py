@@ -1,81 +1,108 @@
-"""File transfers done inside a running box, by runtime/inbox_program.py over exec.
+"""Everything paddockd does inside a running box's filesystem, in one place: a shell script
+of the box's own coreutils, findutils and GNU tar (and its python3, where it has one, to
+unpack by `docker cp`'s rules: runtime/inbox_program.py), run over exec as whoever the
+caller names, with one table of exit codes.
 
-What the program prints is the box's to choose: every read here is bounded (a stat line,
-an error text), and its exit codes are read through the one table the program defines.
+Why inside: the engine's archive API unpacks as the engine's one remap of box ids, which a
+box with an identity of its own (runtime/identity.py) does not use; and so the same
+operations behave the same on every runtime. What the box prints is the box's to choose:
+every read here is bounded (a record, an error text), and its exit codes are read through
+the table. Records are the fields `RECORD` names, each ended by a NUL (the one byte no
+name holds).
+
+    stat PATH                one record (a link itself), then its resolved path
+    list PATH DEPTH LIMIT    a record per entry, DEPTH levels down, LIMIT at most
+    mkdirs PATH UID GID NEW  PATH and the folders on the way, new ones UID:GID's (UID ""
+                             for the caller's); NEW=1: PATH may not exist yet
+    move SRC DEST            rename, making DEST's folders
+    remove PATH              a folder with all it holds; a link itself
+    get PATH                 `stat PATH`, then a tar of PATH (links as links, by name)
+    put DEST                 the tar on stdin unpacked into the folder DEST
+    write PATH UID GID       stdin as the file PATH (new: 0644, UID:GID's, and its
+                             folders); then `stat PATH`
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import posixpath
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import anyio
 
-from ..domain.errors import InvalidRequest, InvalidState, NotFound, PaddockError
+from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
 from . import inbox_program as codes
-from .base import STDOUT, ExecProcess, ExecSpec
+from .base import STDOUT, ExecProcess, ExecSpec, FileInfo, FileKind
 
 PROGRAM = Path(codes.__file__).read_text()
-MAX_LINE = 64 * 1024
 MAX_ERROR = 16 * 1024
+MAX_RECORD = 3 * 4096 + 1024  # a path and a link target of 4096 bytes each, names, numbers
+# find's -printf: own type, what a link leads to, size, symbolic mode, octal mode, owner
+# and group names, mtime, link target, path, uid, gid.
+RECORD = r"%y\0%Y\0%s\0%M\0%m\0%u\0%g\0%T@\0%l\0%p\0%U\0%G\0"
+FIELDS = 12
+_KINDS: dict[str, FileKind] = {"f": "file", "d": "dir", "l": "symlink"}
 _DIR_NON_DIR = re.compile(r'cannot overwrite (non-)?directory "([^"]*)"')
+_SHELL = r"""
+F='@RECORD@'
+there() { [ -e "$1" ] || [ -L "$1" ] || {
+  echo "$1: No such file or directory" >&2; exit @NOT_FOUND@; }; }
+one() { there "$1"; find "$1" -maxdepth 0 -printf "$F" || exit 1
+  [ -L "$1" ] && readlink -f -- "$1" | tr -d '\n'; printf '\0'; }
+folders() {  # PATH UID GID: PATH and the folders on the way, new ones UID:GID's
+  set -f; p=""; IFS=/
+  for c in $1; do
+    [ -z "$c" ] && continue; p="$p/$c"
+    [ -e "$p" ] && continue
+    mkdir -- "$p" || exit 1
+    [ -z "$2" ] || chown "$2:$3" -- "$p" || exit 1
+  done
+  unset IFS; set +f
+  [ -d "$1" ] || { echo "$1 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
+}
+case $1 in
+stat) one "$2" ;;
+list) there "$2"; [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
+  [ -r "$2" ] && [ -x "$2" ] || { echo "$2: Permission denied" >&2; exit @PERMISSION@; }
+  find "$2" -mindepth 1 -maxdepth "$3" -printf "$F" 2>/dev/null | head -z -n "$(($4 * @FIELDS@))"
+  exit 0 ;;
+mkdirs) if [ "$5" = 1 ] && { [ -e "$2" ] || [ -L "$2" ]; }; then
+    echo "$2 exists already" >&2; exit @EXISTS@; fi
+  folders "$2" "$3" "$4" ;;
+move) there "$2"; mkdir -p -- "$(dirname -- "$3")" && exec mv -T -- "$2" "$3" ;;
+remove) there "$2"; exec rm -rf -- "$2" ;;
+get) one "$2"
+  exec tar -c -f - --numeric-owner --sort=name -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
+put) [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
+  if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$2"; fi
+  cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
+write) folders "$(dirname -- "$2")" "$3" "$4"
+  [ -d "$2" ] && { echo "$2 is a folder" >&2; exit @IS_A_DIRECTORY@; }
+  new=; [ -e "$2" ] || new=1
+  cat > "$2" || exit 1
+  [ -z "$new" ] || chown "$3:$4" -- "$2" || exit 1
+  one "$2" ;;
+*) echo "unknown command $1" >&2; exit @USAGE@ ;;
+esac
+"""
+SCRIPT = _SHELL.replace("@RECORD@", RECORD).replace("@FIELDS@", str(FIELDS))
+for _name in ("NOT_FOUND", "NOT_A_DIRECTORY", "IS_A_DIRECTORY", "PERMISSION", "EXISTS", "USAGE"):
+    SCRIPT = SCRIPT.replace(f"@{_name}@", str(getattr(codes, _name)))
 
 Exec = Callable[[ExecSpec], Awaitable[ExecProcess]]
 
-# The program's commands for a box without python3 (a template may drop it): coreutils and
-# GNU tar, the same exit codes, a stat as `S size mode(hex) mtime uid gid [link target]`.
-_SHELL = r"""
-st() {
-  [ -e "$1" ] || [ -L "$1" ] || { echo "$1: No such file or directory" >&2; exit 10; }
-  t=""; [ -L "$1" ] && t=$(readlink -f -- "$1")
-  printf 'S %s %s\n' "$(stat -c '%s %f %Y %u %g' -- "$1")" "$t"
-}
-case $1 in
-stat) st "$2" ;;
-get) st "$2"
-  exec tar -c -f - --numeric-owner --sort=name -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
-put) [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit 11; }
-  cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
-write) d=$(dirname -- "$2")
-  [ -d "$d" ] || { mkdir -p -- "$d" && chown "$3:$4" -- "$d"; } || exit 1
-  [ -d "$2" ] && { echo "$2 is a folder" >&2; exit 12; }
-  new=; [ -e "$2" ] || new=1
-  cat > "$2" || exit 1
-  [ -z "$new" ] || chown "$3:$4" -- "$2"
-  st "$2" ;;
-*) echo "unknown command $1" >&2; exit 18 ;;
-esac
-"""
-# python3 where the box has it, else the shell's version; chosen in the box, so a command
-# whose input streams in is never sent twice.
-_DISPATCH = (
-    'if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$@"; fi\n'
-    + _SHELL
-)
 
-
-def spec(command: str, *args: str, stdin: bool = False) -> ExecSpec:
-    # The program travels in the environment: as $0 the shell would print it whole with
-    # any error of its own.
-    env = {"PADDOCK_INBOX": PROGRAM}
-    return ExecSpec(
-        # /bin/sh, not the first `sh` on the box's PATH (which the box may have put there).
-        ["/bin/sh", "-c", _DISPATCH, "paddock", command, *args],
-        env,
-        "/",
-        "root",
-        stdin=stdin,
-    )
+def spec(command: str, *args: str, user: str = "root", stdin: bool = False) -> ExecSpec:
+    # /bin/sh, not the first `sh` on the box's PATH (which the box may have put there). The
+    # python part travels in the environment: as $0 the shell would print it with errors.
+    argv = ["/bin/sh", "-c", SCRIPT, "paddock", command, *args]
+    return ExecSpec(argv, {"PADDOCK_INBOX": PROGRAM}, "/", user, stdin=stdin)
 
 
 def failure(code: int, said: str, path: str) -> PaddockError:
-    """What the program's exit `code` and error text mean, as Paddock's error."""
+    """What an exit `code` and error text mean, as Paddock's error."""
     said = said.strip()
     if code == codes.NOT_FOUND:
         return NotFound(f"no such file or directory in the box: {path}")
@@ -85,62 +112,141 @@ def failure(code: int, said: str, path: str) -> PaddockError:
         return InvalidRequest(
             f"{where} in the box is {there}: {other} cannot replace it (remove it first)"
         )
-    if code == codes.NOT_A_DIRECTORY:
-        return InvalidRequest(f"{path} in the box is not a folder")
+    if code == codes.EXISTS:
+        return Conflict(f"{path} exists already in the box")
+    if code == codes.NOT_A_DIRECTORY or "Not a directory" in said:
+        return InvalidRequest(f"{path} in the box is not a folder (or a part of it is not)")
     if code == codes.IS_A_DIRECTORY:
         return InvalidRequest(f"{path} in the box is a folder, not a file")
     if code == codes.BAD_ARCHIVE:
         return InvalidRequest(f"the request body is not a valid tar archive ({said})")
-    if code == codes.NO_SPACE:
+    if code == codes.NO_SPACE or "No space left on device" in said or "Disk quota" in said:
         return InvalidState(
             "the box's disk is full: free space in it (`paddock exec BOX -- rm ...`) or "
             "snapshot it, and try again"
         )
-    if code == codes.PERMISSION:
-        return InvalidRequest(f"permission denied in the box: {said}")
-    if "No space left on device" in said or "Disk quota exceeded" in said:
-        return failure(codes.NO_SPACE, said, path)
-    return PaddockError(f"the file transfer in the box failed ({code}): {said[:500]}")
+    if code == codes.PERMISSION or "Permission denied" in said:
+        return InvalidRequest(f"permission denied in the box: {said[:300] or path}")
+    return PaddockError(f"the operation in the box failed ({code}): {said[:500]}")
 
 
-async def _errors(proc: ExecProcess, out: list[bytes]) -> str:
-    """Drain the process's output: stdout kept (up to MAX_LINE), stderr's text returned."""
-    err = bytearray()
-    held = 0
+def parse(fields: list[bytes], resolved: bytes = b"") -> FileInfo | None:
+    """One record as a FileInfo; None for one that makes no sense (the box's find is the
+    box's: what it prints is checked, never trusted)."""
+    own, leads, size, _, mode, owner, group, mtime, link, path, uid, gid = (
+        f.decode("utf-8", "surrogateescape") for f in fields
+    )
+    if not path.startswith("/"):
+        return None
+    kind = _KINDS.get(own, "other")
+    try:
+        info = FileInfo(
+            path=path,
+            kind=kind,
+            size=max(int(size), 0),
+            mode=int(mode, 8) & 0o7777,
+            mtime=float(mtime),
+            uid=int(uid),
+            gid=int(gid),
+            owner=owner,
+            group=group,
+        )
+    except ValueError:
+        return None
+    if kind != "symlink":
+        return info
+    lead: FileKind | Literal["missing"] = _KINDS.get(leads, "missing")
+    resolved_text = resolved.decode("utf-8", "surrogateescape")
+    return FileInfo(**{**info.__dict__, "link": link, "leads_to": lead, "resolved": resolved_text})
+
+
+def records(out: bytes) -> list[FileInfo]:
+    fields = out.split(b"\0")
+    found = []
+    for i in range(0, len(fields) - FIELDS + 1, FIELDS):
+        if (info := parse(fields[i : i + FIELDS])) is not None:
+            found.append(info)
+    return found
+
+
+async def _gathered(proc: ExecProcess, limit: int) -> tuple[bytes, str, bool]:
+    """(stdout up to `limit`, stderr's text, whether stdout went past the limit)."""
+    out, err = bytearray(), bytearray()
     async for kind, data in proc.output():
         if kind == STDOUT:
-            held += len(data)
-            if held <= MAX_LINE:
-                out.append(data)
+            out += data
+            if len(out) > limit:
+                return bytes(out[:limit]), err.decode(errors="replace"), True
         elif len(err) < MAX_ERROR:
             err += data[: MAX_ERROR - len(err)]
-    return err.decode(errors="replace")
+    return bytes(out), err.decode(errors="replace"), False
 
 
-async def put(run: Exec, dest: str, chunks: AsyncIterator[bytes]) -> None:
-    await _fed(run, spec("put", dest, stdin=True), chunks, dest)
+async def run(
+    run_: Exec, command: str, *args: str, user: str = "root", limit: int = MAX_RECORD
+) -> bytes:
+    """Run a command that takes no input; its output (bounded), or its error raised."""
+    proc = await run_(spec(command, *args, user=user))
+    try:
+        out, err, over = await _gathered(proc, limit)
+        if over:
+            await proc.kill()
+            return out
+        code = await proc.wait()
+    finally:
+        await proc.close()
+    if code != 0:
+        raise failure(code, err, args[0] if args else "")
+    return out
+
+
+def _one(out: bytes, path: str) -> FileInfo:
+    fields = out.split(b"\0")
+    info = parse(fields[:FIELDS], fields[FIELDS] if len(fields) > FIELDS else b"")
+    if len(fields) <= FIELDS or info is None:
+        raise PaddockError(f"the box answered a stat of {path} with something else")
+    return info
+
+
+async def stat(run_: Exec, path: str, user: str = "root") -> FileInfo | None:
+    try:
+        return _one(await run(run_, "stat", path, user=user), path)
+    except NotFound:
+        return None
+    except InvalidRequest as exc:
+        if "not a folder" in exc.message:
+            return None  # a part of the path is a file: nothing there
+        raise
+
+
+async def listing(
+    run_: Exec, path: str, depth: int, limit: int, user: str = "root"
+) -> list[FileInfo]:
+    out = await run(run_, "list", path, str(depth), str(limit), user=user, limit=limit * MAX_RECORD)
+    return records(out)[:limit]
+
+
+async def put(run_: Exec, dest: str, chunks: AsyncIterator[bytes]) -> None:
+    await _fed(run_, spec("put", dest, stdin=True), chunks, dest)
 
 
 async def write(
-    run: Exec, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-) -> dict[str, Any]:
-    """`chunks` as the file `path` in the box; its stat once written."""
-    line = await _fed(
-        run, spec("write", path, str(owner[0]), str(owner[1]), stdin=True), chunks, path
-    )
-    return _stat(line, path)
+    run_: Exec, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+) -> FileInfo:
+    """`chunks` as the file `path` in the box."""
+    command = spec("write", path, str(owner[0]), str(owner[1]), stdin=True)
+    return _one(await _fed(run_, command, chunks, path), path)
 
 
-async def _fed(run: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path: str) -> bytes:
+async def _fed(run_: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path: str) -> bytes:
     """Run `command` with `chunks` on its stdin; what it printed (bounded) once it ends well."""
-    proc = await run(command)
+    proc = await run_(command)
     try:
-        said: list[str] = []
+        said: list[tuple[bytes, str, bool]] = []
         async with anyio.create_task_group() as tg:
-            out: list[bytes] = []
 
             async def drain() -> None:
-                said.append(await _errors(proc, out))
+                said.append(await _gathered(proc, MAX_RECORD))
 
             tg.start_soon(drain)
             try:
@@ -151,79 +257,39 @@ async def _fed(run: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path:
             finally:
                 await proc.close_stdin()
         code = await proc.wait()
+        out, err, _ = said[0] if said else (b"", "", False)
         if code != 0:
-            raise failure(code, said[0] if said else "", path)
-        return b"".join(out)
+            raise failure(code, err, path)
+        return out
     finally:
         await proc.close()
 
 
-def _stat(line: bytes, path: str) -> dict[str, Any]:
-    if line.startswith(b"S "):
-        return _shell_stat(line, path)
-    try:
-        data = json.loads(line)
-    except ValueError:
-        raise PaddockError(f"the box answered a stat of {path} with something else") from None
-    if not isinstance(data, dict):
-        raise PaddockError(f"the box answered a stat of {path} with something else")
-    return data
-
-
-def _shell_stat(line: bytes, path: str) -> dict[str, Any]:
-    fields = line.decode(errors="replace").rstrip("\n").split(" ", 6)
-    try:
-        size, mode, mtime, uid, gid = fields[1:6]
-        return {
-            "name": posixpath.basename(path.rstrip("/")) or "/",
-            "size": int(size),
-            "mode": codes.go_mode(int(mode, 16)),
-            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(mtime))),
-            "linkTarget": fields[6] if len(fields) > 6 else "",
-            "uid": int(uid),
-            "gid": int(gid),
-        }
-    except (ValueError, IndexError):
-        raise PaddockError(f"the box answered a stat of {path} with something else") from None
-
-
-async def stat(run: Exec, path: str) -> dict[str, Any] | None:
-    proc = await run(spec("stat", path))
-    try:
-        out: list[bytes] = []
-        said = await _errors(proc, out)
-        code = await proc.wait()
-    finally:
-        await proc.close()
-    if code in (codes.NOT_FOUND, codes.NOT_A_DIRECTORY):
-        return None
-    if code != 0:
-        raise failure(code, said, path)
-    return _stat(b"".join(out), path)
-
-
-async def get(run: Exec, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
-    """A tar of `path` from the box, and its stat (the program's first line)."""
-    proc = await run(spec("get", path))
+async def get(run_: Exec, path: str) -> tuple[AsyncIterator[bytes], FileInfo]:
+    """A tar of `path` from the box, and what `path` is (the record before it)."""
+    proc = await run_(spec("get", path))
     output = proc.output()
-    line = bytearray()
+    head = bytearray()
     err = bytearray()
     try:
         async for kind, data in output:
             if kind != STDOUT:
                 err += data[: MAX_ERROR - len(err)]
                 continue
-            line += data
-            if b"\n" in line or len(line) > MAX_LINE:
+            head += data
+            if head.count(b"\0") > FIELDS or len(head) > MAX_RECORD:
                 break
-        if b"\n" not in line:
+        if head.count(b"\0") <= FIELDS:
             code = await proc.wait()
             raise failure(code or codes.FAILED, err.decode(errors="replace"), path)
     except BaseException:
         await proc.close()
         raise
-    first, _, rest = bytes(line).partition(b"\n")
-    st = _stat(first, path)
+    cut = 0
+    for _ in range(FIELDS + 1):
+        cut = head.index(b"\0", cut) + 1
+    info = _one(bytes(head[:cut]), path)
+    rest = bytes(head[cut:])
 
     async def chunks() -> AsyncIterator[bytes]:
         said = bytearray()
@@ -242,4 +308,4 @@ async def get(run: Exec, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any
             with contextlib.suppress(PaddockError, OSError):
                 await proc.close()
 
-    return chunks(), st
+    return chunks(), info

@@ -1,28 +1,13 @@
-"""The program paddockd runs inside a box for file transfers (runtime/inbox.py sends it).
+"""The part of paddockd's in-box helper (runtime/inbox.py) that needs more than a shell: an
+archive unpacked by `docker cp`'s rules. Run as `python3 -c PROGRAM DEST` with the tar on
+stdin, by the box's own python3 (where it has none, plain GNU tar unpacks instead).
 
-It runs as the box's root, with the box's own python3 and GNU tar, in every namespace of
-the box: nothing it does reaches past the box, and what it prints is untrusted input to
-paddockd (read there with bounds). It exists because the engine's archive API unpacks as
-the engine's one remap of box ids, which a box with an identity of its own
-(runtime/identity.py) does not use; and so that file transfers follow `docker cp`'s
-rules the same way on every runtime.
+GNU tar writes; this reads each member's header first and stops the unpacking before a
+member that would put a file where a folder is, or a folder where anything else is (the
+engine's noOverwriteDirNonDir). It runs as the box's root in every namespace of the box:
+nothing it does reaches past the box, and what it prints is untrusted input to paddockd.
 
-    put DEST   unpack the tar on stdin into the folder DEST (GNU tar does the writing);
-               a member that would put a file where a folder is, or a folder where
-               anything else is, stops it first (the engine's noOverwriteDirNonDir)
-    get PATH   one JSON line (PATH's stat, as `stat`), then a tar of PATH on stdout
-    stat PATH  one JSON line: name, size, mode (Go's os.FileMode bits, as the engine's
-               stat gives them), mtime, linkTarget (resolved in the box), uid, gid
-    write PATH UID GID
-               stdin becomes the file PATH (made 0644 and UID:GID's if new, emptied and
-               rewritten if not; a link is followed, as envd does); folders on the way
-               are made, UID:GID's; one JSON line back: the file's stat
-
-A box without python3 gets the same commands from a shell script with coreutils and GNU
-tar (runtime/inbox.py), with the same exit codes, a stat as an `S ...` line, and plain
-tar's rules for what replaces what.
-
-Exit codes (one table for every in-box operation; runtime/inbox.py reads them back):
+The exit codes below are every in-box operation's (runtime/inbox.py's shell uses them too).
 """
 
 from __future__ import annotations
@@ -34,7 +19,6 @@ import subprocess
 import sys
 import tarfile
 import threading
-import time
 
 OK = 0
 FAILED = 1
@@ -43,95 +27,19 @@ NOT_A_DIRECTORY = 11
 IS_A_DIRECTORY = 12
 CONFLICT = 13
 PERMISSION = 14
+EXISTS = 15
 NO_SPACE = 16
 BAD_ARCHIVE = 17
 USAGE = 18
 
 _BLOCK = 512
 _PIECE = 1 << 20
-# Go's os.FileMode type bits, as the engine's stat reports a path.
-_GO_DIR = 1 << 31
-_GO_SYMLINK = 1 << 27
-_GO_DEVICE = 1 << 26
-_GO_PIPE = 1 << 25
-_GO_SOCKET = 1 << 24
-_GO_SETUID = 1 << 23
-_GO_SETGID = 1 << 22
-_GO_CHAR = 1 << 21
-_GO_STICKY = 1 << 20
 
 
 class Failure(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def go_mode(st_mode: int) -> int:
-    """A stat's st_mode as Go's os.FileMode bits."""
-    mode = st_mode & 0o777
-    kind = stat.S_IFMT(st_mode)
-    mode |= {
-        stat.S_IFDIR: _GO_DIR,
-        stat.S_IFLNK: _GO_SYMLINK,
-        stat.S_IFIFO: _GO_PIPE,
-        stat.S_IFSOCK: _GO_SOCKET,
-        stat.S_IFBLK: _GO_DEVICE,
-        stat.S_IFCHR: _GO_DEVICE | _GO_CHAR,
-    }.get(kind, 0)
-    if st_mode & stat.S_ISUID:
-        mode |= _GO_SETUID
-    if st_mode & stat.S_ISGID:
-        mode |= _GO_SETGID
-    if st_mode & stat.S_ISVTX:
-        mode |= _GO_STICKY
-    return mode
-
-
-def _failure(exc: OSError, path: str) -> Failure:
-    import errno
-
-    code = {
-        errno.ENOENT: NOT_FOUND,
-        errno.ENOTDIR: NOT_A_DIRECTORY,
-        errno.EISDIR: IS_A_DIRECTORY,
-        errno.EACCES: PERMISSION,
-        errno.EPERM: PERMISSION,
-        errno.ENOSPC: NO_SPACE,
-        errno.EDQUOT: NO_SPACE,
-    }.get(exc.errno or 0, FAILED)
-    return Failure(code, f"{path}: {exc.strerror}")
-
-
-def describe(path: str) -> dict[str, object]:
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        raise _failure(exc, path) from None
-    mtime = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(st.st_mtime))
-    return {
-        "name": os.path.basename(path.rstrip("/")) or "/",
-        "size": st.st_size,
-        "mode": go_mode(st.st_mode),
-        "mtime": f"{mtime}.{int(st.st_mtime_ns % 10**9):09d}Z",
-        "linkTarget": os.path.realpath(path) if stat.S_ISLNK(st.st_mode) else "",
-        "uid": st.st_uid,
-        "gid": st.st_gid,
-    }
-
-
-def _line(data: dict[str, object]) -> None:
-    os.write(1, (json.dumps(data) + "\n").encode())
-
-
-def get(path: str) -> None:
-    _line(describe(path))
-    parent, base = os.path.split(path.rstrip("/")) if path != "/" else ("/", ".")
-    # In name order, as the engine's archive was: a reader meets links in a known order.
-    os.execvp(
-        "tar",
-        ["tar", "-c", "-f", "-", "--numeric-owner", "--sort=name", "-C", parent or "/", "--", base],
-    )
 
 
 def _read(stream: object, n: int) -> bytes:
@@ -248,60 +156,11 @@ def _keep(stream: object, said: bytearray) -> None:
             said += piece
 
 
-def _folders(path: str, uid: int, gid: int) -> None:
-    made = ""
-    for part in path.split("/")[:-1]:
-        if not part:
-            continue
-        made += "/" + part
-        try:
-            os.mkdir(made, 0o755)
-        except FileExistsError:
-            continue
-        os.chown(made, uid, gid)
-
-
-def write(path: str, uid: int, gid: int) -> None:
-    try:
-        _folders(path, uid, gid)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        os.fchown(fd, uid, gid)
-    except FileExistsError:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        except OSError as exc:
-            raise _failure(exc, path) from None
-    except OSError as exc:
-        raise _failure(exc, path) from None
-    src = sys.stdin.buffer
-    try:
-        while piece := src.read(_PIECE):
-            view = memoryview(piece)
-            while view:
-                view = view[os.write(fd, view) :]
-    except OSError as exc:
-        raise _failure(exc, path) from None
-    finally:
-        os.close(fd)
-    _line(describe(path))
-
-
 def main(argv: list[str]) -> int:
     try:
-        if len(argv) == 4 and argv[0] == "write":
-            write(argv[1], int(argv[2]), int(argv[3]))
-            return OK
-        if len(argv) != 2:
-            raise Failure(USAGE, "usage: put DEST | get PATH | stat PATH | write PATH UID GID")
-        command, path = argv
-        if command == "put":
-            put(path)
-        elif command == "get":
-            get(path)
-        elif command == "stat":
-            _line(describe(path))
-        else:
-            raise Failure(USAGE, f"unknown command {command!r}")
+        if len(argv) != 1:
+            raise Failure(USAGE, "usage: DEST (the archive on stdin)")
+        put(argv[0])
     except Failure as failure:
         sys.stderr.write(f"{failure}\n")
         return failure.code

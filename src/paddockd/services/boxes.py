@@ -38,7 +38,7 @@ from ..domain.errors import (
 from ..domain.network import NetworkPolicy, closed_entry, policy
 from ..domain.snapshot import parse_drive
 from ..netpolicy.base import NetworkRules
-from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, Runtime
+from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, FileInfo, Runtime
 from ..store.boxes import BoxRepository
 from .activity import Activity
 from .capacity import Capacity, check_limits
@@ -51,18 +51,9 @@ BOX_USER = "abc"
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}(:[0-9]{1,10})?$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# What paddockd holds of a command run to completion (`run`: exec with wait, E2B's file
-# calls, the desktop's helpers) and of push's folder maker: what a box prints is the box's
-# to choose (its `sh` and `find` are its own), what paddockd keeps in memory is not.
+# What paddockd holds of a command run to completion (`run`: exec with wait, the desktop's
+# helpers): what a box prints is the box's to choose, what paddockd keeps in memory is not.
 MAX_RUN_OUTPUT = 64 << 20
-_MAX_MKDIRS_OUTPUT = 64 << 10
-
-# Creates each missing component of $1 owned by $2:$3, so a push into a new folder under
-# /config leaves the box user owning all of it; existing folders are left untouched.
-_MKDIRS = (
-    'set -f; p=""; IFS=/; for c in $1; do [ -z "$c" ] && continue; p="$p/$c"; '
-    '[ -e "$p" ] || install -d -o "$2" -g "$3" -- "$p" || exit 1; done; [ -d "$1" ]'
-)
 
 
 # The engine's API (1.41) cannot size a TTY at creation, and its resize reaches the TTY only
@@ -97,23 +88,21 @@ def box_path(path: str) -> str:
     return posixpath.normpath(path if path.startswith("/") else posixpath.join(HOME, path))
 
 
-def _described(path: str, st: dict[str, Any]) -> dict[str, Any]:
-    """The files API's stat of `path` from the engine's: type, size, permission bits, the
-    box's own owner ids, and a link's target (resolved in the box, as the engine gives it)."""
-    mode = int(st.get("mode", 0))
-    # Go's os.FileMode: the type lives in the high bits.
-    kind = "dir" if mode & (1 << 31) else "symlink" if mode & (1 << 27) else "file"
-    described = {
+def _described(path: str, st: FileInfo) -> dict[str, Any]:
+    """The files API's stat of `path`: type, size, permission bits, the box's own owner
+    ids, and a link's target (resolved in the box)."""
+    kind = st.kind if st.kind != "other" else "file"
+    described: dict[str, Any] = {
         "path": path,
         "exists": True,
         "type": kind,
-        "size": st.get("size"),
-        "mode": mode & 0o7777,
-        "uid": st.get("uid"),
-        "gid": st.get("gid"),
+        "size": st.size,
+        "mode": st.mode,
+        "uid": st.uid,
+        "gid": st.gid,
     }
     if kind == "symlink":
-        described["target"] = st.get("linkTarget")
+        described["target"] = st.resolved or st.link
     return described
 
 
@@ -526,21 +515,20 @@ class BoxService:
         box = await self._running(ref, caller)
         assert box.container_id is not None
         dest = box_path(dest)
-        mkdir = await self._rt.exec(
-            box.container_id,
-            ExecSpec(
-                ["sh", "-c", _MKDIRS, "sh", dest, str(owner[0]), str(owner[1])], {}, "/", "root"
-            ),
-        )
+        # Each missing folder the box user's, so a push into a new folder under /config
+        # leaves them owning all of it; existing folders are left as they are.
         try:
-            said = await _gathered(mkdir, _MAX_MKDIRS_OUTPUT)
-            failed = said is None or await mkdir.wait() != 0
-        finally:
-            await mkdir.close()
-        if failed:
-            errors = b"".join(said[1] + said[2]) if said is not None else b""
-            why = errors.decode(errors="replace").strip() or "it is not a directory"
-            raise InvalidRequest(f"cannot use {dest} in box {box.name} as a folder: {why}")
+            await self._rt.make_dirs(box.container_id, dest, owner)
+        except (InvalidRequest, NotFound, Conflict) as exc:
+            raise InvalidRequest(
+                f"cannot use {dest} in box {box.name} as a folder: {exc.message}"
+            ) from None
+        except PaddockError as exc:
+            if isinstance(exc, InvalidState):
+                raise
+            raise InvalidRequest(
+                f"cannot use {dest} in box {box.name} as a folder: {exc.message[:300]}"
+            ) from None
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:
@@ -562,6 +550,51 @@ class BoxService:
 
         await self._rt.put_archive(box.container_id, dest, counted())
         return dest, total
+
+    # -- a running box's files, as one of its users (runtime/inbox.py does them) ----------
+    async def _files_of(self, ref: str, user: str | None, caller: User | None) -> tuple[str, str]:
+        if user is not None and not _USER_RE.match(user):
+            raise InvalidRequest(f"invalid user {user!r}")
+        box = await self._running(ref, caller)
+        assert box.container_id is not None
+        return box.container_id, user or BOX_USER
+
+    async def file_info(
+        self, ref: str, path: str, user: str | None = None, caller: User | None = None
+    ) -> FileInfo | None:
+        cid, who = await self._files_of(ref, user, caller)
+        return await self._rt.stat_file(cid, box_path(path), who)
+
+    async def list_files(
+        self,
+        ref: str,
+        path: str,
+        depth: int,
+        limit: int,
+        user: str | None = None,
+        caller: User | None = None,
+    ) -> list[FileInfo]:
+        cid, who = await self._files_of(ref, user, caller)
+        return await self._rt.list_files(cid, box_path(path), depth, limit, who)
+
+    async def make_dir(
+        self, ref: str, path: str, user: str | None = None, caller: User | None = None
+    ) -> None:
+        """A new folder (and those on the way), the user's; refused if `path` exists."""
+        cid, who = await self._files_of(ref, user, caller)
+        await self._rt.make_dirs(cid, box_path(path), None, who, new=True)
+
+    async def move_file(
+        self, ref: str, src: str, dest: str, user: str | None = None, caller: User | None = None
+    ) -> None:
+        cid, who = await self._files_of(ref, user, caller)
+        await self._rt.move_file(cid, box_path(src), box_path(dest), who)
+
+    async def remove_file(
+        self, ref: str, path: str, user: str | None = None, caller: User | None = None
+    ) -> None:
+        cid, who = await self._files_of(ref, user, caller)
+        await self._rt.remove_file(cid, box_path(path), who)
 
     async def write_file(
         self,
@@ -600,7 +633,7 @@ class BoxService:
         if box.container_id is None:
             raise InvalidState(f"box {box.name} is {box.state.value}")
         path = box_path(path)
-        st = await self._rt.stat_path(box.container_id, path)
+        st = await self._rt.stat_file(box.container_id, path)
         if st is None:
             return {"path": path, "exists": False, "type": None}
         return _described(path, st)

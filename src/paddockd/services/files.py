@@ -15,31 +15,15 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from paddock import _frames
 from paddock._models import FileEntry, FileList
 
 from ..domain.accounts import User
 from ..domain.errors import InvalidRequest, InvalidState, NotFound
+from ..runtime.base import FileInfo
 from .boxes import BoxService, box_path
 from .safe_archive import ArchiveFormat, Tally, first_file, rewrite
 
 MAX_ENTRIES = 5000
-# What a listing may send back at most, whatever the box's `find` prints: names are at
-# most 255 bytes and link targets 4096, so 5000 honest entries fit many times over.
-_MAX_OUTPUT = 8 << 20
-_FIELDS = 7
-# One record per entry, each field NUL-terminated (the one byte no name holds): its own
-# type, the type a link leads to, size, permission bits, mtime, link target, name. `cd`
-# first, so a folder named like an option is never an option to find.
-_LIST = (
-    '[ -e "$1" ] || [ -L "$1" ] || { echo "no such file or directory: $1" >&2; exit 3; }; '
-    '[ -d "$1" ] || { echo "$1 is not a folder" >&2; exit 4; }; '
-    'cd -- "$1" 2>/dev/null && [ -r . ] || { echo "permission denied: $1" >&2; exit 5; }; '
-    "find . -mindepth 1 -maxdepth 1 -printf '%y\\0%Y\\0%s\\0%m\\0%T@\\0%l\\0%f\\0' "
-    '| head -z -n "$2"'
-)
-_OWN = {"f": "file", "d": "dir", "l": "symlink"}
-_LEADS_TO = {"f": "file", "d": "dir", "N": "missing", "L": "missing"}
 _MEDIA = {"zip": "application/zip", "tar": "application/x-tar"}
 
 
@@ -51,39 +35,28 @@ class Download:
     chunks: AsyncIterator[bytes]
 
 
-def _entry(fields: list[bytes]) -> FileEntry | None:
-    """One listing record, or None for one that makes no sense (the box's `find` is the
-    box's: whatever it prints is checked, never trusted)."""
-    own, leads, size, mode, mtime, target, raw = fields
-    name = raw.decode(errors="replace")
-    if name in ("", ".", "..") or "/" in name:
+def _entry(info: FileInfo) -> FileEntry | None:
+    """One listing entry; None for one that makes no sense (the box's answer is checked,
+    never trusted)."""
+    if info.name in ("", ".", "..") or "/" in info.name:
         return None
     try:
-        modified = datetime.fromtimestamp(float(mtime.decode()), timezone.utc)
-        entry = FileEntry(
-            name=name,
-            type=_OWN.get(own.decode(errors="replace"), "other"),  # type: ignore[arg-type]
-            size=max(int(size), 0),
-            mode=int(mode, 8) & 0o7777,
-            modified=modified,
-        )
+        modified = datetime.fromtimestamp(info.mtime, timezone.utc)
     except (ValueError, OverflowError, OSError):
         return None
-    if entry.type == "symlink":
-        entry.target = target.decode(errors="replace")
-        entry.target_type = _LEADS_TO.get(leads.decode(errors="replace"), "other")  # type: ignore[assignment]
+    entry = FileEntry(
+        name=info.name, type=info.kind, size=info.size, mode=info.mode, modified=modified
+    )
+    if info.kind == "symlink":
+        entry.target = info.link
+        leads = info.leads_to or "missing"
+        entry.target_type = "other" if leads == "symlink" else leads
     return entry
 
 
-def parse_listing(path: str, out: bytes) -> FileList:
-    fields = out.split(b"\0")
-    entries = [
-        entry
-        for i in range(0, len(fields) - _FIELDS + 1, _FIELDS)
-        if (entry := _entry(fields[i : i + _FIELDS])) is not None
-    ]
-    entries.sort(key=lambda e: e.name)
-    return FileList(path=path, entries=entries[:MAX_ENTRIES], truncated=len(entries) > MAX_ENTRIES)
+def listing(path: str, found: list[FileInfo], truncated: bool) -> FileList:
+    entries = sorted((e for i in found if (e := _entry(i)) is not None), key=lambda e: e.name)
+    return FileList(path=path, entries=entries[:MAX_ENTRIES], truncated=truncated)
 
 
 class _Reader:
@@ -128,41 +101,19 @@ class FileService:
         self._threads = anyio.CapacityLimiter(max_downloads)
 
     async def list(self, ref: str, path: str, caller: User | None = None) -> FileList:
-        """The entries of the folder `path` in the box, by name (at most MAX_ENTRIES)."""
+        """The entries of the folder `path` in the box, by name (at most MAX_ENTRIES), read
+        as the box user."""
         path = box_path(path)
-        cap = str(_FIELDS * (MAX_ENTRIES + 1))
-        proc = await self._boxes.exec(
-            ref, ["sh", "-c", _LIST, "sh", path, cap], {}, "/", None, caller=caller
-        )
-        out, err = bytearray(), bytearray()
-        code: int | None = None
-        try:
-            async for kind, data in proc.output():
-                if kind == _frames.STDOUT:
-                    out += data
-                    if len(out) > _MAX_OUTPUT:
-                        break
-                elif len(err) < 4096:
-                    err += data
-            else:
-                code = await proc.wait()
-        finally:
-            if code is None:
-                await proc.kill()
-            await proc.close()
-        why = err.decode(errors="replace").strip()[:500]
         box = (await self._boxes.resolve(ref, caller)).name
-        if code == 3:
-            raise NotFound(f"no such file or directory in box {box}: {path}")
-        if code == 4:
-            raise InvalidRequest(f"{path} in box {box} is not a folder")
-        if code == 5:
-            raise InvalidRequest(f"the box user may not read {path} in box {box}")
-        if code not in (0, None) and not out:
-            raise InvalidRequest(f"cannot list {path} in box {box}: {why or f'exit {code}'}")
-        listing = parse_listing(path, bytes(out[:_MAX_OUTPUT]))
-        listing.truncated = listing.truncated or code is None
-        return listing
+        try:
+            found = await self._boxes.list_files(ref, path, 1, MAX_ENTRIES + 1, caller=caller)
+        except NotFound:
+            raise NotFound(f"no such file or directory in box {box}: {path}") from None
+        except InvalidRequest as exc:
+            if "permission denied" in exc.message:
+                raise InvalidRequest(f"the box user may not read {path} in box {box}") from None
+            raise InvalidRequest(f"{path} in box {box} is not a folder") from None
+        return listing(path, found, len(found) > MAX_ENTRIES)
 
     async def download(
         self, ref: str, path: str, fmt: ArchiveFormat, caller: User | None = None

@@ -132,21 +132,21 @@ def test_push_and_pull(api: TestClient, world: World) -> None:
     resp = api.put("/v1/boxes/b/files", params={"path": "project"}, content=buf.getvalue())
     assert resp.json() == {"path": "/config/project", "bytes": len(buf.getvalue())}
     assert any(path == "/config/project" for (_, path) in world.runtime.files)
-    pulled = api.get("/v1/boxes/b/files", params={"path": "/config/x.txt"})
+    pulled = api.get("/v1/boxes/b/files", params={"path": "/config/project/a.txt"})
     assert pulled.headers["content-type"] == "application/x-tar"
     # What was pulled, described as /files/stat describes it (the client places it by this).
     described = json.loads(base64.b64decode(pulled.headers["x-paddock-stat"]))
     assert described == {
-        "path": "/config/x.txt",
+        "path": "/config/project/a.txt",
         "exists": True,
         "type": "file",
-        "size": None,
+        "size": 2,
         "mode": 0o644,
-        "uid": 1000,
-        "gid": 1000,
+        "uid": 0,
+        "gid": 0,
     }
     with tarfile.open(fileobj=io.BytesIO(pulled.content)) as tar:
-        assert tar.getnames() == ["x.txt"]
+        assert tar.getnames() == ["a.txt"]
     bad = api.put("/v1/boxes/b/files", params={"path": "p", "owner": "root"}, content=b"")
     assert bad.json()["error"]["code"] == "invalid_request"
 

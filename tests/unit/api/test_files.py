@@ -7,12 +7,12 @@ import io
 import tarfile
 import zipfile
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from paddockd.api.app import create_app
+from paddockd.runtime.base import FileInfo
 
 from ..conftest import World
 
@@ -30,9 +30,11 @@ def box(api: TestClient) -> str:
     return "b"
 
 
-def test_a_file_downloads_as_it_is(api: TestClient, box: str) -> None:
+def test_a_file_downloads_as_it_is(api: TestClient, box: str, world: World) -> None:
+    cid = next(iter(world.runtime.by_id))
+    world.runtime.fs(cid).write('/config/naïve "x".txt', (1000, 1000), b"hello from the box\n")
     got = api.get(f"/v1/boxes/{box}/files/download", params={"path": '/config/naïve "x".txt'})
-    assert got.status_code == 200 and got.content == b"hello from the fake box\n"
+    assert got.status_code == 200 and got.content == b"hello from the box\n"
     assert got.headers["content-type"] == "application/octet-stream"
     assert got.headers["x-content-type-options"] == "nosniff"
     # The name comes from the box: quoted, never able to end the header's value.
@@ -57,13 +59,13 @@ def test_a_folder_downloads_as_a_safe_zip(
         info.size = 3
         tar.addfile(info, io.BytesIO(b"abc"))
 
-    async def get_archive(cid: str, path: str) -> tuple[AsyncIterator[bytes], dict[str, Any]]:
+    async def get_archive(cid: str, path: str) -> tuple[AsyncIterator[bytes], FileInfo]:
         async def chunks() -> AsyncIterator[bytes]:
             data = buf.getvalue()
             for i in range(0, len(data), 700):  # in odd pieces, as a socket gives them
                 yield data[i : i + 700]
 
-        return chunks(), {"name": "proj", "mode": 0o20000000755}
+        return chunks(), FileInfo("/config/proj", "dir", 4096, 0o755, 1.0, 1000, 1000)
 
     monkeypatch.setattr(world.runtime, "get_archive", get_archive)
     got = api.get(f"/v1/boxes/{box}/files/download", params={"path": "proj"})

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import tarfile
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -25,13 +27,15 @@ def anyio_backend() -> str:
 class Body:
     """A streamed request body that records how much of it the server pulled."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, data: bytes | None = None) -> None:
+        self.data = data
+        self.size = len(data) if data is not None else size
         self.sent = 0
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while self.sent < self.size:
-            chunk = b" " * min(CHUNK, self.size - self.sent)
+            n = min(CHUNK, self.size - self.sent)
+            chunk = self.data[self.sent : self.sent + n] if self.data is not None else b" " * n
             self.sent += len(chunk)
             yield chunk
 
@@ -106,7 +110,12 @@ async def test_a_body_at_the_limit_reaches_the_route(
 
 async def test_uploads_stream_past_the_json_limit(client: httpx.AsyncClient, world: World) -> None:
     await client.post("/v1/boxes", json={"name": "b"}, headers=auth(world))
-    body = Body(3 * MAX_JSON_BODY)
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        member = tarfile.TarInfo("big.bin")
+        member.size = 3 * MAX_JSON_BODY
+        tar.addfile(member, io.BytesIO(bytes(member.size)))
+    body = Body(0, archive.getvalue())
     resp = await client.put("/v1/boxes/b/files?path=big", content=body, headers=auth(world))
     assert resp.status_code == 200 and resp.json()["bytes"] == body.size
     # The same size to a JSON route is refused.

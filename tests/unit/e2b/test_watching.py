@@ -12,6 +12,7 @@ from e2b.envd.filesystem import filesystem_pb as pb
 from paddockd.domain.errors import InvalidRequest, NotFound
 from paddockd.e2b.envd_filesystem import parse_entries
 from paddockd.e2b.watching import InotifyWatch, PolledWatch, Watch, start_watch
+from paddockd.runtime.base import FileInfo
 
 pytestmark = pytest.mark.anyio
 
@@ -47,12 +48,13 @@ class Scripted:
         self.stdin_closed = True
 
 
-async def _no_shell(script: str, *args: str) -> str:
+async def _no_shell(folder: str, depth: int) -> list[FileInfo]:
     raise AssertionError("not polled")
 
 
 async def test_hostile_lines_are_skipped_and_events_come_through() -> None:
     entry = ["f", "f", "1", "-rw-r--r--", "644", "abc", "abc", "1.5", "", "/config/w/a"]
+    entry += ["1000", "1000"]
     lines = [
         b'{"ready": true}\n',
         b"not json\n",
@@ -106,8 +108,8 @@ async def test_the_first_line_decides() -> None:
     with pytest.raises(InvalidRequest, match="the directory watcher failed"):
         await starts(b"garbage\n")
 
-    async def listing(script: str, *args: str) -> str:
-        return "a\0f\x001\x001.0\0"
+    async def listing(folder: str, depth: int) -> list[FileInfo]:
+        return [FileInfo(folder + "/a", "file", 1, 0o644, 1.0, 1000, 1000)]
 
     async def no_python(argv: list[str]) -> Scripted:
         return Scripted([], 127)

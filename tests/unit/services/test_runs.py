@@ -218,6 +218,7 @@ async def test_a_box_runs_few_runs_at_once(world: World, monkeypatch: pytest.Mon
     await world.services.credentials.set("anthropic", KEY)
     await world.boxes.create("r", None, None, None)
     run = await world.services.runs.start("r", "claude", "hi", None, None)
+    [e async for e in world.services.runs.follow(run.id)]  # it ended; now say it runs on
     await RunRepository(world.db).save(
         replace(await world.services.runs.get(run.id), status="running")
     )

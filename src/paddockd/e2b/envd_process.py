@@ -13,19 +13,18 @@ from e2b.envd.process import process_pb as pb
 from protobuf import Oneof
 
 from ..domain.errors import InvalidRequest, PaddockError
+from ..runtime import inbox
 from .envd import Target, connect_error, keepalive, target
 from .processes import EnvdProcess, Output, ProcessRegistry
 from .service import E2BService
 
-# Each envd command first notes its pid in the box, so a signal can reach it and all it
-# started, sent in the box as root. (The engine's own kill goes by the exec's host pid, which
-# did not reach a non-TTY command; reading other users' /proc/PID/environ needs ptrace.)
-_NOTE_PID = 'echo $$ > "/tmp/.paddock-e2b-$0"; exec "$@"'
-_SIGNAL = (
-    'tree() { for c in $(ps -o pid= --ppid "$1"); do tree "$c"; done; echo "$1"; }; '
-    'read -r p < "/tmp/.paddock-e2b-$1" || exit 0; case "$p" in *[!0-9]*|"") exit 0;; esac; '
-    'kill "-$2" $(tree "$p") 2>/dev/null; exit 0'
-)
+# Each envd command first notes its pid in the box (runtime/inbox.py's `noted`), so a
+# signal can reach it and all it started, sent in the box as root. (The engine's own kill
+# goes by the exec's host pid, which did not reach a non-TTY command.)
+
+
+def _name(pid: int) -> str:
+    return f"e2b-{pid}"
 
 
 def _event(item: Output | None) -> pb.ProcessEvent:
@@ -114,7 +113,7 @@ class ProcessService(process_connect.Process):
             envs = {**await self._e2b.env_vars(t.box.id), **dict(config.envs)}
             proc = await self._e2b.boxes.exec(
                 t.box.id,
-                ["/bin/sh", "-c", _NOTE_PID, str(pid), config.cmd, *config.args],
+                inbox.noted(_name(pid), [config.cmd, *config.args]),
                 envs,
                 cwd,
                 t.user,
@@ -226,13 +225,7 @@ class ProcessService(process_connect.Process):
             raise connect_error(exc) from None
         sig = "TERM" if request.signal == pb.Signal.SIGTERM else "KILL"
         try:
-            await self._e2b.boxes.run(
-                t.box.id,
-                ["sh", "-c", _SIGNAL, "sh", str(p.pid), sig],
-                user="root",
-                workdir="/",
-                caller=t.caller,
-            )
+            await self._e2b.boxes.signal(t.box.id, _name(p.pid), sig, t.caller)
         except PaddockError as exc:
             raise connect_error(exc) from None
         return pb.SendSignalResponse()

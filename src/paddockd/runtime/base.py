@@ -333,6 +333,11 @@ class Runtime(Protocol):
         """Remove `path`, a folder with all it holds; a link itself, never what it leads to."""
         ...
 
+    async def signal(self, cid: str, name: str, sig: str) -> None:
+        """`sig` (TERM, KILL, INT, HUP) to the process started `inbox.noted` as `name` and
+        everything it started; nothing when there is none."""
+        ...
+
 
 class ImageEngine(Protocol):
     """Building and importing images (the box image and its base)."""

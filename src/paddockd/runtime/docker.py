@@ -831,6 +831,9 @@ class DockerRuntime:
     async def remove_file(self, cid: str, path: str, user: str = "root") -> None:
         await inbox.run(await self._in_running(cid), "remove", path, user=user)
 
+    async def signal(self, cid: str, name: str, sig: str) -> None:
+        await inbox.signal(await self._in_running(cid), name, sig)
+
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
         top entry, read already (its owner is the stat's). Blocking: call in a thread."""

@@ -70,6 +70,7 @@ class FakeRuntime:
         self.volume_sizes: dict[str, int | None] = {}
         self.swept = 0
         self._fs: dict[str, FakeFiles] = {}
+        self.signals: list[tuple[str, str, str]] = []
         self.fail_next: dict[str, Exception] = {}
         self.views = True  # whether LXCFS "answers"
         self.stale: set[str] = set()  # containers whose views died with an old LXCFS
@@ -287,6 +288,10 @@ class FakeRuntime:
 
     async def remove_file(self, cid: str, path: str, user: str = "root") -> None:
         self.fs(cid).remove(path)
+
+    async def signal(self, cid: str, name: str, sig: str) -> None:
+        self._get(cid)
+        self.signals.append((cid, name, sig))
 
     async def import_tarball(self, path: Path, ref: str) -> None:
         self.images.add(ref)

@@ -20,6 +20,12 @@ name holds).
     put DEST                 the tar on stdin unpacked into the folder DEST
     write PATH UID GID       stdin as the file PATH (new: 0644, UID:GID's, and its
                              folders); then `stat PATH`
+    signal NAME SIG          SIG to the process `noted` as NAME and all it started (its
+                             process group too, when it leads one), as root
+
+And the prefixes of commands paddockd starts in a box: `noted` (the command's pid kept
+under a name, for `signal`) and `detached` (started in a session of its own, its output
+in a log, the exec done once it started).
 """
 
 from __future__ import annotations
@@ -78,6 +84,13 @@ get) one "$2"
 put) [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
   if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$2"; fi
   cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
+signal) read -r p < "/tmp/.paddock-proc-$2" 2>/dev/null || exit 0
+  case "$p" in *[!0-9]*|"") exit 0 ;; esac
+  tree() { for c in $(ps -o pid= --ppid "$1"); do tree "$c"; done; echo "$1"; }
+  group=$(ps -o pgid= -p "$p" | tr -d ' ')
+  kill "-$3" $(tree "$p") 2>/dev/null
+  [ "$group" = "$p" ] && kill "-$3" "-$p" 2>/dev/null
+  exit 0 ;;
 write) folders "$(dirname -- "$2")" "$3" "$4"
   [ -d "$2" ] && { echo "$2 is a folder" >&2; exit @IS_A_DIRECTORY@; }
   new=; [ -e "$2" ] || new=1
@@ -92,6 +105,31 @@ for _name in ("NOT_FOUND", "NOT_A_DIRECTORY", "IS_A_DIRECTORY", "PERMISSION", "E
     SCRIPT = SCRIPT.replace(f"@{_name}@", str(getattr(codes, _name)))
 
 Exec = Callable[[ExecSpec], Awaitable[ExecProcess]]
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+SIGNALS = ("TERM", "KILL", "INT", "HUP")
+
+
+def _named(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not a process name: {name!r}")
+    return name
+
+
+def noted(name: str, argv: list[str], prepare: str = "") -> list[str]:
+    """`argv` run with its pid noted as `name` (for `signal`); `prepare`, shell lines run
+    first in the same process (an agent's set-up)."""
+    script = f'echo $$ > "/tmp/.paddock-proc-$0"; {prepare or ":"}\nexec "$@"'
+    return ["/bin/sh", "-c", script, _named(name), *argv]
+
+
+def detached(argv: list[str], log: str) -> list[str]:
+    """`argv` started in a session of its own, its output appended to `log` in the box; the
+    command returns once it started (127 at once when there is no such program)."""
+    script = (
+        'command -v "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
+        'l=$0; setsid -f "$@" >>"$l" 2>&1 </dev/null'
+    )
+    return ["/bin/sh", "-c", script, log, *argv]
 
 
 def spec(command: str, *args: str, user: str = "root", stdin: bool = False) -> ExecSpec:
@@ -206,6 +244,12 @@ def _one(out: bytes, path: str) -> FileInfo:
     if len(fields) <= FIELDS or info is None:
         raise PaddockError(f"the box answered a stat of {path} with something else")
     return info
+
+
+async def signal(run_: Exec, name: str, sig: str) -> None:
+    if sig not in SIGNALS:
+        raise ValueError(f"not a signal paddockd sends: {sig!r}")
+    await run(run_, "signal", _named(name), sig)
 
 
 async def stat(run_: Exec, path: str, user: str = "root") -> FileInfo | None:

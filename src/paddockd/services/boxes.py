@@ -596,6 +596,13 @@ class BoxService:
         cid, who = await self._files_of(ref, user, caller)
         await self._rt.remove_file(cid, box_path(path), who)
 
+    async def signal(self, ref: str, name: str, sig: str, caller: User | None = None) -> None:
+        """`sig` to the process started in the box under `name` (runtime/inbox.py's
+        `noted`) and all it started."""
+        box = await self._running(ref, caller)
+        assert box.container_id is not None
+        await self._rt.signal(box.container_id, name, sig)
+
     async def write_file(
         self,
         ref: str,

@@ -26,6 +26,7 @@ from ..desktop.rfb import RfbClient, RfbError
 from ..domain.accounts import User
 from ..domain.box import Box
 from ..domain.errors import DesktopFailed, InvalidRequest
+from ..runtime import inbox
 from .boxes import BoxService
 
 SESSION_ENV = {
@@ -56,13 +57,8 @@ def parse_size(text: str) -> tuple[int, int]:
 
 
 def detached(cmd: list[str]) -> list[str]:
-    """The command started in its own session, its output in the desktop's app log; the
-    exec returns once it started (or at once with 127 when there is no such program)."""
-    script = (
-        'command -v "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
-        f'setsid -f "$@" >>{_APP_LOG} 2>&1 </dev/null'
-    )
-    return ["sh", "-c", script, "sh", *cmd]
+    """The command started in its own session, its output in the desktop's app log."""
+    return inbox.detached(cmd, _APP_LOG)
 
 
 def grab(vnc: RfbClient, size: tuple[int, int] | None) -> bytes:

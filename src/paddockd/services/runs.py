@@ -24,6 +24,7 @@ from ..domain.accounts import User
 from ..domain.agents import AGENTS
 from ..domain.errors import InvalidRequest, InvalidState, NotFound
 from ..domain.runs import Run, headless
+from ..runtime import inbox
 from ..runtime.base import ExecProcess
 from ..store.runs import RunRepository
 from .boxes import BoxService, box_path
@@ -31,9 +32,8 @@ from .credentials import CredentialService
 
 log = logging.getLogger("paddockd.runs")
 
-# The agent runs in its own session, its process group id kept in the box, so `stop`
-# ends the agent and everything it started; $2 is the agent's preparation, if any.
-_LAUNCH = 'echo $$ > "/tmp/paddock-run-$1.pid"; eval "$2"; shift 2; exec "$@"'
+# The agent runs in its own session, its pid noted in the box (runtime/inbox.py), so `stop`
+# ends the agent and everything it started.
 # What a run's log keeps of its output, on the server's own disk: the agent and all it
 # runs are the box's programs, and print as much as they like. Past this the run goes on,
 # its output no longer kept nor sent to followers, and the log says so.
@@ -139,7 +139,7 @@ class RunService:
         await self._prune(box.id)
         await self._repo.save(run)
         # -w: setsid forks when the caller leads its group (an exec does); wait for it.
-        launch = ["setsid", "-w", "sh", "-c", _LAUNCH, "sh", run.id, AGENTS[name].prepare, *cmd]
+        launch = ["setsid", "-w", *inbox.noted(f"run-{run.id}", cmd, AGENTS[name].prepare)]
         proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
         self._tasks[run.id] = asyncio.create_task(self._pump(run, proc))
         return run
@@ -253,9 +253,7 @@ class RunService:
         await self._repo.save(replace(run, status="stopped"))
         task = self._tasks.get(run_id)
         for signal, grace in (("TERM", 5), ("KILL", 10)):
-            group = f'"$(cat /tmp/paddock-run-{run_id}.pid)"'
-            # dash: `kill -SIG -PGID` (it takes no `--`)
-            await self._boxes.run(run.box_id, ["sh", "-c", f"kill -{signal} -{group}"], "root")
+            await self._boxes.signal(run.box_id, f"run-{run_id}", signal)
             if task is None:
                 break
             with contextlib.suppress(TimeoutError):

@@ -101,4 +101,4 @@ def test_sizes_and_detached_commands() -> None:
         with pytest.raises(InvalidRequest):
             parse_size(bad)
     cmd = detached(["xfce4-terminal", "--title", "x y"])
-    assert cmd[:2] == ["sh", "-c"] and cmd[-3:] == ["xfce4-terminal", "--title", "x y"]
+    assert cmd[:2] == ["/bin/sh", "-c"] and cmd[-3:] == ["xfce4-terminal", "--title", "x y"]

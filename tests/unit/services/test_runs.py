@@ -28,7 +28,7 @@ async def test_a_run_gets_only_its_providers_key_and_is_recorded(world: World) -
     spec = world.runtime.execs[-1]
     assert spec.env["ANTHROPIC_API_KEY"] == KEY and "OPENAI_API_KEY" not in spec.env
     assert spec.env["DISABLE_AUTOUPDATER"] == "1" and spec.workdir == "/config/w"
-    assert spec.cmd[:3] == ["setsid", "-w", "sh"] and spec.cmd[-2:] == ["--", "say hi"]
+    assert spec.cmd[:3] == ["setsid", "-w", "/bin/sh"] and spec.cmd[-2:] == ["--", "say hi"]
     assert "claude -p" in str(events[0]["data"])
     assert events[-1] == {"seq": 2, "status": "succeeded", "exit_code": 0}
     done = await services.runs.get(run.id)
@@ -152,7 +152,7 @@ async def test_the_boxs_default_agent_comes_before_the_servers(world: World) -> 
     box = await world.boxes.create("r", None, None, None, agent="codex")
     assert box.agent == "codex"
     run = await world.services.runs.start("r", None, "hi", None, None)
-    assert run.agent == "codex" and world.runtime.execs[-1].cmd[8:10] == ["codex", "exec"]
+    assert run.agent == "codex" and world.runtime.execs[-1].cmd[6:8] == ["codex", "exec"]
     fork = await world.services.snapshots.fork("r", "r2", None)
     assert fork.agent == "codex"
     with pytest.raises(InvalidRequest, match="unknown agent"):

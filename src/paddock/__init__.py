@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         StorageLow,
         TooManyAttempts,
     )
-    from ._models import (
+    from .wire.models import (
         AgentInfo,
         Box,
         BoxStats,
@@ -114,7 +114,7 @@ _WHERE = {
             "Preview",
             "TokenInfo",
         ],
-        "_models",
+        "wire.models",
     ),
 }
 

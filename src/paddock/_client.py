@@ -17,7 +17,7 @@ import json
 import posixpath
 from urllib.parse import quote, urlencode
 
-from . import _frames, _tls
+from . import _tls
 from ._config import ClientConfig
 from ._exceptions import (
     ConnectionFailed,
@@ -27,6 +27,7 @@ from ._exceptions import (
     error_from_body,
 )
 from ._version import __version__
+from .wire import frames as _frames
 
 # Not `typing.TYPE_CHECKING`: importing typing (and dataclasses, pathlib) costs tens of
 # milliseconds on a small VPS, on every `paddock exec`. mypy understands this spelling.
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
     import httpx
 
     from ._archive import Progress, PushPlan
-    from ._models import (
+    from ._placement import Dest, Kind
+    from .wire.models import (
         AgentInfo,
         Box,
         BoxStats,
@@ -73,7 +75,6 @@ if TYPE_CHECKING:
         Snapshot,
         TokenInfo,
     )
-    from ._placement import Dest, Kind
 
     # ("boxes", BoxList) | ("box", Box) | ("box-removed", {"id": ...}): /v1/events
     BoxEvent = tuple[str, Any]
@@ -133,7 +134,7 @@ def _model(name: str, field: str | None = None) -> Callable[[Any], Any]:
     """A parser into the wire model `name` (or that model's `field`), imported when used."""
 
     def parse(data: Any) -> Any:
-        from . import _models
+        from .wire import models as _models
 
         obj = _models.from_wire(getattr(_models, name), data)
         return getattr(obj, field) if field else obj
@@ -246,7 +247,7 @@ def _exec_body(
 
 
 def _result(exit_code: int, out: dict[str, list[bytes]]) -> ExecResult:
-    from ._models import ExecResult
+    from .wire.models import ExecResult
 
     return ExecResult(
         exit_code=exit_code,

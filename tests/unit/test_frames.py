@@ -1,6 +1,6 @@
 """The exec stream framing survives any split of the byte stream."""
 
-from paddock import _frames
+from paddock.wire import frames as _frames
 
 
 def test_frames_round_trip_across_arbitrary_splits() -> None:

@@ -20,10 +20,10 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from paddock import _frames
 from paddock._client import Client
 from paddock._exceptions import ConnectionFailed, InvalidRequest
 from paddock._http import ConnectionPool
+from paddock.wire import frames as _frames
 
 from ..servers import self_signed, uvicorn_thread
 

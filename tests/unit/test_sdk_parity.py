@@ -130,7 +130,7 @@ def test_both_clients_take_the_same_parameters() -> None:
 def test_the_models_methods_return_are_exported() -> None:
     import re
 
-    from paddock import _models
+    from paddock.wire import models as _models
 
     models = {n for n, v in vars(_models).items() if isinstance(v, type) and n[0].isupper()}
     returned: set[str] = set()

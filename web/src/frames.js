@@ -1,4 +1,4 @@
-// paddockd's exec frames (paddock/_frames.py): 1 byte kind, 4 bytes big-endian length,
+// paddockd's exec frames (paddock/wire/frames.py): 1 byte kind, 4 bytes big-endian length,
 // the payload. A WebSocket message carries whole frames.
 export const STDOUT = 1, STDERR = 2, EXIT = 3, ERROR = 4;
 

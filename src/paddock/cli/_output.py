@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def emit_json(data: Any) -> None:
-    from .._models import to_wire
+    from ..wire.models import to_wire
 
     print(json.dumps(to_wire(data), indent=2))
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._client import Client
-    from .._models import Box
+    from ..wire.models import Box
 
 
 _ttl = seconds_arg("TTL", " (0: no limit)")

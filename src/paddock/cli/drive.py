@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._models import Drive
+from ..wire.models import Drive
 from ._common import add_json, client, examples, megabytes, nested
 from ._output import binary_size, emit_json, note, size, table
 

@@ -40,7 +40,7 @@ def build_server(url: str | None = None) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from .._client import Client
-    from .._models import to_wire
+    from ..wire.models import to_wire
 
     server = MCPServer(
         "paddock",

@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._models import Member
+    from ..wire.models import Member
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -12,7 +12,7 @@ from ._output import emit_json, note
 
 if TYPE_CHECKING:
     from .._client import Client
-    from .._models import EgressEvent
+    from ..wire.models import EgressEvent
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -177,7 +177,7 @@ def show_log(c: Client, ref: str, args: argparse.Namespace) -> int:
     """One line per entry; with --json one JSON object per line (also when following)."""
     import json
 
-    from .._models import to_wire
+    from ..wire.models import to_wire
 
     events = c.follow_network_log(ref, limit=args.limit) if args.follow else None
     for event in events if events is not None else c.network_log(ref, limit=args.limit):

@@ -12,7 +12,7 @@ from ._common import UsageError, add_json, client, examples, nested
 from ._output import binary_size, emit_json, note
 
 if TYPE_CHECKING:
-    from .._models import PoolStatus
+    from ..wire.models import PoolStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

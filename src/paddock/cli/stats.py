@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._models import BoxStats
+from ..wire.models import BoxStats
 from ._common import add_json, box_ref, client, examples
 from ._output import binary_size, emit_json, table
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from paddock._models import ErrorBody
+from paddock.wire.models import ErrorBody
 
 from ..domain import errors as e
 

@@ -7,10 +7,12 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from .errors import InvalidRequest
 
-MODES = ("allow-all", "deny-all", "allowlist")
+NetworkMode = Literal["allow-all", "deny-all", "allowlist"]
+MODES: tuple[NetworkMode, ...] = ("allow-all", "deny-all", "allowlist")
 # Cloud metadata services: refused to every box whatever its policy (F16). AWS, GCP, Azure
 # and OpenStack use 169.254.169.254 (Azure's wire server is 168.63.129.16), Alibaba
 # 100.100.100.200; all of link-local goes with them.
@@ -35,7 +37,7 @@ _DOMAIN_RE = re.compile(r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2
 
 @dataclass(frozen=True)
 class NetworkPolicy:
-    mode: str = "allow-all"
+    mode: NetworkMode = "allow-all"
     allow: tuple[str, ...] = ()  # IPv4 CIDRs and lower-case domains, normalised
 
     @property
@@ -61,7 +63,10 @@ class NetworkPolicy:
         if not text:
             return cls()
         data = json.loads(text)
-        return cls(str(data.get("mode", "allow-all")), tuple(data.get("allow", [])))
+        mode = str(data.get("mode", "allow-all"))
+        if mode not in MODES:  # a stored policy is paddockd's own writing; never trusted
+            return cls("deny-all")
+        return cls(mode, tuple(data.get("allow", [])))
 
 
 def is_range(target: str) -> bool:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from .agents import AGENTS, PRIME_DEFAULT_MODEL
 from .errors import InvalidRequest
 
-RUN_STATES = ("running", "succeeded", "failed", "stopped", "lost")
+RunStatus = Literal["running", "succeeded", "failed", "stopped", "lost"]
+RUN_STATES: tuple[RunStatus, ...] = ("running", "succeeded", "failed", "stopped", "lost")
 _MODEL_RE = re.compile(r"^[A-Za-z0-9._:/@-]{1,128}$")
 
 
@@ -23,7 +25,7 @@ class Run:
     instruction: str
     workdir: str
     model: str | None
-    status: str
+    status: RunStatus
     started_at: float
     ended_at: float | None = None
     exit_code: int | None = None

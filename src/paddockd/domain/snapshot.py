@@ -9,6 +9,10 @@ from datetime import datetime
 from .errors import InvalidRequest
 
 DRIVE_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # whole names only (fullmatch)
+from typing import Literal
+
+# stop: automatic, at a stop; live: `paddock snapshot`; fork: taken for a fork
+SnapshotKind = Literal["stop", "live", "fork"]
 
 
 @dataclass(frozen=True)
@@ -16,7 +20,7 @@ class Snapshot:
     box_id: str
     seq: int
     image: str
-    kind: str  # "stop" (automatic), "live" (paddock snapshot), "fork"
+    kind: SnapshotKind
     created_at: datetime
     size: int = 0
     label: str | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..domain.network import Closed, NetworkPolicy
 
@@ -29,7 +29,7 @@ class Flow:
     address: str
     proto: str  # tcp | udp
     port: int
-    verdict: str  # allowed | refused
+    verdict: Literal["allowed", "refused"]
     count: int
 
 

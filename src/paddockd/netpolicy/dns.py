@@ -22,7 +22,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from dnslib import OPCODE, QTYPE, RCODE, DNSHeader, DNSRecord
 
@@ -32,7 +32,7 @@ from .quotas import Slots, TokenBuckets
 log = logging.getLogger("paddockd.dns")
 
 # box id, queried name, verdict (allowed | refused), addresses the answer gave
-Recorder = Callable[[str, str, str, list[str]], None]
+Recorder = Callable[[str, str, Literal["allowed", "refused"], list[str]], None]
 # The longest name DNS can carry, in its dotted text form (RFC 1035: 255 octets on the wire).
 _MAX_NAME = 253
 _SAY_EVERY = 60.0

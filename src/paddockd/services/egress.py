@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio.to_thread
 
 # The log's entries are the API's own (a plain dataclass shared with the client).
-from paddock._models import EgressEvent
+from paddock.wire.models import EgressEvent, Verdict
 
 from ..domain.accounts import User
 from ..netpolicy.base import Flow
@@ -61,7 +61,7 @@ class EgressLog:
         return self._dir / box_id / "egress.jsonl"
 
     # -- recording ----------------------------------------------------------------------
-    def dns(self, box_id: str, name: str, verdict: str, addresses: list[str]) -> None:
+    def dns(self, box_id: str, name: str, verdict: Verdict, addresses: list[str]) -> None:
         for address in addresses:
             self._names[box_id][address] = name
         self._add(box_id, EgressEvent(self._stamp(), "dns", verdict, name, ", ".join(addresses)))

@@ -15,7 +15,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from paddock._models import FileEntry, FileList
+from paddock.wire.models import FileEntry, FileList
 
 from ..domain.accounts import User
 from ..domain.errors import InvalidRequest, InvalidState, NotFound

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from paddock._models import PoolStatus, PoolTypeStatus
+from paddock.wire.models import PoolStatus, PoolTypeStatus
 
 from ..domain.box import Box, BoxState, BoxType, Desired, TtlAction, new_box_id
 from ..domain.errors import PaddockError, StorageLow

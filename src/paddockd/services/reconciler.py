@@ -24,7 +24,7 @@ from .. import faults
 from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import InvalidState, PaddockError, SnapshotTooLarge
-from ..domain.snapshot import Snapshot, parse_drive
+from ..domain.snapshot import Snapshot, SnapshotKind, parse_drive
 from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime.base import (
     LABEL_BOX,
@@ -302,7 +302,9 @@ class Reconciler:
                 await self._prune(box)
         return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=message)
 
-    async def _commit(self, box: Box, cid: str, kind: str, label: str | None) -> Snapshot:
+    async def _commit(
+        self, box: Box, cid: str, kind: SnapshotKind, label: str | None
+    ) -> Snapshot:
         """Commit the container as the box's next snapshot. A failed commit leaves no row and
         no half-made image behind; the error says why (e.g. the disk is full)."""
         seq = await self._repo.next_snapshot_seq(box.id)
@@ -423,7 +425,7 @@ class Reconciler:
             await self._remove_files(box_id)
 
     # -- operations the snapshot service asks for, under the box's lock ------------------
-    async def snapshot(self, box_id: str, kind: str, label: str | None) -> Snapshot:
+    async def snapshot(self, box_id: str, kind: SnapshotKind, label: str | None) -> Snapshot:
         async with self._locks[box_id]:
             box = await self._repo.get(box_id)
             if box is None or box.container_id is None:

@@ -178,7 +178,7 @@ class RunService:
             done = replace(current, status=status, exit_code=code, ended_at=time.time())
             # The record first: whoever sees the end in the log then finds the run ended.
             await self._repo.save(done)
-            end = {"seq": seq + 1, "status": done.status, "exit_code": code}
+            end: dict[str, object] = {"seq": seq + 1, "status": done.status, "exit_code": code}
             log.write(json.dumps(end).encode() + b"\n")
             log.close()
             self._publish(run.id, end)

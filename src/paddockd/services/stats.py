@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from paddock._models import BoxStats
+from paddock.wire.models import BoxStats
 
 from ..domain.accounts import User, sees
 from ..domain.box import Box, BoxState

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import anyio.to_thread
 
-from paddock._models import Capacity as CapacityModel
-from paddock._models import EngineStatus, ServerStatus
+from paddock.wire.models import Capacity as CapacityModel
+from paddock.wire.models import EngineStatus, ServerStatus
 
 from .. import __version__
 from ..domain.accounts import User, sees

@@ -15,7 +15,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from paddock import _frames
+from paddock.wire import frames as _frames
 
 from ..domain.accounts import User
 from ..domain.errors import CapacityExceeded, InvalidRequest

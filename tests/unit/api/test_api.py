@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from paddock import _frames
+from paddock.wire import frames as _frames
 from paddockd.api.app import create_app
 
 from ..conftest import World

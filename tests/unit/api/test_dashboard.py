@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from paddock import _frames
+from paddock.wire import frames as _frames
 from paddockd.api.app import create_app
 from paddockd.api.routes import dashboard
 

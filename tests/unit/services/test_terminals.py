@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from paddock import _frames
+from paddock.wire import frames as _frames
 from paddockd.runtime.base import ExecSpec
 from paddockd.services.terminals import MAX_BEHIND, SCROLLBACK, TerminalService
 

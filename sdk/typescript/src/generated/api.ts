@@ -1104,8 +1104,11 @@ export interface components {
         };
         /** DesktopAction */
         DesktopAction: {
-            /** Action */
-            action: string;
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "click" | "type" | "key";
             /**
              * Button
              * @default 1
@@ -1247,8 +1250,11 @@ export interface components {
              * @default 1
              */
             count: number;
-            /** Kind */
-            kind: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "dns" | "connect";
             /**
              * Name
              * @default
@@ -1266,8 +1272,11 @@ export interface components {
             proto: string;
             /** Time */
             time: string;
-            /** Verdict */
-            verdict: string;
+            /**
+             * Verdict
+             * @enum {string}
+             */
+            verdict: "allowed" | "refused";
         };
         /** EgressLog */
         EgressLog: {
@@ -1485,8 +1494,11 @@ export interface components {
         NetworkSpec: {
             /** Allow */
             allow?: string[];
-            /** Mode */
-            mode: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "allow-all" | "deny-all" | "allowlist";
         };
         /** NetworkSuggestion */
         NetworkSuggestion: {
@@ -1628,8 +1640,11 @@ export interface components {
              * Format: date-time
              */
             started_at: string;
-            /** Status */
-            status: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "running" | "succeeded" | "failed" | "stopped" | "lost";
             /** Workdir */
             workdir: string;
         };
@@ -1697,8 +1712,11 @@ export interface components {
             id: number;
             /** Image */
             image: string;
-            /** Kind */
-            kind: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "stop" | "live" | "fork";
             /** Label */
             label?: string | null;
             /** Size Bytes */

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from fastapi import APIRouter, Response
 
-from paddock._models import (
+from paddock.wire.models import (
     AgentInfo,
     AgentList,
     BoxAuth,

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from paddock._models import Box as BoxModel
-from paddock._models import BoxCreate, BoxList, ExtendRequest, NetworkSpec
+from paddock.wire.models import Box as BoxModel
+from paddock.wire.models import BoxCreate, BoxList, ExtendRequest, NetworkSpec
 
 from ...domain.accounts import User
 from ...domain.box import Box

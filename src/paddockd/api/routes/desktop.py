@@ -15,7 +15,7 @@ from anyio.abc import TaskGroup
 from fastapi import APIRouter, Request, Response, WebSocket
 from fastapi.responses import HTMLResponse
 
-from paddock._models import DesktopAction, DesktopLink, DesktopRequest
+from paddock.wire.models import DesktopAction, DesktopLink, DesktopRequest
 
 from ...desktop.viewonly import ViewOnlyFilter
 from ...domain.errors import PaddockError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from paddock._models import DeviceCode, DevicePoll, DeviceStart, DeviceToken
+from paddock.wire.models import DeviceCode, DevicePoll, DeviceStart, DeviceToken
 
 from ...services.devices import INTERVAL, TTL
 from ..deps import Svc

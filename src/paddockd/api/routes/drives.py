@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from paddock._models import Drive, DriveCreate, DriveList
+from paddock.wire.models import Drive, DriveCreate, DriveList
 
 from ...domain.accounts import User
 from ...services.drives import DriveUsage

@@ -13,8 +13,8 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 
-from paddock._models import Box as BoxModel
-from paddock._models import BoxList
+from paddock.wire.models import Box as BoxModel
+from paddock.wire.models import BoxList
 
 from ..deps import Caller, Svc
 from .boxes import present

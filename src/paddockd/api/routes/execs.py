@@ -12,8 +12,8 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
 
-from paddock import _frames
-from paddock._models import ExecRequest, ExecResult
+from paddock.wire import frames as _frames
+from paddock.wire.models import ExecRequest, ExecResult
 
 from ...domain.errors import PaddockError
 from ...runtime.base import ExecProcess

@@ -12,7 +12,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from paddock._models import FileList, PushResult
+from paddock.wire.models import FileList, PushResult
 
 from ...domain.errors import InvalidRequest
 from ..deps import Caller, Svc

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 
-from paddock._models import ImageBuildRequest
+from paddock.wire.models import ImageBuildRequest
 
 from ...domain.errors import PaddockError
 from ..deps import Svc, owner

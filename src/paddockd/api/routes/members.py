@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from fastapi import APIRouter, Depends, Response
 
-from paddock._models import (
+from paddock.wire.models import (
     Invite,
     InviteCreate,
     Member,

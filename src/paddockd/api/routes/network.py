@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from paddock._models import EgressLog, NetworkSpec, NetworkSuggestion
+from paddock.wire.models import EgressLog, NetworkSpec, NetworkSuggestion
 
 from ...domain.network import policy
 from ...services.egress import line

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from fastapi import APIRouter, Response
 
-from paddock._models import Preview, PreviewCreate, PreviewList
+from paddock.wire.models import Preview, PreviewCreate, PreviewList
 
 from ...services.previews import Listed
 from ..deps import Caller, Svc

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from paddock._models import RunInfo, RunList, RunRequest
+from paddock.wire.models import RunInfo, RunList, RunRequest
 
 from ...domain.runs import Run
 from ..deps import Caller, Svc

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from paddock._models import Box as BoxModel
-from paddock._models import ForkRequest, RestoreRequest, SnapshotCreate, SnapshotList
-from paddock._models import Snapshot as SnapshotModel
+from paddock.wire.models import Box as BoxModel
+from paddock.wire.models import ForkRequest, RestoreRequest, SnapshotCreate, SnapshotList
+from paddock.wire.models import Snapshot as SnapshotModel
 
 from ...domain.snapshot import Snapshot
 from ..deps import Caller, Svc

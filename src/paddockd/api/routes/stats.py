@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from paddock._models import BoxStats, BoxStatsList
+from paddock.wire.models import BoxStats, BoxStatsList
 
 from ..deps import Caller, Svc
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from paddock._models import BoxType, BoxTypeList, ServerStatus
+from paddock.wire.models import BoxType, BoxTypeList, ServerStatus
 
 from ... import __version__
 from ..deps import Caller, Svc

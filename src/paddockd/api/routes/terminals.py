@@ -9,7 +9,7 @@ import json
 import anyio
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from paddock import _frames
+from paddock.wire import frames as _frames
 
 from ...domain.errors import InvalidRequest, PaddockError
 from ...services.terminals import Attachment

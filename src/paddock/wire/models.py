@@ -19,6 +19,12 @@ BoxStateName = Literal[
 DesiredStateName = Literal["running", "stopped", "deleted"]
 TtlAction = Literal["stop", "delete"]
 RuntimeProfile = Literal["sysbox", "userns", "plain"]
+NetworkMode = Literal["allow-all", "deny-all", "allowlist"]
+EgressKind = Literal["dns", "connect"]
+Verdict = Literal["allowed", "refused"]
+DesktopActionName = Literal["click", "type", "key"]
+RunStatus = Literal["running", "succeeded", "failed", "stopped", "lost"]
+SnapshotKind = Literal["stop", "live", "fork"]
 
 
 @dataclass
@@ -57,7 +63,7 @@ class BoxCreate:
 
 @dataclass
 class NetworkSpec:
-    mode: str  # allow-all | deny-all | allowlist
+    mode: NetworkMode
     allow: list[str] = field(default_factory=list)
 
 
@@ -66,8 +72,8 @@ class EgressEvent:
     """A name a box looked up (kind dns) or a destination it tried (kind connect)."""
 
     time: str
-    kind: str  # dns | connect
-    verdict: str  # allowed | refused
+    kind: EgressKind
+    verdict: Verdict
     name: str = ""
     address: str = ""
     port: int = 0
@@ -102,7 +108,7 @@ class DesktopLink:
 
 @dataclass
 class DesktopAction:
-    action: str  # click | type | key
+    action: DesktopActionName
     x: int | None = None
     y: int | None = None
     button: int = 1
@@ -168,7 +174,7 @@ class RunInfo:
     instruction: str
     workdir: str
     model: str | None
-    status: str  # running | succeeded | failed | stopped | lost
+    status: RunStatus
     started_at: datetime
     ended_at: datetime | None = None
     exit_code: int | None = None
@@ -206,7 +212,7 @@ class Box:
 @dataclass
 class Snapshot:
     id: int
-    kind: str  # "stop" (automatic), "live" (`paddock snapshot`), "fork"
+    kind: SnapshotKind  # stop: automatic; live: `paddock snapshot`; fork
     created_at: datetime
     size_bytes: int
     image: str

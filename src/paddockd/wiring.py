@@ -19,9 +19,6 @@ from . import __version__, config, frontdoor
 from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
-from .e2b.service import E2BService
-from .e2b.snapshots import SandboxSnapshots
-from .e2b.store import SandboxRepository, sandboxes
 from .images.builder import ImageBuilder
 from .netpolicy.base import NetworkRules
 from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
@@ -38,6 +35,8 @@ from .services.credentials import CredentialService
 from .services.desktop import DesktopService
 from .services.devices import DeviceService
 from .services.drives import DriveService
+from .services.e2b.service import E2BService
+from .services.e2b.snapshots import SandboxSnapshots
 from .services.egress import EgressLog, EgressService
 from .services.events import BoxChanges, EventService
 from .services.files import FileService
@@ -59,6 +58,7 @@ from .store.db import Database
 from .store.devices import DeviceRepository
 from .store.previews import PreviewRepository
 from .store.runs import RunRepository
+from .store.sandboxes import SandboxRepository, sandboxes
 from .store.tokens import TokenRepository
 
 log = logging.getLogger("paddockd")

@@ -12,9 +12,9 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
-from ..e2b.gateway import E2BGateway
 from . import errors
 from .deps import Services, owner
+from .e2b.gateway import E2BGateway
 from .gate import BodyLimit, TokenGate
 from .preview_proxy import PreviewProxy
 from .routes import (

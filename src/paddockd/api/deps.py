@@ -11,7 +11,6 @@ from starlette.requests import HTTPConnection
 from ..config import Config
 from ..domain.accounts import User
 from ..domain.errors import Forbidden, Unauthorized
-from ..e2b.service import E2BService
 from ..images.builder import ImageBuilder
 from ..services.accounts import AccountService
 from ..services.agents import AgentService
@@ -20,6 +19,7 @@ from ..services.credentials import CredentialService
 from ..services.desktop import DesktopService
 from ..services.devices import DeviceService
 from ..services.drives import DriveService
+from ..services.e2b.service import E2BService
 from ..services.egress import EgressService
 from ..services.events import EventService
 from ..services.files import FileService

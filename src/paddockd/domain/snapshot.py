@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from .errors import InvalidRequest
 
 DRIVE_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # whole names only (fullmatch)
-from typing import Literal
-
 # stop: automatic, at a stop; live: `paddock snapshot`; fork: taken for a fork
 SnapshotKind = Literal["stop", "live", "fork"]
 

@@ -302,9 +302,7 @@ class Reconciler:
                 await self._prune(box)
         return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=message)
 
-    async def _commit(
-        self, box: Box, cid: str, kind: SnapshotKind, label: str | None
-    ) -> Snapshot:
+    async def _commit(self, box: Box, cid: str, kind: SnapshotKind, label: str | None) -> Snapshot:
         """Commit the container as the box's next snapshot. A failed commit leaves no row and
         no half-made image behind; the error says why (e.g. the disk is full)."""
         seq = await self._repo.next_snapshot_seq(box.id)

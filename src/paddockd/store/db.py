@@ -309,7 +309,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         20,
         [
-            # What an E2B client gave at create (e2b/store.py): kept beside the box, gone
+            # What an E2B client gave at create (store/sandboxes.py): kept beside the box, gone
             # with it (deleted in the box row's own transaction).
             """CREATE TABLE e2b_sandboxes (
                 box_id VARCHAR(32) PRIMARY KEY, template VARCHAR(128) NOT NULL,

@@ -24,10 +24,10 @@ import pytest
 from fastapi.routing import APIRoute
 
 from paddockd.api.app import create_app
-from paddockd.e2b import control, envd_files
-from paddockd.e2b.envd_filesystem import FilesystemService
-from paddockd.e2b.envd_process import ProcessService
-from paddockd.e2b.gateway import _methods
+from paddockd.api.e2b import control, files
+from paddockd.api.e2b.filesystem import FilesystemService
+from paddockd.api.e2b.gateway import _methods
+from paddockd.api.e2b.process import ProcessService
 
 from ..conftest import Server
 
@@ -53,7 +53,7 @@ def _walk(routes: Iterable[Any], prefix: str = "") -> Iterator[tuple[str, str]]:
 def _routes() -> Iterator[tuple[str, str]]:
     yield from _walk(create_app(SimpleNamespace()).routes)  # type: ignore[arg-type]
     yield from _walk(control.router.routes, "/e2b")
-    yield from _walk(envd_files.router.routes, "/e2b")
+    yield from _walk(files.router.routes, "/e2b")
     for service, cls in (
         ("process.Process", ProcessService),
         ("filesystem.Filesystem", FilesystemService),

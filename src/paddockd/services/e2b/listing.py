@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from ..domain.box import Box, looks_like_id
-from ..domain.errors import InvalidRequest
+from ...domain.box import Box, looks_like_id
+from ...domain.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from .service import Sandbox

@@ -19,13 +19,13 @@ from e2b.envd.filesystem import filesystem_pb as pb
 from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
-from ..domain.errors import NotFound, PaddockError
-from ..runtime import inbox
-from ..runtime.base import ExecProcess, FileInfo
-from ..services.boxes import box_path
+from ...domain.errors import NotFound, PaddockError
+from ...runtime import inbox
+from ...runtime.base import ExecProcess, FileInfo
+from ...services.boxes import box_path
+from ...services.e2b.service import E2BService
+from ...services.e2b.watching import Watch, start_watch
 from .envd import Target, connect_error, keepalive, target
-from .service import E2BService
-from .watching import Watch, start_watch
 
 _TYPES = {"file": pb.FileType.FILE, "dir": pb.FileType.DIRECTORY, "symlink": pb.FileType.SYMLINK}
 _S_IFMT = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..store.db import Database, boxes
+from .db import Database, boxes
 
 _meta = sa.MetaData()
 sandboxes = sa.Table(

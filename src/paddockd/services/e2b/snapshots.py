@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 
-from ..domain.accounts import User
-from ..domain.box import Box, looks_like_id
-from ..domain.errors import NotFound
-from ..domain.snapshot import Snapshot
-from ..services.boxes import BoxService
-from ..services.snapshots import SnapshotService
+from ...domain.accounts import User
+from ...domain.box import Box, looks_like_id
+from ...domain.errors import NotFound
+from ...domain.snapshot import Snapshot
+from ..boxes import BoxService
+from ..snapshots import SnapshotService
 from .listing import decode_token, encode_token
 
 _ID = re.compile(r"^([0-9a-f]{6,32}):([0-9]{1,9})$")

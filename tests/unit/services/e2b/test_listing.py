@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 
 from paddockd.domain.errors import InvalidRequest
-from paddockd.e2b.listing import Query, decode_token, encode_token
-from paddockd.e2b.service import Sandbox
+from paddockd.services.e2b.listing import Query, decode_token, encode_token
+from paddockd.services.e2b.service import Sandbox
 
-from ..conftest import World
+from ...conftest import World
 
 pytestmark = pytest.mark.anyio
 

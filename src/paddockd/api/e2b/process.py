@@ -12,11 +12,11 @@ from e2b.envd.process import process_connect
 from e2b.envd.process import process_pb as pb
 from protobuf import Oneof
 
-from ..domain.errors import InvalidRequest, PaddockError
-from ..runtime import inbox
+from ...domain.errors import InvalidRequest, PaddockError
+from ...runtime import inbox
+from ...services.e2b.processes import EnvdProcess, Output, ProcessRegistry
+from ...services.e2b.service import E2BService
 from .envd import Target, connect_error, keepalive, target
-from .processes import EnvdProcess, Output, ProcessRegistry
-from .service import E2BService
 
 # Each envd command first notes its pid in the box (runtime/inbox.py's `noted`), so a
 # signal can reach it and all it started, sent in the box as root. (The engine's own kill

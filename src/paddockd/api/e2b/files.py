@@ -1,5 +1,5 @@
 """envd's REST side: `/files` (upload, download) and `/health`. An upload streams into the
-box file by file as it arrives (e2b/uploads.py, BoxService.write_file); a download is the
+box file by file as it arrives (api/e2b/uploads.py, BoxService.write_file); a download is the
 one member of a pull's tar stream (BoxService.pull), its bytes streamed."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..domain.errors import InvalidRequest, InvalidState, PaddockError
+from ...domain.errors import InvalidRequest, InvalidState, PaddockError
+from ...services.e2b.service import E2BService
 from . import uploads
 from .envd import target
-from .service import E2BService
 
 router = APIRouter()
 _BLOCK = 512

@@ -16,7 +16,7 @@ from typing import TypeVar
 import anyio
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from ..domain.errors import InvalidRequest
+from ...domain.errors import InvalidRequest
 
 T = TypeVar("T")
 _PIECE = 1 << 20

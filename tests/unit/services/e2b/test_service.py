@@ -6,7 +6,7 @@ import pytest
 
 from paddockd.domain.errors import CapacityExceeded, InvalidRequest, NotFound
 
-from ..conftest import People, World
+from ...conftest import People, World
 
 pytestmark = pytest.mark.anyio
 

@@ -11,13 +11,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..api.errors import status_of
-from ..domain.accounts import User
-from ..domain.errors import PaddockError
-from ..domain.snapshot import Snapshot
-from . import listing
-from .service import CLIENT_ID, ENVD_VERSION, MAX_FORKS, E2BService, Sandbox, api_key
-from .snapshots import names, snapshot_id
+from ...domain.accounts import User
+from ...domain.errors import PaddockError
+from ...domain.snapshot import Snapshot
+from ...services.e2b import listing
+from ...services.e2b.service import CLIENT_ID, ENVD_VERSION, MAX_FORKS, E2BService, Sandbox, api_key
+from ...services.e2b.snapshots import names, snapshot_id
+from ..errors import status_of
 
 
 def e2b(request: Request) -> E2BService:

@@ -11,9 +11,9 @@ import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ..domain.errors import CapacityExceeded, NotFound
-from ..runtime.base import ExecProcess
-from ..services.backlog import Backlog
+from ...domain.errors import CapacityExceeded, NotFound
+from ...runtime.base import ExecProcess
+from ..backlog import Backlog
 
 # How far one stream may fall behind a command's output before the command waits for it
 # (services/backlog.py); one that reads nothing for a minute meanwhile is ended with an

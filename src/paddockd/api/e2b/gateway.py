@@ -11,7 +11,7 @@ Every call is authenticated here, before anything reads its body: without a vali
 answer is 401 and the body stays unread (it may be hundreds of MiB, or a small gzip that
 inflates to gigabytes). Then the control plane's JSON bodies are capped at 1 MiB, envd's
 Connect messages at 4 MiB (connectrpc's own cap, decompressed included), and uploads
-stream into the box (e2b/uploads.py).
+stream into the box (api/e2b/uploads.py).
 
 Anything else under /e2b is answered with a JSON error naming the call that is not
 supported, so a newer SDK fails clearly instead of hanging."""
@@ -33,15 +33,15 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..api.deps import CALLER
-from ..api.errors import status_of
-from ..api.gate import BodyLimit, has_body
-from ..domain.errors import PaddockError, Unauthorized
-from . import control, envd_files
-from .envd_filesystem import FilesystemService
-from .envd_process import ProcessService
-from .processes import ProcessRegistry
-from .service import E2BService, api_key
+from ...domain.errors import PaddockError, Unauthorized
+from ...services.e2b.processes import ProcessRegistry
+from ...services.e2b.service import E2BService, api_key
+from ..deps import CALLER
+from ..errors import status_of
+from ..gate import BodyLimit, has_body
+from . import control, files
+from .filesystem import FilesystemService
+from .process import ProcessService
 
 PREFIX = "/e2b"
 SANDBOX = "/sandbox"
@@ -67,7 +67,7 @@ def _rest_app(e2b: E2BService) -> FastAPI:
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.e2b = e2b
     app.include_router(control.router)
-    app.include_router(envd_files.router)
+    app.include_router(files.router)
 
     @app.exception_handler(PaddockError)
     async def paddock_error(_: Request, exc: PaddockError) -> JSONResponse:

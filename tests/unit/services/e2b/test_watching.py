@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from e2b.envd.filesystem import filesystem_pb as pb
 
+from paddockd.api.e2b.filesystem import parse_entries
 from paddockd.domain.errors import InvalidRequest, NotFound
-from paddockd.e2b.envd_filesystem import parse_entries
-from paddockd.e2b.watching import InotifyWatch, PolledWatch, Watch, start_watch
 from paddockd.runtime.base import FileInfo
+from paddockd.services.e2b.watching import InotifyWatch, PolledWatch, Watch, start_watch
 
 pytestmark = pytest.mark.anyio
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
-from ..domain import errors as e
-from ..domain.accounts import User
-from ..domain.box import Box
-from ..services.boxes import BOX_USER
-from .service import E2BService, api_key
+from ...domain import errors as e
+from ...domain.accounts import User
+from ...domain.box import Box
+from ...services.boxes import BOX_USER
+from ...services.e2b.service import E2BService, api_key
 
 SANDBOX_HEADER = "e2b-sandbox-id"
 _KEEPALIVE = "keepalive-ping-interval"

@@ -19,8 +19,8 @@ from typing import Protocol
 
 from e2b.envd.filesystem import filesystem_pb as pb
 
-from ..domain.errors import InvalidRequest, NotFound, PaddockError
-from ..runtime.base import ExecProcess, FileInfo
+from ...domain.errors import InvalidRequest, NotFound, PaddockError
+from ...runtime.base import ExecProcess, FileInfo
 
 log = logging.getLogger("paddockd.e2b")
 

@@ -9,18 +9,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..config import Config
-from ..domain.accounts import User
-from ..domain.box import Box, BoxState, Desired
-from ..domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
-from ..domain.network import NetworkPolicy, policy
-from ..domain.snapshot import Snapshot
-from ..services.boxes import BoxService
-from ..services.stats import StatsService
-from ..store.tokens import TokenRepository
+from ...config import Config
+from ...domain.accounts import User
+from ...domain.box import Box, BoxState, Desired
+from ...domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
+from ...domain.network import NetworkPolicy, policy
+from ...domain.snapshot import Snapshot
+from ...store.sandboxes import SandboxExtras, SandboxRepository
+from ...store.tokens import TokenRepository
+from ..boxes import BoxService
+from ..stats import StatsService
 from .listing import Query, page
 from .snapshots import SandboxSnapshots, parse_snapshot_id
-from .store import SandboxExtras, SandboxRepository
 
 # The envd version the SDK is told: the features it gates (stdin, default user, octet-stream
 # uploads, recursive watch, entry info in watch events) are the ones served here. File

@@ -6,8 +6,8 @@ import pytest
 import sqlalchemy as sa
 
 from paddockd.domain.accounts import User
-from paddockd.e2b.store import SandboxExtras, SandboxRepository, sandboxes
 from paddockd.store.db import MIGRATIONS
+from paddockd.store.sandboxes import SandboxExtras, SandboxRepository, sandboxes
 
 from ..conftest import World
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from paddockd.domain.errors import CapacityExceeded
-from paddockd.e2b.processes import MAX_BEHIND, Output, ProcessRegistry
+from paddockd.services.e2b.processes import MAX_BEHIND, Output, ProcessRegistry
 
 pytestmark = pytest.mark.anyio
 

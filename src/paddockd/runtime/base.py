@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,24 @@ class ExecSpec:
     stdin: bool = False
 
 
+class BoxNetworkHandle(Protocol):
+    """A running box's own network, held open: sockets made in it reach the box's own
+    loopback, never the host's (previews use it)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def spare(self) -> socket.socket | None:
+        """A socket made ahead in the box's network, if one is ready (not blocking)."""
+        ...
+
+    def socket(self) -> socket.socket:
+        """A TCP socket in the box's network (blocking: call in a thread)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class ExecProcess(Protocol):
     """A command running in a box."""
 
@@ -273,6 +292,11 @@ class Runtime(Protocol):
     async def volume_usage(self, volume: VolumeInfo) -> int: ...
 
     async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess: ...
+
+    async def open_network(self, cid: str) -> BoxNetworkHandle:
+        """The running container's network, held open until closed; InvalidState when it
+        is not running (a pid reused by another process is never entered)."""
+        ...
 
     async def logs(self, cid: str, tail: int = 0) -> str:
         """The container's output (its init and services); the last `tail` lines, 0: all."""

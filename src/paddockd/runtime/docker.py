@@ -56,6 +56,7 @@ from .exec_start import StartChecked
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
+from .netns import NetNamespace
 from .oci import IO_RATE
 from .proctree import end_tree
 from .rootmap import etc_copy
@@ -757,6 +758,23 @@ class DockerRuntime:
             return StartChecked(_DockerExec(self, exec_id, sock, spec.tty))
 
         return await self._run(work)
+
+    async def open_network(self, cid: str) -> NetNamespace:
+        def pid_of() -> int:
+            data = self.api.inspect_container(cid)
+            state = data.get("State") or {}
+            return int(state.get("Pid") or 0) if state.get("Running") else 0
+
+        before = await self._run(pid_of)
+        if not before:
+            raise InvalidState("the box is not running")
+        ns = await anyio.to_thread.run_sync(NetNamespace.of_pid, before)
+        # The pid was read before the namespace was opened: had the box's init died in
+        # between and the pid gone to another process, the engine would now say so.
+        if await self._run(pid_of) != before:
+            ns.close()
+            raise InvalidState("the box is not running")
+        return ns
 
     async def logs(self, cid: str, tail: int = 0) -> str:
         """The container's output (the box's init and services), or its last `tail` lines."""

@@ -4,6 +4,7 @@ container's files are an in-memory filesystem that answers as a real box does
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,21 @@ class FakeExec:
 
     async def close(self) -> None:
         pass
+
+
+class HostNetwork:
+    """The fake's "box network": the test's own, so a test's loopback server is the box's."""
+
+    closed = False
+
+    def spare(self) -> socket.socket | None:
+        return None
+
+    def socket(self) -> socket.socket:
+        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class FakeRuntime:
@@ -239,6 +255,11 @@ class FakeRuntime:
         self._maybe_fail("logs")
         lines: list[str] = self._get(cid).get("log", [])  # set by a test
         return "".join(lines[-tail:] if tail else lines)
+
+    async def open_network(self, cid: str) -> HostNetwork:
+        if not self._get(cid).get("running"):
+            raise InvalidRequest(f"container {cid} is not running")
+        return HostNetwork()
 
     # -- files: an in-memory filesystem per container (runtime/fakefs.py) ---------------
     def fs(self, cid: str) -> FakeFiles:

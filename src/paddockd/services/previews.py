@@ -32,8 +32,7 @@ from ..domain.previews import (
     validate_port,
     validate_ttl,
 )
-from ..runtime.base import Runtime
-from ..runtime.netns import NetNamespace
+from ..runtime.base import BoxNetworkHandle, Runtime
 from ..store.previews import PreviewRepository
 from .activity import Activity
 from .boxes import BoxService
@@ -78,7 +77,7 @@ class PreviewService:
         # Whether a box's owner may still run it (a removed member may not).
         self._owner_active = owner_active
         # box id -> (container id, its namespace): checked once per container start.
-        self._namespaces: dict[str, tuple[str, NetNamespace]] = {}
+        self._namespaces: dict[str, tuple[str, BoxNetworkHandle]] = {}
         self._waking: dict[str, asyncio.Task[None]] = {}
         # Live previews by (box id, port): every request looks one up. paddockd is the only
         # writer, so each change below drops what it changes. Misses are not kept (a flood
@@ -192,7 +191,7 @@ class PreviewService:
             raise InvalidState(f"box {box.name} is {box.state.value}")
         return await self._connect_in(await self._namespace(box), preview.port)
 
-    async def _connect_in(self, ns: NetNamespace, port: int) -> socket.socket:
+    async def _connect_in(self, ns: BoxNetworkHandle, port: int) -> socket.socket:
         spare = ns.spare()
         sock = spare if spare is not None else await anyio.to_thread.run_sync(ns.socket)
         try:
@@ -204,7 +203,7 @@ class PreviewService:
             raise
         return sock
 
-    async def _namespace(self, box: Box) -> NetNamespace:
+    async def _namespace(self, box: Box) -> BoxNetworkHandle:
         """The box's network namespace, opened once per container start and kept."""
         cid = box.container_id or ""
         # A resumed box's container has a new init, so a new namespace.
@@ -213,16 +212,10 @@ class PreviewService:
         if cached is not None and cached[0] == started and not cached[1].closed:
             return cached[1]
         self.forget(box.id)
-        before = await self._rt.inspect(cid)
-        if before is None or not before.running or not before.pid:
-            raise InvalidState(f"box {box.name} is not running")
-        ns = await anyio.to_thread.run_sync(NetNamespace.of_pid, before.pid)
-        # The pid was read before the namespace was opened: had the box's init died in
-        # between and the pid gone to another process, the engine would now say so.
-        after = await self._rt.inspect(cid)
-        if after is None or not after.running or after.pid != before.pid:
-            ns.close()
-            raise InvalidState(f"box {box.name} is not running")
+        try:
+            ns = await self._rt.open_network(cid)
+        except (InvalidState, NotFound):
+            raise InvalidState(f"box {box.name} is not running") from None
         self._namespaces[box.id] = (started, ns)
         return ns
 

@@ -113,3 +113,15 @@ def validate_password(password: str, username: str = "") -> str:
     if username and username.lower() in password.lower():
         raise InvalidRequest("a password must not contain the username")
     return password
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """An API token as listed: never its secret."""
+
+    id: str
+    name: str
+    created_at: float
+    last_used_at: float | None
+    user_id: str | None
+    expires_at: float | None = None

@@ -54,6 +54,8 @@ _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # What paddockd holds of a command run to completion (`run`: exec with wait, the desktop's
 # helpers): what a box prints is the box's to choose, what paddockd keeps in memory is not.
 MAX_RUN_OUTPUT = 64 << 20
+# A command running in a box, as `exec` hands it to the API's routes.
+BoxProcess = ExecProcess
 
 
 # The engine's API (1.41) cannot size a TTY at creation, and its resize reaches the TTY only

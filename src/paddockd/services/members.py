@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..domain.accounts import NO_LIMITS, Limits, Role, User
+from ..domain.accounts import NO_LIMITS, Limits, Role, TokenInfo, User
 from ..domain.box import BoxState
 from ..domain.errors import InvalidRequest, NotFound, PaddockError
 from ..store.accounts import AccountRepository
-from ..store.tokens import TokenInfo, TokenRepository
+from ..store.tokens import TokenRepository
 from .boxes import BoxService
 from .credentials import CredentialService
 from .previews import PreviewService

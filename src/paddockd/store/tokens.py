@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from dataclasses import dataclass
 
 import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..domain.accounts import SERVER, Role, User
+from ..domain.accounts import SERVER, Role, TokenInfo, User
 from .db import Database, tokens, users
 
 PREFIX = "pdk_"
@@ -24,16 +23,6 @@ def _expired(expires_at: float | None) -> bool:
 def _hash(token: str) -> str:
     # Tokens are 256-bit random strings, so a fast hash is enough (no dictionary to attack).
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class TokenInfo:
-    id: str
-    name: str
-    created_at: float
-    last_used_at: float | None
-    user_id: str | None
-    expires_at: float | None = None
 
 
 class TokenRepository:

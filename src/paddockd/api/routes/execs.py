@@ -16,7 +16,7 @@ from paddock.wire import frames as _frames
 from paddock.wire.models import ExecRequest, ExecResult
 
 from ...domain.errors import PaddockError
-from ...runtime.base import ExecProcess
+from ...services.boxes import BoxProcess
 from ...services.desktop import detached
 from ..deps import Caller, Svc, authenticate, services
 from ..errors import error_body
@@ -26,7 +26,7 @@ _EXEC_REQUEST = TypeAdapter(ExecRequest)
 ws_router = APIRouter(prefix="/boxes", tags=["exec"])
 
 
-async def _frames_of(proc: ExecProcess) -> AsyncIterator[bytes]:
+async def _frames_of(proc: BoxProcess) -> AsyncIterator[bytes]:
     ended = False
     try:
         async for kind, data in proc.output():

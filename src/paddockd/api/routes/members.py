@@ -21,8 +21,8 @@ from paddock.wire.models import (
 )
 
 from ...domain.accounts import Limits
+from ...domain.accounts import TokenInfo as StoredToken
 from ...services.members import Member as Stored
-from ...store.tokens import TokenInfo as StoredToken
 from ..deps import Caller, Owner, Svc, owner
 
 router = APIRouter(tags=["accounts"])

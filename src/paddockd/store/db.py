@@ -170,6 +170,18 @@ previews = sa.Table(
 
 # Ordered, append-only. Each entry is plain DDL so an old database can always be brought
 # forward, whatever the tables above look like today.
+# What an E2B client gave when it created a sandbox (store/sandboxes.py).
+sandboxes = sa.Table(
+    "e2b_sandboxes",
+    metadata,
+    sa.Column("box_id", sa.String(32), primary_key=True),
+    sa.Column("template", sa.String(128), nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("env_vars", sa.Text, nullable=False),
+)
+
+# The schema as it grows: the tables above are what these build, and a test checks that a
+# database made by them has exactly the tables above (tests/unit/store/test_schema.py).
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,

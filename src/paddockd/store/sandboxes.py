@@ -11,17 +11,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .db import Database, boxes
-
-_meta = sa.MetaData()
-sandboxes = sa.Table(
-    "e2b_sandboxes",
-    _meta,
-    sa.Column("box_id", sa.String(32), primary_key=True),
-    sa.Column("template", sa.String(128), nullable=False),
-    sa.Column("metadata", sa.Text, nullable=False),
-    sa.Column("env_vars", sa.Text, nullable=False),
-)
+from .db import Database, boxes, sandboxes
 
 
 @dataclass(frozen=True)

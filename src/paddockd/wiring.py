@@ -54,11 +54,11 @@ from .services.terminals import TerminalService
 from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository, load_key
-from .store.db import Database
+from .store.db import Database, sandboxes
 from .store.devices import DeviceRepository
 from .store.previews import PreviewRepository
 from .store.runs import RunRepository
-from .store.sandboxes import SandboxRepository, sandboxes
+from .store.sandboxes import SandboxRepository
 from .store.tokens import TokenRepository
 
 log = logging.getLogger("paddockd")

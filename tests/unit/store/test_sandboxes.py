@@ -6,8 +6,8 @@ import pytest
 import sqlalchemy as sa
 
 from paddockd.domain.accounts import User
-from paddockd.store.db import MIGRATIONS
-from paddockd.store.sandboxes import SandboxExtras, SandboxRepository, sandboxes
+from paddockd.store.db import MIGRATIONS, sandboxes
+from paddockd.store.sandboxes import SandboxExtras, SandboxRepository
 
 from ..conftest import World
 

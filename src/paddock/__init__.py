@@ -12,7 +12,15 @@ from ._version import __version__
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._client import AsyncClient, Client, ExecEvent, ExecSession, ExecStream
+    from ._client import (
+        AsyncClient,
+        AsyncExecSession,
+        AsyncExecStream,
+        Client,
+        ExecEvent,
+        ExecSession,
+        ExecStream,
+    )
     from ._exceptions import (
         AuthenticationFailed,
         CapacityExceeded,
@@ -63,7 +71,18 @@ if TYPE_CHECKING:
 # Everything is loaded on first use: `paddock exec` and `paddock --version` must not pay
 # for pydantic or for parts of the SDK they do not touch.
 _WHERE = {
-    **dict.fromkeys(["AsyncClient", "Client", "ExecEvent", "ExecSession", "ExecStream"], "_client"),
+    **dict.fromkeys(
+        [
+            "AsyncClient",
+            "AsyncExecSession",
+            "AsyncExecStream",
+            "Client",
+            "ExecEvent",
+            "ExecSession",
+            "ExecStream",
+        ],
+        "_client",
+    ),
     **dict.fromkeys(
         [
             "AuthenticationFailed",
@@ -121,6 +140,8 @@ _WHERE = {
 __all__ = [
     "AgentInfo",
     "AsyncClient",
+    "AsyncExecSession",
+    "AsyncExecStream",
     "AuthenticationFailed",
     "Box",
     "BoxStats",

@@ -33,6 +33,7 @@ from .wire import frames as _frames
 # milliseconds on a small VPS, on every `paddock exec`. mypy understands this spelling.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import (
         AsyncIterator,
         Awaitable,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         Sequence,
     )
     from pathlib import Path
-    from typing import Any
+    from typing import Any, NoReturn
 
     import httpx
 
@@ -258,6 +259,46 @@ def _result(exit_code: int, out: dict[str, list[bytes]]) -> ExecResult:
 
 class ExecEvent(tuple[str, bytes]):
     """("stdout" | "stderr", data) as the command produces it."""
+
+
+class _ExecReader:
+    """The exec stream's frames, read the one way every client reads them (HTTP or
+    WebSocket, sync or async): output as `ExecEvent`s, the exit code kept, an error raised."""
+
+    def __init__(self) -> None:
+        self._decoder = _frames.FrameDecoder()
+        self.exit_code: int | None = None
+
+    def feed(self, chunk: bytes) -> list[ExecEvent]:
+        events = []
+        for kind, payload in self._decoder.feed(chunk):
+            if kind == _frames.STDOUT:
+                events.append(ExecEvent(("stdout", payload)))
+            elif kind == _frames.STDERR:
+                events.append(ExecEvent(("stderr", payload)))
+            elif kind == _frames.EXIT:
+                self.exit_code = int(json.loads(payload)["exit_code"])
+            elif kind == _frames.ERROR:
+                raise error_from_body(500, json.loads(payload))
+        return events
+
+    def end(self) -> int:
+        if self.exit_code is None:
+            raise ConnectionFailed("the exec stream ended before the command's exit code arrived")
+        return self.exit_code
+
+
+def _started(data: Any) -> tuple[int, str]:
+    """(pid, log file) from the answer to a background start (an ExecResult)."""
+    out, err = str(data.get("stdout", "")), str(data.get("stderr", ""))
+    code = data.get("exit_code")
+    if code != 0:
+        said = err.strip() or f"the command did not start (exit code {code})"
+        raise InvalidRequest(said, code="not_started", details={"exit_code": code})
+    pid, _, log = out.strip().partition(" ")
+    if not pid.isdigit() or not log:
+        raise ServerError(f"the box said {out[:200]!r} for a command it started")
+    return int(pid), log
 
 
 class _Base:
@@ -703,6 +744,26 @@ class _Base:
         req = _Request("POST", _box(box) + "/exec", {"wait": "true"}, json=body, untimed=wait)
         return Call(req, _model("ExecResult"))
 
+    @operation
+    def start(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        wake: bool = False,
+    ) -> Call[tuple[int, str]]:
+        """Start a command in the background (a session of its own, no stdin) and return at
+        once: its pid and the file in the box its output goes to. A command that cannot
+        start raises InvalidRequest (code "not_started", `details["exit_code"]` 127 for
+        no such program, 126 for a working directory that is not one)."""
+        extra = {"detach": True, **({"wake": True} if wake else {})}
+        body = _exec_body(cmd, env, workdir, user, **extra)
+        req = _Request("POST", _box(box) + "/exec", {"wait": "true"}, json=body)
+        return Call(req, _started)
+
     @staticmethod
     def _r_screenshot(ref: str, size: str | None) -> _Request:
         return _Request("GET", _box(ref) + "/desktop/screenshot", {"size": size} if size else None)
@@ -731,9 +792,15 @@ class _Base:
         return Call(_Request("GET", _box(box) + "/files/stat", {"path": path}), _same)
 
     @staticmethod
-    def _r_push(ref: str, dest: str, body: Iterable[bytes]) -> _Request:
+    def _r_push(
+        ref: str, dest: str, body: Iterable[bytes], owner: tuple[int, int], wake: bool
+    ) -> _Request:
+        # `owner` goes with it: the folders the server makes for DEST are the files' owner's.
+        params = {"path": dest, "owner": f"{owner[0]}:{owner[1]}"}
+        if wake:
+            params["wake"] = "true"
         return _Request(
-            "PUT", _box(ref) + "/files", {"path": dest}, body=body, content_type="application/x-tar"
+            "PUT", _box(ref) + "/files", params, body=body, content_type="application/x-tar"
         )
 
     @staticmethod
@@ -856,22 +923,40 @@ class ExecStream:
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
-        self.exit_code: int | None = None
+        self._reader = _ExecReader()
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._reader.exit_code
 
     def __iter__(self) -> Iterator[ExecEvent]:
-        decoder = _frames.FrameDecoder()
         for chunk in self._chunks:
-            for kind, payload in decoder.feed(chunk):
-                if kind == _frames.STDOUT:
-                    yield ExecEvent(("stdout", payload))
-                elif kind == _frames.STDERR:
-                    yield ExecEvent(("stderr", payload))
-                elif kind == _frames.EXIT:
-                    self.exit_code = int(json.loads(payload)["exit_code"])
-                elif kind == _frames.ERROR:
-                    raise error_from_body(500, json.loads(payload))
-        if self.exit_code is None:
-            raise ConnectionFailed("the exec stream ended before the command's exit code arrived")
+            yield from self._reader.feed(chunk)
+        self._reader.end()
+
+
+class AsyncExecStream:
+    """`async for` it to get `ExecEvent`s as they happen; `exit_code` is set at the end
+    (the request is sent when iteration starts)."""
+
+    def __init__(self, client: AsyncClient, req: _Request) -> None:
+        self._client = client
+        self._req = req
+        self._reader = _ExecReader()
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._reader.exit_code
+
+    async def __aiter__(self) -> AsyncIterator[ExecEvent]:
+        resp = await self._client._send(self._req)
+        try:
+            async for chunk in resp.aiter_bytes():
+                for event in self._reader.feed(chunk):
+                    yield event
+        finally:
+            await resp.aclose()
+        self._reader.end()
 
 
 class Client(_Base):
@@ -1006,19 +1091,22 @@ class Client(_Base):
         exclude: Sequence[str] = (),
         owner: tuple[int, int] = (1000, 1000),
         progress: Progress | None = None,
+        wake: bool = False,
     ) -> PushResult:
         """Copy local files or folders into the box, by docker cp's rules: into `dest`
         when it is a folder there (`SRC/.`: SRC's contents), else as `dest` (a folder
         `SRC` is created there with its contents; `dest`'s folder must exist). Several
         sources go into the folder `dest`. Files in the way are replaced. A
-        `.paddockignore` (gitignore syntax) in a folder is honoured.
+        `.paddockignore` (gitignore syntax) in a folder is honoured. Everything pushed,
+        and any folder made for it, is `owner`'s. `wake`: start the box first if stopped.
         """
         from ._archive import tar_stream
 
         there = self._steps(self._box_dest(box, dest))
         folder, plan, name = self._push_plan(sources, there, exclude)
         body = tar_stream(plan, *owner, progress=progress)
-        result = self._perform(_Call(self._r_push(box, folder, body), _model("PushResult")))
+        req = self._r_push(box, folder, body, owner, wake)
+        result = self._perform(_Call(req, _model("PushResult")))
         return self._pushed(result, name)
 
     def pull(
@@ -1148,51 +1236,18 @@ class ExecSession:
     def __init__(self, client: _Base, box: str, cmd: str | Sequence[str], **options: Any) -> None:
         from websockets.sync.client import connect
 
-        from ._http import ConnectionPool
-
-        ws_url = client.url.replace("http", "ws", 1) + _box(box) + "/exec/ws"
-        headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
-        # The socket is ours, opened as the HTTP client opens its own: the same proxy
-        # decision (websockets would apply urllib's NO_PROXY rules) and the same errors.
-        if isinstance(client, Client):
-            pool = client._conn
-        else:
-            pool = ConnectionPool(client.url, connect_timeout=client.timeout)
-        sock = pool.open_socket()
-        # Left at the connect timeout, every quiet moment of a session longer than that
-        # would end it; websockets applies `open_timeout` to the handshake by itself.
-        sock.settimeout(None)
+        ws_url, sock = _session_socket(client, box)
         try:
-            self._ws = connect(
-                ws_url,
-                sock=sock,
-                additional_headers=headers,
-                max_size=None,
-                open_timeout=client.timeout,
-                ssl=_tls.context() if ws_url.startswith("wss:") else None,
-            )
-        except OSError as exc:
-            sock.close()
-            raise ConnectionFailed(f"cannot open a session at {ws_url}: {exc}") from exc
-        except Exception as exc:  # websockets' InvalidStatus carries the HTTP error body
-            sock.close()
-            response = getattr(exc, "response", None)
-            if response is not None:
-                answer = bytes(response.body or b"")
-                raise client._error(response.status_code, answer, _box(box) + "/exec/ws") from exc
-            raise
-        body = _exec_body(
-            cmd,
-            options.get("env"),
-            options.get("workdir"),
-            options.get("user"),
-            tty=bool(options.get("tty")),
-            stdin=True,
-            cols=options.get("cols"),
-            rows=options.get("rows"),
-        )
-        self._ws.send(json.dumps(body))
-        self.exit_code: int | None = None
+            # Entered by hand: the session outlives this call and `close()` ends it.
+            self._ws = connect(ws_url, sock=sock, **_session_options(client, ws_url)).__enter__()
+        except Exception as exc:
+            _session_refused(client, box, sock, exc)
+        self._ws.send(json.dumps(_session_body(cmd, options)))
+        self._reader = _ExecReader()
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._reader.exit_code
 
     def send(self, data: bytes) -> None:
         self._ws.send(data)
@@ -1208,20 +1263,118 @@ class ExecSession:
 
         try:
             for message in self._ws:
-                if isinstance(message, str):
-                    continue
-                for kind, payload in _frames.FrameDecoder().feed(message):
-                    if kind in (_frames.STDOUT, _frames.STDERR):
-                        yield ExecEvent(("stdout" if kind == _frames.STDOUT else "stderr", payload))
-                    elif kind == _frames.EXIT:
-                        self.exit_code = int(json.loads(payload)["exit_code"])
-                    elif kind == _frames.ERROR:
-                        raise error_from_body(500, json.loads(payload))
+                if isinstance(message, bytes):
+                    yield from self._reader.feed(message)
         except ConnectionClosed:
             pass
 
     def close(self) -> None:
         self._ws.close()
+
+
+class AsyncExecSession:
+    """`ExecSession` for asyncio: `send`, `close_stdin`, `resize`, `async for` the output,
+    `exit_code` at the end, `close`."""
+
+    def __init__(self, ws: Any) -> None:
+        self._ws = ws
+        self._reader = _ExecReader()
+
+    @classmethod
+    async def open(
+        cls, client: AsyncClient, box: str, cmd: str | Sequence[str], **options: Any
+    ) -> AsyncExecSession:
+        # The socket is dialled as the sync session dials it (the same proxy decision).
+        import asyncio
+
+        from websockets.asyncio.client import connect
+
+        ws_url, sock = await asyncio.to_thread(_session_socket, client, box)
+        try:
+            ws = await connect(ws_url, sock=sock, **_session_options(client, ws_url))
+        except Exception as exc:
+            _session_refused(client, box, sock, exc)
+        await ws.send(json.dumps(_session_body(cmd, options)))
+        return cls(ws)
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._reader.exit_code
+
+    async def send(self, data: bytes) -> None:
+        await self._ws.send(data)
+
+    async def close_stdin(self) -> None:
+        await self._ws.send(json.dumps({"type": "eof"}))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+
+    async def __aiter__(self) -> AsyncIterator[ExecEvent]:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in self._ws:
+                if isinstance(message, bytes):
+                    for event in self._reader.feed(message):
+                        yield event
+        except ConnectionClosed:
+            pass
+
+    async def close(self) -> None:
+        await self._ws.close()
+
+
+def _session_socket(client: _Base, box: str) -> tuple[str, socket.socket]:
+    """The exec WebSocket's URL and a socket to it, opened as the HTTP client opens its
+    own: the same proxy decision (websockets would apply urllib's NO_PROXY rules) and the
+    same errors."""
+    from ._http import ConnectionPool
+
+    ws_url = client.url.replace("http", "ws", 1) + _box(box) + "/exec/ws"
+    pool = client._conn if isinstance(client, Client) else None
+    if pool is None:
+        pool = ConnectionPool(client.url, connect_timeout=client.timeout)
+    sock = pool.open_socket()
+    # Left at the connect timeout, every quiet moment of a session longer than that
+    # would end it; websockets applies `open_timeout` to the handshake by itself.
+    sock.settimeout(None)
+    return ws_url, sock
+
+
+def _session_options(client: _Base, ws_url: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+    return {
+        "additional_headers": headers,
+        "max_size": None,
+        "open_timeout": client.timeout,
+        "ssl": _tls.context() if ws_url.startswith("wss:") else None,
+    }
+
+
+def _session_refused(client: _Base, box: str, sock: socket.socket, exc: Exception) -> NoReturn:
+    """A failed handshake: the socket closed, the SDK's error for it raised."""
+    sock.close()
+    if isinstance(exc, OSError):
+        raise ConnectionFailed(f"cannot open a session at {client.url}: {exc}") from exc
+    response = getattr(exc, "response", None)  # websockets' InvalidStatus: the error body
+    if response is None:
+        raise exc
+    answer = bytes(response.body or b"")
+    raise client._error(response.status_code, answer, _box(box) + "/exec/ws") from exc
+
+
+def _session_body(cmd: str | Sequence[str], options: dict[str, Any]) -> dict[str, Any]:
+    return _exec_body(
+        cmd,
+        options.get("env"),
+        options.get("workdir"),
+        options.get("user"),
+        tty=bool(options.get("tty")),
+        stdin=True,
+        cols=options.get("cols"),
+        rows=options.get("rows"),
+    )
 
 
 class AsyncClient(_Base):
@@ -1365,7 +1518,7 @@ class AsyncClient(_Base):
             collected.add(event)
         return collected.result()
 
-    async def exec_stream(
+    def exec_stream(
         self,
         box: str,
         cmd: str | Sequence[str],
@@ -1374,21 +1527,10 @@ class AsyncClient(_Base):
         workdir: str | None = None,
         user: str | None = None,
         wake: bool = False,
-    ) -> AsyncIterator[ExecEvent | int]:
-        """Yields `ExecEvent`s, then the exit code (an int) last."""
-        resp = await self._send(self._r_exec(box, cmd, env, workdir, user, wake))
-        decoder = _frames.FrameDecoder()
-        try:
-            async for chunk in resp.aiter_bytes():
-                for kind, payload in decoder.feed(chunk):
-                    if kind in (_frames.STDOUT, _frames.STDERR):
-                        yield ExecEvent(("stdout" if kind == _frames.STDOUT else "stderr", payload))
-                    elif kind == _frames.EXIT:
-                        yield int(json.loads(payload)["exit_code"])
-                    elif kind == _frames.ERROR:
-                        raise error_from_body(500, json.loads(payload))
-        finally:
-            await resp.aclose()
+    ) -> AsyncExecStream:
+        """Run a command and stream its output (`async for`); `.exit_code` after. A string
+        runs in `bash -lc`. `wake`: start the box first if it is stopped."""
+        return AsyncExecStream(self, self._r_exec(box, cmd, env, workdir, user, wake))
 
     async def exec(
         self,
@@ -1401,17 +1543,18 @@ class AsyncClient(_Base):
         wake: bool = False,
     ) -> ExecResult:
         """Run a command to completion and return its output and exit code."""
+        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        code: int | None = None
-        events = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
-        async for event in events:
-            if isinstance(event, int):
-                code = event
-            else:
-                out[event[0]].append(event[1])
-        if code is None:
-            raise ConnectionFailed("the exec stream ended before the command's exit code arrived")
-        return _result(code, out)
+        async for kind, data in stream:
+            out[kind].append(data)
+        assert stream.exit_code is not None
+        return _result(stream.exit_code, out)
+
+    async def exec_session(
+        self, box: str, cmd: str | Sequence[str], **options: Any
+    ) -> AsyncExecSession:
+        """An interactive exec over a WebSocket (stdin, TTY, resize), as `Client.exec_session`."""
+        return await AsyncExecSession.open(self, box, cmd, **options)
 
     async def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
         """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
@@ -1427,6 +1570,7 @@ class AsyncClient(_Base):
         exclude: Sequence[str] = (),
         owner: tuple[int, int] = (1000, 1000),
         progress: Progress | None = None,
+        wake: bool = False,
     ) -> PushResult:
         """Copy local files or folders into the box (the rules of `Client.push`)."""
         from ._archive import tar_stream
@@ -1434,7 +1578,8 @@ class AsyncClient(_Base):
         there = await self._steps(self._box_dest(box, dest))
         folder, plan, name = self._push_plan(sources, there, exclude)
         body = tar_stream(plan, *owner, progress=progress)
-        result = await self._perform(_Call(self._r_push(box, folder, body), _model("PushResult")))
+        req = self._r_push(box, folder, body, owner, wake)
+        result = await self._perform(_Call(req, _model("PushResult")))
         return self._pushed(result, name)
 
     async def pull(

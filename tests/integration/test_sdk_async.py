@@ -24,8 +24,17 @@ def test_the_async_client_drives_a_box_end_to_end(server: Server, tmp_path: Path
                 assert name in {b.name for b in await c.list_boxes()}
                 result = await c.exec(name, "echo out; echo err >&2; exit 3")
                 assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
-                events = [e async for e in c.exec_stream(name, ["printf", "x"])]
-                assert events == [ExecEvent(("stdout", b"x")), 0]
+                stream = c.exec_stream(name, ["sh", "-c", "printf x; exit 4"])
+                assert [e async for e in stream] == [ExecEvent(("stdout", b"x"))]
+                assert stream.exit_code == 4
+                session = await c.exec_session(name, ["cat"])
+                await session.send(b"typed\n")
+                await session.close_stdin()
+                echoed = b"".join([data async for _, data in session])
+                await session.close()
+                assert (echoed, session.exit_code) == (b"typed\n", 0)
+                pid, log = await c.start(name, "echo started; sleep 30")
+                assert (await c.exec(name, f"kill -0 {pid} && cat {log}")).stdout == "started\n"
                 src = tmp_path / "src"
                 (src / "sub").mkdir(parents=True)
                 (src / "sub" / "f.txt").write_text("hello")

@@ -86,6 +86,7 @@ CONVENIENCES = {
     "prompt": "start_run + follow_run",
     "push_size": "local: the bytes a push would send",
     "exec_session": "the exec WebSocket (not an OpenAPI operation)",
+    "start": "POST /exec with detach=true",
     "close": "",
     "aclose": "",
 }
@@ -116,8 +117,8 @@ def test_every_operation_has_a_method_in_both_clients() -> None:
 def test_every_public_method_maps_to_an_operation() -> None:
     known = set(OPERATIONS.values()) | set(CONVENIENCES)
     assert public(Client) - known == set()
-    assert public(AsyncClient) - known - {"exec_session"} == set()
-    assert public(AsyncClient) >= public(Client) - {"exec_session", "close"}
+    assert public(AsyncClient) - known == set()
+    assert public(AsyncClient) >= public(Client) - {"close"}
 
 
 def test_both_clients_take_the_same_parameters() -> None:
@@ -142,3 +143,20 @@ def test_the_models_methods_return_are_exported() -> None:
             returned |= set(re.findall(r"[A-Za-z_]+", hint)) & models - {"Any"}
     assert returned, "no model found in the return annotations"
     assert returned - set(paddock.__all__) == set()
+
+
+def test_both_clients_return_the_same_things() -> None:
+    """A method of `AsyncClient` gives what `Client`'s gives, awaited or `async for`-ed."""
+    import re
+
+    def returns(cls: type, name: str) -> str:
+        member = inspect.getattr_static(cls, name)
+        build = getattr(member, "_build", member)  # an operation: one builder for both
+        return str(build.__annotations__.get("return", ""))
+
+    def as_async(hint: str) -> str:
+        hint = re.sub(r"\bIterator\b", "AsyncIterator", hint)
+        return re.sub(r"\b(ExecStream|ExecSession)\b", r"Async\1", hint)
+
+    for name in sorted(public(Client) & public(AsyncClient) - {"close"}):
+        assert as_async(returns(Client, name)) == returns(AsyncClient, name), name

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from .._exceptions import InvalidRequest
 from ._common import UsageError, box_ref, client, examples
 from ._output import note
 
@@ -171,26 +172,19 @@ class _signals_end_the_command:
             raise SystemExit(128 + exc.signum)
 
 
-# A detached command gets a session of its own (no hangup when the exec ends), stdin from
-# /dev/null and a log file; `$!` is its pid: a background job of a non-interactive shell
-# leads no process group, so setsid makes the session without forking again.
-_DETACH = (
-    'command -v "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
-    "log=$(mktemp /tmp/paddock-exec-XXXXXX.log) || exit 126; "
-    'setsid "$@" >"$log" 2>&1 </dev/null & echo "$! $log"'
-)
-
-
 def _detached(args: argparse.Namespace, cmd: list[str], **options: Any) -> int:
     if args.tty or args.interactive:
         raise UsageError("-d runs the command without a terminal or stdin (not with -t or -i)")
     ref = box_ref(args.box)
     with client(args) as c:
-        result = c.exec(ref, ["/bin/sh", "-c", _DETACH, "sh", *cmd], **options)
-    if result.exit_code != 0:
-        sys.stderr.write(result.stderr)
-        return result.exit_code
-    pid, log = result.stdout.split()
+        try:
+            pid, log = c.start(ref, cmd, **options)
+        except InvalidRequest as exc:
+            if exc.code != "not_started":
+                raise
+            # As `exec` without -d: the box's own words and the command's exit code.
+            sys.stderr.write(exc.message + "\n")
+            return int(exc.details["exit_code"])
     print(pid)
     note(
         f"started {cmd[0]} in box {ref} as pid {pid}; its output goes to {log} there "

@@ -136,8 +136,6 @@ def _push(args: argparse.Namespace, box: str, sources: list[str], dest: str) -> 
     if not (uid.isdigit() and (gid or uid).isdigit()):
         raise UsageError(f"--owner takes UID:GID in numbers, not {args.owner!r}")
     with client(args) as c:
-        if args.wake and c.get_box(box_ref(box)).desired_state == "stopped":
-            c.resume_box(box_ref(box))
         progress = ProgressLine("pushing", c.push_size(sources, args.exclude))
         result = c.push(
             box_ref(box),
@@ -146,6 +144,7 @@ def _push(args: argparse.Namespace, box: str, sources: list[str], dest: str) -> 
             exclude=args.exclude,
             owner=(int(uid), int(gid or uid)),
             progress=progress,
+            wake=args.wake,
         )
     elapsed = progress.finish()
     if args.json:

@@ -324,7 +324,9 @@ class ExecRequest:
     cols: int | None = None
     rows: int | None = None
     desktop: bool = False  # DISPLAY and D-Bus of the box's desktop (started if need be)
-    detach: bool = False  # with desktop: return once the program started
+    # Return once the command started: on the desktop, its output in the desktop's app
+    # log; else in the background, stdout `PID LOG` (its pid, the file of its output).
+    detach: bool = False
     wake: bool = False  # start the box first if it is stopped
 
 

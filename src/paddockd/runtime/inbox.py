@@ -122,6 +122,19 @@ def noted(name: str, argv: list[str], prepare: str = "") -> list[str]:
     return ["/bin/sh", "-c", script, _named(name), *argv]
 
 
+def started(argv: list[str]) -> list[str]:
+    """`argv` started in the background in a session of its own (no hangup when the exec
+    ends), stdin from /dev/null, its output in a new log file; prints `PID LOG`. `$!` is its
+    pid: a background job of a non-interactive shell leads no process group, so setsid
+    makes the session without forking again."""
+    script = (
+        'command -v "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
+        "log=$(mktemp /tmp/paddock-exec-XXXXXX.log) || exit 126; "
+        'setsid "$@" >"$log" 2>&1 </dev/null & echo "$! $log"'
+    )
+    return ["/bin/sh", "-c", script, "paddock", *argv]
+
+
 def detached(argv: list[str], log: str) -> list[str]:
     """`argv` started in a session of its own, its output appended to `log` in the box; the
     command returns once it started (127 at once when there is no such program)."""

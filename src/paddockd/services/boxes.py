@@ -38,6 +38,7 @@ from ..domain.errors import (
 from ..domain.network import NetworkPolicy, closed_entry, policy
 from ..domain.snapshot import parse_drive
 from ..netpolicy.base import NetworkRules
+from ..runtime import inbox
 from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, FileInfo, Runtime
 from ..store.boxes import BoxRepository
 from .activity import Activity
@@ -56,6 +57,12 @@ _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_RUN_OUTPUT = 64 << 20
 # A command running in a box, as `exec` hands it to the API's routes.
 BoxProcess = ExecProcess
+
+
+def in_background(cmd: list[str]) -> list[str]:
+    """`cmd` started in the background in the box (`exec -d`): the exec ends at once with
+    `PID LOG` on stdout."""
+    return inbox.started(cmd)
 
 
 # The engine's API (1.41) cannot size a TTY at creation, and its resize reaches the TTY only

@@ -16,7 +16,7 @@ from paddock.wire import frames as _frames
 from paddock.wire.models import ExecRequest, ExecResult
 
 from ...domain.errors import PaddockError
-from ...services.boxes import BoxProcess
+from ...services.boxes import BoxProcess, in_background
 from ...services.desktop import detached
 from ..deps import Caller, Svc, authenticate, services
 from ..errors import error_body
@@ -67,6 +67,9 @@ async def exec_command(
         env = {**await svc.desktop.session_env(ref, caller), **env}
         if body.detach:
             cmd, wait = detached(cmd), True
+    elif body.detach:
+        # In the background: back at once with `PID LOG` (its pid, the file of its output).
+        cmd, wait = in_background(cmd), True
     if wait:
         code, out, err = await svc.boxes.run(ref, cmd, body.user, env, body.workdir, caller)
         return ExecResult(exit_code=code, stdout=out, stderr=err)

@@ -46,9 +46,9 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, NoReturn
 
-    import httpx
-
     from ._archive import Progress, PushPlan
+    from ._http import ConnectionPool, Response
+    from ._http_async import AsyncResponse
     from ._placement import Dest, Kind
     from .wire.models import (
         AgentInfo,
@@ -109,26 +109,71 @@ class _Request:
 
 
 SLOW_SECONDS = 900.0
-_PORTS = {"http": 80, "https": 443}
 
 
 class _Call:
-    """One operation's request and how to turn its answer (JSON, or `text`) into the result."""
+    """One operation's request and how to turn its answer (JSON, `text` or `binary`) into
+    the result."""
 
-    __slots__ = ("parse", "req", "text")
+    __slots__ = ("binary", "parse", "req", "text")
 
     def __init__(
-        self, req: _Request, parse: Callable[[Any], Any] | None = None, *, text: bool = False
+        self,
+        req: _Request,
+        parse: Callable[[Any], Any] | None = None,
+        *,
+        text: bool = False,
+        binary: bool = False,
     ) -> None:
-        self.req, self.parse, self.text = req, parse, text
+        self.req, self.parse, self.text, self.binary = req, parse, text, binary
 
     def result(self, data: Any) -> Any:
         return self.parse(data) if self.parse else None
 
     def read(self, body: bytes) -> Any:
+        if self.binary:
+            return body
         if self.text:
             return body.decode(errors="replace")
         return self.result(json.loads(body) if body else None)
+
+
+class _Stream:
+    """A request whose answer is read as it arrives: `feed` turns each chunk into the
+    items it completes and `end` says whether the stream ended whole. Iterated, it gives
+    the items; as a step of an operation, the list of all of them."""
+
+    __slots__ = ("feed", "req")
+
+    def __init__(self, req: _Request, feed: _Feed) -> None:
+        self.req, self.feed = req, feed
+
+
+class _Sink:
+    """A request whose body a blocking function consumes (a file written, an archive
+    extracted): `consume(headers, chunks)` gives the step's result. `AsyncClient` runs it
+    in a worker thread."""
+
+    __slots__ = ("consume", "req")
+
+    def __init__(
+        self, req: _Request, consume: Callable[[dict[str, str], Iterator[bytes]], Any]
+    ) -> None:
+        self.req, self.consume = req, consume
+
+
+class _Lines:
+    """A feed for streams of pieces ended by `sep` (ndjson lines, server-sent events)."""
+
+    def __init__(self, sep: bytes, parse: Callable[[bytes], list[Any]]) -> None:
+        self._sep, self._parse, self._buf = sep, parse, b""
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        *done, self._buf = (self._buf + chunk).split(self._sep)
+        return [item for piece in done for item in self._parse(piece)]
+
+    def end(self) -> None:
+        pass  # a follow ends when the server ends it
 
 
 def _model(name: str, field: str | None = None) -> Callable[[Any], Any]:
@@ -155,10 +200,11 @@ def _kind(st: dict[str, Any]) -> Kind | None:
 
 
 class _operation:
-    """Marks a `_Base` method that builds a `_Call`: a `Client` sends it, an `AsyncClient`
-    returns a coroutine that does (typed below for mypy)."""
+    """Marks a `_Base` method that builds a `_Call` (or a generator of steps: `_Call`,
+    `_Stream`, `_Sink`, each answer sent back in): a `Client` performs it, an
+    `AsyncClient` returns a coroutine that does (typed below for mypy)."""
 
-    def __init__(self, build: Callable[..., _Call]) -> None:
+    def __init__(self, build: Callable[..., Any]) -> None:
         self._build = build
         self.__doc__ = build.__doc__
         self.__name__ = build.__name__
@@ -169,7 +215,24 @@ class _operation:
         build = self._build
 
         def bound(*args: Any, **kwargs: Any) -> Any:
-            return obj._perform(build(obj, *args, **kwargs))
+            return obj._do(build(obj, *args, **kwargs))
+
+        bound.__doc__ = self.__doc__
+        bound.__name__ = self.__name__
+        return bound
+
+
+class _streaming(_operation):
+    """Marks a `_Base` method that builds a `_Stream`: a `Client` returns an iterator of
+    its items, an `AsyncClient` an async one."""
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        build = self._build
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return obj._iterate(build(obj, *args, **kwargs))
 
         bound.__doc__ = self.__doc__
         bound.__name__ = self.__name__
@@ -177,7 +240,7 @@ class _operation:
 
 
 if TYPE_CHECKING:
-    from typing import Concatenate, Generic, ParamSpec, TypeVar, overload
+    from typing import Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
     _P = ParamSpec("_P")
     _T = TypeVar("_T")
@@ -185,8 +248,20 @@ if TYPE_CHECKING:
     class _TypedCall(_Call, Generic[_T]):  # what a builder promises its answer becomes
         pass
 
+    class _TypedStream(_Stream, Generic[_T]):  # a stream of _T items
+        pass
+
+    class _Feed(Protocol):
+        def feed(self, chunk: bytes) -> list[Any]: ...
+        def end(self) -> object: ...
+
+    # An operation in several steps: yields what to send, returns the result.
+    Steps = Generator[Any, Any, _T]
+
     class _typed_operation(Generic[_P, _T]):
-        def __init__(self, build: Callable[Concatenate[Any, _P], _TypedCall[_T]]) -> None: ...
+        def __init__(
+            self, build: Callable[Concatenate[Any, _P], _TypedCall[_T] | Steps[_T]]
+        ) -> None: ...
 
         @overload
         def __get__(self, obj: Client, owner: type | None = None) -> Callable[_P, _T]: ...
@@ -201,11 +276,31 @@ if TYPE_CHECKING:
 
         def __get__(self, obj: Any, owner: type | None = None) -> Any: ...
 
+    class _typed_streaming(Generic[_P, _T]):
+        def __init__(self, build: Callable[Concatenate[Any, _P], _TypedStream[_T]]) -> None: ...
+
+        @overload
+        def __get__(self, obj: Client, owner: type | None = None) -> Callable[_P, Iterator[_T]]: ...
+
+        @overload
+        def __get__(
+            self, obj: AsyncClient, owner: type | None = None
+        ) -> Callable[_P, AsyncIterator[_T]]: ...
+
+        @overload
+        def __get__(self, obj: _Base, owner: type | None = None) -> Callable[_P, Any]: ...
+
+        def __get__(self, obj: Any, owner: type | None = None) -> Any: ...
+
     operation = _typed_operation
+    streaming = _typed_streaming
     Call = _TypedCall
+    Stream = _TypedStream
 else:
     operation = _operation
+    streaming = _streaming
     Call = _Call
+    Stream = _Stream
 
 
 def _box(ref: str) -> str:
@@ -286,6 +381,36 @@ class _ExecReader:
         if self.exit_code is None:
             raise ConnectionFailed("the exec stream ended before the command's exit code arrived")
         return self.exit_code
+
+
+def _ndjson(parse: Callable[[Any], Any] = _same) -> _Lines:
+    """A feed for newline-delimited JSON: each object parsed; an `error` object raised."""
+
+    def line(raw: bytes) -> list[Any]:
+        if not raw.strip():
+            return []
+        event = json.loads(raw)
+        if "error" in event:
+            raise error_from_body(500, event)
+        return [parse(event)]
+
+    return _Lines(b"\n", line)
+
+
+def _box_event(raw: bytes) -> list[BoxEvent]:
+    """A server-sent event of /v1/events as (kind, data); comments are skipped.
+    paddockd's events are one `event:` and one `data:` line each (JSON has no newline)."""
+    kind, data = "message", None
+    for line in raw.decode().splitlines():
+        field, _, value = line.partition(":")
+        if field == "event":
+            kind = value.strip()
+        elif field == "data":
+            data = json.loads(value)
+    if data is None:
+        return []
+    parse = {"boxes": _model("BoxList"), "box": _model("Box")}.get(kind, _same)
+    return [(kind, parse(data))]
 
 
 def _started(data: Any) -> tuple[int, str]:
@@ -479,6 +604,11 @@ class _Base:
         params = {"limit": str(limit), **({"follow": "true"} if follow else {})}
         return _Request("GET", _box(ref) + "/network/log", params, untimed=follow)
 
+    @streaming
+    def follow_network_log(self, ref: str, *, limit: int = 0) -> Stream[EgressEvent]:
+        """The log so far (the last `limit` entries), then each new entry as it happens."""
+        return Stream(self._r_network_log(ref, limit, True), _ndjson(_model("EgressEvent")))
+
     @operation
     def network_log(self, ref: str, *, limit: int = 0) -> Call[list[EgressEvent]]:
         """The box's egress log: names looked up and destinations tried, with verdicts."""
@@ -633,6 +763,18 @@ class _Base:
     ) -> Call[RunInfo]:
         """Start a coding agent headless in the box; it goes on if this client goes away.
         `wake`: start the box first if it is stopped."""
+        return self._c_start_run(box, instruction, agent, workdir, model, json_events, wake)
+
+    @staticmethod
+    def _c_start_run(
+        box: str,
+        instruction: str,
+        agent: str | None,
+        workdir: str | None,
+        model: str | None,
+        json_events: bool,
+        wake: bool,
+    ) -> Call[RunInfo]:
         body = {
             "instruction": instruction,
             "agent": agent,
@@ -656,14 +798,46 @@ class _Base:
         req = _Request("POST", "/v1/runs/" + quote(run_id, safe="") + "/stop")
         return Call(req, _model("RunInfo"))
 
-    @staticmethod
-    def _r_run_log(run_id: str, live: bool) -> _Request:
-        params = {"follow": "true" if live else "false"}
-        return _Request("GET", "/v1/runs/" + quote(run_id, safe="") + "/log", params, untimed=True)
+    @streaming
+    def follow_run(self, run_id: str, *, live: bool = True) -> Stream[dict[str, Any]]:
+        """The run's output events so far, then (if `live`) the rest as they come:
+        {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
+        return self._s_run_log(run_id, live)
 
     @staticmethod
-    def _r_events() -> _Request:
-        return _Request("GET", "/v1/events", untimed=True)
+    def _s_run_log(run_id: str, live: bool) -> Stream[dict[str, Any]]:
+        params = {"follow": "true" if live else "false"}
+        req = _Request("GET", "/v1/runs/" + quote(run_id, safe="") + "/log", params, untimed=True)
+        return Stream(req, _ndjson())
+
+    @operation
+    def prompt(
+        self,
+        box: str,
+        instruction: str,
+        *,
+        agent: str | None = None,
+        workdir: str | None = None,
+        model: str | None = None,
+        wake: bool = False,
+    ) -> Steps[ExecResult]:
+        """Run an agent to completion: its output and exit code."""
+        run = yield self._c_start_run(box, instruction, agent, workdir, model, False, wake)
+        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        code = -1
+        for event in (yield self._s_run_log(run.id, True)):
+            if "stream" in event:
+                out[event["stream"]].append(str(event["data"]).encode())
+            elif "status" in event and event["exit_code"] is not None:
+                code = int(event["exit_code"])
+        return _result(code, out)
+
+    @streaming
+    def follow_events(self) -> Stream[BoxEvent]:
+        """Your boxes as they change: first ("boxes", BoxList), then ("box", Box) for each
+        change and ("box-removed", {"id": ...}). The server ends the stream after a while
+        (15 minutes): call again to go on."""
+        return Stream(_Request("GET", "/v1/events", untimed=True), _Lines(b"\n\n", _box_event))
 
     # -- provider credentials -----------------------------------------------------------
     @operation
@@ -764,22 +938,127 @@ class _Base:
         req = _Request("POST", _box(box) + "/exec", {"wait": "true"}, json=body)
         return Call(req, _started)
 
-    @staticmethod
-    def _r_screenshot(ref: str, size: str | None) -> _Request:
-        return _Request("GET", _box(ref) + "/desktop/screenshot", {"size": size} if size else None)
+    @operation
+    def screenshot(self, ref: str, *, size: str | None = None) -> Call[bytes]:
+        """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
+        req = _Request("GET", _box(ref) + "/desktop/screenshot", {"size": size} if size else None)
+        return Call(req, binary=True)
 
     # -- exec and files ------------------------------------------------------------------
     @staticmethod
-    def _r_exec(
+    def _s_exec(
         box: str,
         cmd: str | Sequence[str],
         env: dict[str, str] | None,
         workdir: str | None,
         user: str | None,
-        wake: bool = False,
-    ) -> _Request:
+        wake: bool,
+    ) -> tuple[_Stream, _ExecReader]:
+        """The exec stream, and its feed: it keeps the exit code."""
         body = _exec_body(cmd, env, workdir, user, **({"wake": True} if wake else {}))
-        return _Request("POST", _box(box) + "/exec", json=body, untimed=True)
+        req = _Request("POST", _box(box) + "/exec", json=body, untimed=True)
+        reader = _ExecReader()
+        return _Stream(req, reader), reader
+
+    @operation
+    def exec(
+        self,
+        box: str,
+        cmd: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        wake: bool = False,
+    ) -> Steps[ExecResult]:
+        """Run a command to completion and return its output and exit code. A string runs
+        in `bash -lc`. `wake`: start the box first if it is stopped."""
+        stream, reader = self._s_exec(box, cmd, env, workdir, user, wake)
+        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        for kind, data in (yield stream):
+            out[kind].append(data)
+        return _result(reader.end(), out)
+
+    @operation
+    def push(
+        self,
+        box: str,
+        sources: Sequence[str | Path],
+        dest: str,
+        *,
+        exclude: Sequence[str] = (),
+        owner: tuple[int, int] = (1000, 1000),
+        progress: Progress | None = None,
+        wake: bool = False,
+    ) -> Steps[PushResult]:
+        """Copy local files or folders into the box, by docker cp's rules: into `dest`
+        when it is a folder there (`SRC/.`: SRC's contents), else as `dest` (a folder
+        `SRC` is created there with its contents; `dest`'s folder must exist). Several
+        sources go into the folder `dest`. Files in the way are replaced. A
+        `.paddockignore` (gitignore syntax) in a folder is honoured. Everything pushed,
+        and any folder made for it, is `owner`'s. `wake`: start the box first if stopped.
+        """
+        from ._archive import tar_stream
+
+        there = yield from self._box_dest(box, dest)
+        folder, plan, name = self._push_plan(sources, there, exclude)
+        # The tar is written from local files as it is sent (by a worker thread in async).
+        body = tar_stream(plan, *owner, progress=progress)
+        result = yield Call(self._r_push(box, folder, body, owner, wake), _model("PushResult"))
+        return self._pushed(result, name)
+
+    @operation
+    def pull(
+        self,
+        box: str,
+        src: str,
+        dest: str | Path,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> Steps[Path]:
+        """Copy `src` out of the box to `dest` by the rules of `push` (`src/.`: its
+        contents). Never writes outside `dest`; refuses to overwrite unless `force`.
+        Returns the path `src` became (or, for contents, the folder they went into)."""
+        from ._archive import extract_stream
+
+        def extract(headers: dict[str, str], chunks: Iterator[bytes]) -> Path:
+            root, target, merge = self._pull_target(src, dest, headers)
+            extract_stream(chunks, root, target, force=force, merge=merge, progress=progress)
+            return target
+
+        req = _Request("GET", _box(box) + "/files", {"path": src}, untimed=True)
+        became: Path = yield _Sink(req, extract)
+        return became
+
+    @operation
+    def download(
+        self, box: str, src: str, dest: str | Path, *, archive: str = "zip", force: bool = False
+    ) -> Steps[Path]:
+        """Save `src` from the box as the one local file `dest`, as the dashboard downloads
+        it: a file as it is, a folder as a zip (or `archive="tar"`) holding only what stays
+        inside it (links leading out, devices and fifos are left out). Replaces an
+        existing `dest` only with `force`."""
+        import os
+
+        if archive not in ("zip", "tar"):
+            raise InvalidRequest(f"archive is zip or tar, not {archive!r}")
+        target, partial = self._download_target(dest, force)
+
+        def save(headers: dict[str, str], chunks: Iterator[bytes]) -> Path:
+            try:
+                with open(partial, "wb") as f:
+                    for chunk in chunks:
+                        f.write(chunk)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+            return target
+
+        params = {"path": src, "format": archive}
+        req = _Request("GET", _box(box) + "/files/download", params, untimed=True)
+        saved: Path = yield _Sink(req, save)
+        return saved
 
     @operation
     def stat(self, box: str, path: str) -> Call[dict[str, Any]]:
@@ -803,23 +1082,12 @@ class _Base:
             "PUT", _box(ref) + "/files", params, body=body, content_type="application/x-tar"
         )
 
-    @staticmethod
-    def _r_pull(ref: str, src: str) -> _Request:
-        return _Request("GET", _box(ref) + "/files", {"path": src}, untimed=True)
-
     @operation
     def list_files(self, box: str, path: str = "/config") -> Call[FileList]:
         """The entries of the folder `path` in the box, by name, as the box user reads
         them (at most 5000: `truncated` says when there were more)."""
         req = _Request("GET", _box(box) + "/files/list", {"path": path})
         return Call(req, _model("FileList"))
-
-    @staticmethod
-    def _r_download(ref: str, src: str, archive: str) -> _Request:
-        if archive not in ("zip", "tar"):
-            raise InvalidRequest(f"archive is zip or tar, not {archive!r}")
-        params = {"path": src, "format": archive}
-        return _Request("GET", _box(ref) + "/files/download", params, untimed=True)
 
     @staticmethod
     def _download_target(dest: str | Path, force: bool) -> tuple[Path, Path]:
@@ -908,55 +1176,53 @@ class _Base:
         target = os.path.realpath(landing.path) if landing.merge else landing.path
         return name, Path(target), landing.merge
 
-    @staticmethod
-    def _r_build_image(no_cache: bool, rebuild_base: bool, upgrade_agents: bool) -> _Request:
+    @streaming
+    def build_image(
+        self, *, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
+    ) -> Stream[dict[str, Any]]:
+        """Build the box image on the server; yields progress events as they happen.
+        `upgrade_agents` moves the coding agents to their latest versions first."""
         body = {
             "no_cache": no_cache,
             "rebuild_base": rebuild_base,
             "upgrade_agents": upgrade_agents,
         }
-        return _Request("POST", "/v1/images/build", json=body, untimed=True)
+        return Stream(_Request("POST", "/v1/images/build", json=body, untimed=True), _ndjson())
 
 
 class ExecStream:
     """Iterate to get `ExecEvent`s as they happen; `exit_code` is set at the end."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._reader = _ExecReader()
+    def __init__(self, events: Iterator[ExecEvent], reader: _ExecReader) -> None:
+        self._events, self._reader = events, reader
 
     @property
     def exit_code(self) -> int | None:
         return self._reader.exit_code
 
     def __iter__(self) -> Iterator[ExecEvent]:
-        for chunk in self._chunks:
-            yield from self._reader.feed(chunk)
-        self._reader.end()
+        return self._events
 
 
 class AsyncExecStream:
     """`async for` it to get `ExecEvent`s as they happen; `exit_code` is set at the end
     (the request is sent when iteration starts)."""
 
-    def __init__(self, client: AsyncClient, req: _Request) -> None:
-        self._client = client
-        self._req = req
-        self._reader = _ExecReader()
+    def __init__(self, events: AsyncIterator[ExecEvent], reader: _ExecReader) -> None:
+        self._events, self._reader = events, reader
 
     @property
     def exit_code(self) -> int | None:
         return self._reader.exit_code
 
-    async def __aiter__(self) -> AsyncIterator[ExecEvent]:
-        resp = await self._client._send(self._req)
-        try:
-            async for chunk in resp.aiter_bytes():
-                for event in self._reader.feed(chunk):
-                    yield event
-        finally:
-            await resp.aclose()
-        self._reader.end()
+    def __aiter__(self) -> AsyncIterator[ExecEvent]:
+        return self._events
+
+
+def _pool(url: str, timeout: float) -> ConnectionPool:
+    from ._http import ConnectionPool
+
+    return ConnectionPool(url, connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout)
 
 
 class Client(_Base):
@@ -965,11 +1231,7 @@ class Client(_Base):
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         super().__init__(url, token, timeout)
-        from ._http import ConnectionPool
-
-        self._conn = ConnectionPool(
-            self.url, connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout
-        )
+        self._conn = _pool(self.url, timeout)
 
     def close(self) -> None:
         self._conn.close()
@@ -980,7 +1242,8 @@ class Client(_Base):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _open(self, req: _Request) -> Any:
+    # -- the transport: every operation of `_Base` is performed by these --------------------
+    def _open(self, req: _Request) -> Response:
         resp = self._conn.request(
             req.method,
             req.target,
@@ -992,53 +1255,37 @@ class Client(_Base):
             raise self._error(resp.status, resp.read(), req.path)
         return resp
 
-    def _perform(self, call: _Call) -> Any:
-        return self._answer(call, self._open(call.req).read())
-
-    def _steps(self, steps: Generator[_Call, Any, _T]) -> _T:
-        """Run a `_Base` generator of calls: send each, hand it the answer."""
+    def _do(self, built: _Call | Generator[Any, Any, Any]) -> Any:
+        """Perform an operation: one call, or a generator of steps sent one by one."""
+        if isinstance(built, _Call):
+            return self._step(built)
         try:
-            call = next(steps)
+            step = next(built)
             while True:
-                call = steps.send(self._perform(call))
+                step = built.send(self._step(step))
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return done.value
 
-    # -- streams ------------------------------------------------------------------------
-    def follow_network_log(self, ref: str, *, limit: int = 0) -> Iterator[EgressEvent]:
-        """The log so far (the last `limit` entries), then each new entry as it happens."""
-        parse = _model("EgressEvent")
-        for event in _ndjson(self._open(self._r_network_log(ref, limit, True)).iter_bytes()):
-            yield parse(event)
+    def _step(self, step: _Call | _Stream | _Sink) -> Any:
+        if isinstance(step, _Stream):
+            return list(self._iterate(step))
+        with self._open(step.req) as resp:
+            if isinstance(step, _Sink):
+                return step.consume(resp.headers, resp.iter_bytes())
+            return self._answer(step, resp.read())
 
-    def follow_run(self, run_id: str, *, live: bool = True) -> Iterator[dict[str, Any]]:
-        """The run's output events so far, then (if `live`) the rest as they come:
-        {"stream", "data"} ..., and last {"status", "exit_code"} once it ended."""
-        yield from _ndjson(self._open(self._r_run_log(run_id, live)).iter_bytes())
+    def _iterate(self, stream: _Stream) -> Iterator[Any]:
+        # The request goes out now, so that its errors raise here, not at the first item.
+        return self._items(self._open(stream.req), stream.feed)
 
-    def follow_events(self) -> Iterator[BoxEvent]:
-        """Your boxes as they change: first ("boxes", BoxList), then ("box", Box) for each
-        change and ("box-removed", {"id": ...}). The server ends the stream after a while
-        (15 minutes): call again to go on."""
-        yield from _box_events(_sse(self._open(self._r_events()).iter_bytes()))
+    @staticmethod
+    def _items(resp: Response, feed: _Feed) -> Iterator[Any]:
+        with resp:  # an iteration stopped early closes the connection
+            for chunk in resp.iter_bytes():
+                yield from feed.feed(chunk)
+        feed.end()
 
-    def prompt(
-        self,
-        box: str,
-        instruction: str,
-        *,
-        agent: str | None = None,
-        workdir: str | None = None,
-        model: str | None = None,
-        wake: bool = False,
-    ) -> ExecResult:
-        """Run an agent to completion: its output and exit code."""
-        run = self.start_run(box, instruction, agent=agent, workdir=workdir, model=model, wake=wake)
-        collected = _RunOutput()
-        for event in self.follow_run(run.id):
-            collected.add(event)
-        return collected.result()
-
+    # -- exec ----------------------------------------------------------------------------
     def exec_stream(
         self,
         box: str,
@@ -1049,191 +1296,20 @@ class Client(_Base):
         user: str | None = None,
         wake: bool = False,
     ) -> ExecStream:
-        """Run a command and stream its output. A string runs in `bash -lc`. `wake`: start
-        the box first if it is stopped."""
-        req = self._r_exec(box, cmd, env, workdir, user, wake)
-        return ExecStream(self._open(req).iter_bytes())
-
-    def exec(
-        self,
-        box: str,
-        cmd: str | Sequence[str],
-        *,
-        env: dict[str, str] | None = None,
-        workdir: str | None = None,
-        user: str | None = None,
-        wake: bool = False,
-    ) -> ExecResult:
-        """Run a command to completion and return its output and exit code. `wake`: start
-        the box first if it is stopped."""
-        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
-        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        for kind, data in stream:
-            out[kind].append(data)
-        assert stream.exit_code is not None
-        return _result(stream.exit_code, out)
+        """Run a command and stream its output; `.exit_code` after. A string runs in
+        `bash -lc`. `wake`: start the box first if it is stopped."""
+        stream, reader = self._s_exec(box, cmd, env, workdir, user, wake)
+        return ExecStream(self._iterate(stream), reader)
 
     def exec_session(self, box: str, cmd: str | Sequence[str], **options: Any) -> ExecSession:
         """An interactive exec over a WebSocket (stdin, TTY, resize)."""
         return ExecSession(self, box, cmd, **options)
 
-    def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
-        """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
-        data: bytes = self._open(self._r_screenshot(ref, size)).read()
-        return data
-
-    def push(
-        self,
-        box: str,
-        sources: Sequence[str | Path],
-        dest: str,
-        *,
-        exclude: Sequence[str] = (),
-        owner: tuple[int, int] = (1000, 1000),
-        progress: Progress | None = None,
-        wake: bool = False,
-    ) -> PushResult:
-        """Copy local files or folders into the box, by docker cp's rules: into `dest`
-        when it is a folder there (`SRC/.`: SRC's contents), else as `dest` (a folder
-        `SRC` is created there with its contents; `dest`'s folder must exist). Several
-        sources go into the folder `dest`. Files in the way are replaced. A
-        `.paddockignore` (gitignore syntax) in a folder is honoured. Everything pushed,
-        and any folder made for it, is `owner`'s. `wake`: start the box first if stopped.
-        """
-        from ._archive import tar_stream
-
-        there = self._steps(self._box_dest(box, dest))
-        folder, plan, name = self._push_plan(sources, there, exclude)
-        body = tar_stream(plan, *owner, progress=progress)
-        req = self._r_push(box, folder, body, owner, wake)
-        result = self._perform(_Call(req, _model("PushResult")))
-        return self._pushed(result, name)
-
-    def pull(
-        self,
-        box: str,
-        src: str,
-        dest: str | Path,
-        *,
-        force: bool = False,
-        progress: Progress | None = None,
-    ) -> Path:
-        """Copy `src` out of the box to `dest` by the rules of `push` (`src/.`: its
-        contents). Never writes outside `dest`; refuses to overwrite unless `force`.
-        Returns the path `src` became (or, for contents, the folder they went into)."""
-        from ._archive import extract_stream
-
-        resp = self._open(self._r_pull(box, src))
-        try:
-            root, target, merge = self._pull_target(src, dest, resp.headers)
-            extract_stream(
-                resp.iter_bytes(), root, target, force=force, merge=merge, progress=progress
-            )
-        finally:
-            resp.close()
-        return target
-
-    def download(
-        self, box: str, src: str, dest: str | Path, *, archive: str = "zip", force: bool = False
-    ) -> Path:
-        """Save `src` from the box as the one local file `dest`, as the dashboard downloads
-        it: a file as it is, a folder as a zip (or `archive="tar"`) holding only what stays
-        inside it (links leading out, devices and fifos are left out). Replaces an
-        existing `dest` only with `force`."""
-        import os
-
-        target, partial = self._download_target(dest, force)
-        resp = self._open(self._r_download(box, src, archive))
-        try:
-            with open(partial, "wb") as f:
-                for chunk in resp.iter_bytes():
-                    f.write(chunk)
-            os.replace(partial, target)
-        finally:
-            resp.close()
-            partial.unlink(missing_ok=True)
-        return target
-
-    def build_image(
-        self, *, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
-    ) -> Iterator[dict[str, Any]]:
-        """Build the box image on the server; yields progress events as they happen.
-        `upgrade_agents` moves the coding agents to their latest versions first."""
-        req = self._r_build_image(no_cache, rebuild_base, upgrade_agents)
-        yield from _ndjson(self._open(req).iter_bytes())
-
-
-class _RunOutput:
-    """An agent run's events gathered into one result."""
-
-    def __init__(self) -> None:
-        self.out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        self.code = -1
-
-    def add(self, event: dict[str, Any]) -> None:
-        if "stream" in event:
-            self.out[event["stream"]].append(str(event["data"]).encode())
-        elif "status" in event:
-            self.code = int(event["exit_code"]) if event["exit_code"] is not None else -1
-
-    def result(self) -> ExecResult:
-        return _result(self.code, self.out)
-
-
-def _pieces(chunks: Iterable[bytes], sep: bytes) -> Iterator[list[bytes]]:
-    """The whole pieces (between `sep`s) of a stream, as they complete."""
-    buf = b""
-    for chunk in chunks:
-        buf += chunk
-        *done, buf = buf.split(sep)
-        yield done
-
-
-def _sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, Any]]:
-    """(event, data as JSON) of a server-sent event stream; comments are skipped."""
-    for events in _pieces(chunks, b"\n\n"):
-        yield from _sse_events(events)
-
-
-def _sse_events(events: list[bytes]) -> Iterator[tuple[str, Any]]:
-    # paddockd's events are one `event:` and one `data:` line each (JSON has no newline).
-    for event in events:
-        kind, data = "message", None
-        for line in event.decode().splitlines():
-            field, _, value = line.partition(":")
-            if field == "event":
-                kind = value.strip()
-            elif field == "data":
-                data = json.loads(value)
-        if data is not None:
-            yield kind, data
-
-
-def _box_events(events: Iterable[tuple[str, Any]]) -> Iterator[BoxEvent]:
-    parse = {"boxes": _model("BoxList"), "box": _model("Box")}
-    for kind, data in events:
-        yield kind, parse[kind](data) if kind in parse else data
-
-
-def _ndjson(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-    """Objects of a newline-delimited JSON stream; an `error` object is raised."""
-    for lines in _pieces(chunks, b"\n"):
-        yield from _ndjson_lines(lines)
-
-
-def _ndjson_lines(lines: list[bytes]) -> Iterator[dict[str, Any]]:
-    for line in lines:
-        if line.strip():
-            event: dict[str, Any] = json.loads(line)
-            if "error" in event:
-                raise error_from_body(500, event)
-            yield event
-
 
 class ExecSession:
     """Bidirectional exec over a WebSocket: stdin in, framed stdout/stderr/exit out."""
 
-    def __init__(self, client: _Base, box: str, cmd: str | Sequence[str], **options: Any) -> None:
+    def __init__(self, client: Client, box: str, cmd: str | Sequence[str], **options: Any) -> None:
         from websockets.sync.client import connect
 
         ws_url, sock = _session_socket(client, box)
@@ -1284,12 +1360,9 @@ class AsyncExecSession:
     async def open(
         cls, client: AsyncClient, box: str, cmd: str | Sequence[str], **options: Any
     ) -> AsyncExecSession:
-        # The socket is dialled as the sync session dials it (the same proxy decision).
-        import asyncio
-
         from websockets.asyncio.client import connect
 
-        ws_url, sock = await asyncio.to_thread(_session_socket, client, box)
+        ws_url, sock = await client._conn.run(lambda: _session_socket(client, box))
         try:
             ws = await connect(ws_url, sock=sock, **_session_options(client, ws_url))
         except Exception as exc:
@@ -1325,16 +1398,12 @@ class AsyncExecSession:
         await self._ws.close()
 
 
-def _session_socket(client: _Base, box: str) -> tuple[str, socket.socket]:
+def _session_socket(client: Client | AsyncClient, box: str) -> tuple[str, socket.socket]:
     """The exec WebSocket's URL and a socket to it, opened as the HTTP client opens its
     own: the same proxy decision (websockets would apply urllib's NO_PROXY rules) and the
     same errors."""
-    from ._http import ConnectionPool
-
     ws_url = client.url.replace("http", "ws", 1) + _box(box) + "/exec/ws"
-    pool = client._conn if isinstance(client, Client) else None
-    if pool is None:
-        pool = ConnectionPool(client.url, connect_timeout=client.timeout)
+    pool = client._conn if isinstance(client, Client) else client._conn.pool
     sock = pool.open_socket()
     # Left at the connect timeout, every quiet moment of a session longer than that
     # would end it; websockets applies `open_timeout` to the handshake by itself.
@@ -1378,30 +1447,17 @@ def _session_body(cmd: str | Sequence[str], options: dict[str, Any]) -> dict[str
 
 
 class AsyncClient(_Base):
-    """Asyncio client with the same operations as `Client` (httpx underneath)."""
+    """Asyncio client with the same operations as `Client`, over the same HTTP stack (its
+    blocking steps run in worker threads: `_http_async`)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         super().__init__(url, token, timeout)
-        import httpx
+        from ._http_async import AsyncPool
 
-        from ._proxy import from_env
-
-        parts = httpx.URL(self.url)
-        if parts.scheme not in ("http", "https"):
-            raise ConnectionFailed(f"unsupported server URL {self.url!r}: use http:// or https://")
-        # The proxy decision is `_proxy`'s, as for `Client`: trust_env=False keeps httpx's
-        # own reading of the environment (different NO_PROXY rules) out of it.
-        self._proxy = from_env(parts.scheme, parts.host, parts.port or _PORTS[parts.scheme])
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            timeout=httpx.Timeout(timeout),
-            verify=_tls.context() if parts.scheme == "https" else True,
-            proxy=self._proxy.url if self._proxy else None,
-            trust_env=False,
-        )
+        self._conn = AsyncPool(_pool(self.url, timeout))
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        self._conn.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -1409,115 +1465,55 @@ class AsyncClient(_Base):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _send(self, req: _Request) -> httpx.Response:
-        import httpx
-
-        payload = self._payload(req)
-        content: Any = payload
-        if payload is not None and not isinstance(payload, bytes):
-            content = _in_thread(iter(payload))  # httpx streams only async bodies here
-        request = self._http.build_request(
-            req.method, req.path, params=req.params, headers=self._headers(req), content=content
+    # -- the transport: `Client`'s, awaited ----------------------------------------------
+    async def _open(self, req: _Request) -> AsyncResponse:
+        resp = await self._conn.request(
+            req.method,
+            req.target,
+            self._headers(req),
+            self._payload(req),
+            read_timeout=None if req.untimed else self._read_timeout(req),
         )
-        read = None if req.untimed else self._read_timeout(req)
-        request.extensions["timeout"] = httpx.Timeout(self.timeout, read=read).as_dict()
-        try:
-            resp = await self._http.send(request, stream=True)
-        except httpx.ProxyError as exc:  # its answer to CONNECT was not a 2xx
-            raise self._proxy_refused(exc) from exc
-        except httpx.TransportError as exc:
-            via = f" through the proxy at {self._proxy.where}" if self._proxy else ""
-            raise ConnectionFailed(
-                f"cannot reach the Paddock server at {self.url}{via}: {exc}"
-            ) from exc
-        if resp.status_code == 407 and self._proxy is not None:
-            # Plain HTTP goes to the proxy in absolute form (httpx tunnels https:// only),
-            # so its refusal arrives as an answer, not as a ProxyError.
-            await resp.aclose()
-            raise self._proxy_refused(f"{resp.status_code} {resp.reason_phrase}")
-        if resp.status_code >= 400:
-            body = await resp.aread()
-            raise self._error(resp.status_code, body, req.path)
+        if resp.status >= 400:
+            try:
+                body = await resp.aread()
+            finally:
+                await resp.aclose()
+            raise self._error(resp.status, body, req.path)
         return resp
 
-    def _proxy_refused(self, why: object) -> ConnectionFailed:
-        from ._proxy import PROXY_FAILED
-
-        where = self._proxy.where if self._proxy else "(none)"
-        return ConnectionFailed(
-            f"the proxy at {where} refused to carry requests to {self.url}: {why}",
-            code=PROXY_FAILED,
-        )
-
-    async def _perform(self, call: _Call) -> Any:
-        resp = await self._send(call.req)
-        return self._answer(call, await resp.aread())
-
-    async def _ndjson(self, req: _Request) -> AsyncIterator[dict[str, Any]]:
-        resp = await self._send(req)
-        buf = b""
+    async def _do(self, built: _Call | Generator[Any, Any, Any]) -> Any:
+        if isinstance(built, _Call):
+            return await self._step(built)
         try:
-            async for chunk in resp.aiter_bytes():
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for event in _ndjson_lines(lines):
-                    yield event
-        finally:
-            await resp.aclose()
-
-    async def _steps(self, steps: Generator[_Call, Any, _T]) -> _T:
-        """Run a `_Base` generator of calls: send each, hand it the answer."""
-        try:
-            call = next(steps)
+            step = next(built)
             while True:
-                call = steps.send(await self._perform(call))
+                step = built.send(await self._step(step))
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return done.value
 
-    # -- streams ------------------------------------------------------------------------
-    async def follow_network_log(self, ref: str, *, limit: int = 0) -> AsyncIterator[EgressEvent]:
-        """The log so far (the last `limit` entries), then each new entry as it happens."""
-        parse = _model("EgressEvent")
-        async for event in self._ndjson(self._r_network_log(ref, limit, True)):
-            yield parse(event)
-
-    async def follow_run(self, run_id: str, *, live: bool = True) -> AsyncIterator[dict[str, Any]]:
-        """The run's output events so far, then (if `live`) the rest as they come."""
-        async for event in self._ndjson(self._r_run_log(run_id, live)):
-            yield event
-
-    async def follow_events(self) -> AsyncIterator[BoxEvent]:
-        """Your boxes as they change (see `Client.follow_events`)."""
-        resp = await self._send(self._r_events())
-        buf = b""
+    async def _step(self, step: _Call | _Stream | _Sink) -> Any:
+        if isinstance(step, _Stream):
+            return [item async for item in self._iterate(step)]
+        resp = await self._open(step.req)
         try:
-            async for chunk in resp.aiter_bytes():
-                buf += chunk
-                *events, buf = buf.split(b"\n\n")
-                for event in _box_events(_sse_events(events)):
-                    yield event
+            if isinstance(step, _Sink):
+                return await resp.consume(step.consume)
+            return self._answer(step, await resp.aread())
         finally:
             await resp.aclose()
 
-    async def prompt(
-        self,
-        box: str,
-        instruction: str,
-        *,
-        agent: str | None = None,
-        workdir: str | None = None,
-        model: str | None = None,
-        wake: bool = False,
-    ) -> ExecResult:
-        """Run an agent to completion: its output and exit code."""
-        run = await self.start_run(
-            box, instruction, agent=agent, workdir=workdir, model=model, wake=wake
-        )
-        collected = _RunOutput()
-        async for event in self.follow_run(run.id):
-            collected.add(event)
-        return collected.result()
+    async def _iterate(self, stream: _Stream) -> AsyncIterator[Any]:
+        resp = await self._open(stream.req)
+        try:
+            async for chunk in resp.aiter_bytes():
+                for item in stream.feed.feed(chunk):
+                    yield item
+        finally:
+            await resp.aclose()
+        stream.feed.end()
 
+    # -- exec ----------------------------------------------------------------------------
     def exec_stream(
         self,
         box: str,
@@ -1530,142 +1526,11 @@ class AsyncClient(_Base):
     ) -> AsyncExecStream:
         """Run a command and stream its output (`async for`); `.exit_code` after. A string
         runs in `bash -lc`. `wake`: start the box first if it is stopped."""
-        return AsyncExecStream(self, self._r_exec(box, cmd, env, workdir, user, wake))
-
-    async def exec(
-        self,
-        box: str,
-        cmd: str | Sequence[str],
-        *,
-        env: dict[str, str] | None = None,
-        workdir: str | None = None,
-        user: str | None = None,
-        wake: bool = False,
-    ) -> ExecResult:
-        """Run a command to completion and return its output and exit code."""
-        stream = self.exec_stream(box, cmd, env=env, workdir=workdir, user=user, wake=wake)
-        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        async for kind, data in stream:
-            out[kind].append(data)
-        assert stream.exit_code is not None
-        return _result(stream.exit_code, out)
+        stream, reader = self._s_exec(box, cmd, env, workdir, user, wake)
+        return AsyncExecStream(self._iterate(stream), reader)
 
     async def exec_session(
         self, box: str, cmd: str | Sequence[str], **options: Any
     ) -> AsyncExecSession:
         """An interactive exec over a WebSocket (stdin, TTY, resize), as `Client.exec_session`."""
         return await AsyncExecSession.open(self, box, cmd, **options)
-
-    async def screenshot(self, ref: str, *, size: str | None = None) -> bytes:
-        """A PNG of the box's desktop; `size` ("1280x800") resizes the desktop first."""
-        resp = await self._send(self._r_screenshot(ref, size))
-        return await resp.aread()
-
-    async def push(
-        self,
-        box: str,
-        sources: Sequence[str | Path],
-        dest: str,
-        *,
-        exclude: Sequence[str] = (),
-        owner: tuple[int, int] = (1000, 1000),
-        progress: Progress | None = None,
-        wake: bool = False,
-    ) -> PushResult:
-        """Copy local files or folders into the box (the rules of `Client.push`)."""
-        from ._archive import tar_stream
-
-        there = await self._steps(self._box_dest(box, dest))
-        folder, plan, name = self._push_plan(sources, there, exclude)
-        body = tar_stream(plan, *owner, progress=progress)
-        req = self._r_push(box, folder, body, owner, wake)
-        result = await self._perform(_Call(req, _model("PushResult")))
-        return self._pushed(result, name)
-
-    async def pull(
-        self,
-        box: str,
-        src: str,
-        dest: str | Path,
-        *,
-        force: bool = False,
-        progress: Progress | None = None,
-    ) -> Path:
-        """Copy `src` out of the box to `dest` (the rules of `Client.pull`). The archive is
-        written by a worker thread as it arrives."""
-        import asyncio
-        import queue
-
-        from ._archive import extract_stream
-
-        chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
-
-        def arriving() -> Iterator[bytes]:
-            while (chunk := chunks.get()) is not None:
-                yield chunk
-
-        resp = await self._send(self._r_pull(box, src))
-        try:
-            root, target, merge = self._pull_target(src, dest, resp.headers)
-        except BaseException:
-            await resp.aclose()
-            raise
-        writer = asyncio.ensure_future(
-            asyncio.to_thread(
-                extract_stream,
-                arriving(),
-                root,
-                target,
-                force=force,
-                merge=merge,
-                progress=progress,
-            )
-        )
-        try:
-            async for chunk in resp.aiter_bytes():
-                if writer.done():
-                    break  # it refused something: its error is raised below
-                await asyncio.to_thread(chunks.put, chunk)
-        finally:
-            await resp.aclose()
-            if not writer.done():
-                await asyncio.to_thread(chunks.put, None)
-        await writer
-        return target
-
-    async def download(
-        self, box: str, src: str, dest: str | Path, *, archive: str = "zip", force: bool = False
-    ) -> Path:
-        """Save `src` from the box as the local file `dest` (the rules of
-        `Client.download`); the file is written off the event loop."""
-        import asyncio
-        import os
-
-        target, partial = self._download_target(dest, force)
-        resp = await self._send(self._r_download(box, src, archive))
-        try:
-            with open(partial, "wb") as f:  # each write below goes to a thread
-                async for chunk in resp.aiter_bytes():
-                    await asyncio.to_thread(f.write, chunk)
-            os.replace(partial, target)
-        finally:
-            await resp.aclose()
-            partial.unlink(missing_ok=True)
-        return target
-
-    async def build_image(
-        self, *, no_cache: bool = False, rebuild_base: bool = False, upgrade_agents: bool = False
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Build the box image on the server; yields progress events as they happen."""
-        req = self._r_build_image(no_cache, rebuild_base, upgrade_agents)
-        async for event in self._ndjson(req):
-            yield event
-
-
-async def _in_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """A blocking iterator (a tar being written from local files) read off the event loop."""
-    import asyncio
-
-    done = object()
-    while (chunk := await asyncio.to_thread(next, chunks, done)) is not done:
-        yield chunk  # type: ignore[misc]

@@ -28,7 +28,7 @@ around it:
   too, not forwarded in absolute form: exec streams then pass through untouched and the
   WebSocket sessions take the same road.
 
-The async client uses httpx, where import time does not matter.
+The async client drives this same stack from asyncio (`_http_async`).
 """
 
 from __future__ import annotations
@@ -270,6 +270,16 @@ class Response:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def abort(self) -> None:
+        """From another thread, while `iter_bytes` may be blocked in a read: make that read
+        fail now; the reader's own cleanup then closes the connection."""
+        conn = self._conn
+        if conn is not None:
+            try:  # noqa: SIM105 (contextlib is an import this hot module does without)
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed already
 
     def __enter__(self) -> Response:
         return self

@@ -1,5 +1,5 @@
 """Which proxy, if any, carries the connections to a Paddock server: one decision for the
-sync client, WebSocket sessions and the async client, read from the environment as curl
+clients and their WebSocket sessions, read from the environment as curl
 reads it.
 
 - `https_proxy` / `HTTPS_PROXY` for an https:// server, `http_proxy` / `HTTP_PROXY` for
@@ -40,17 +40,13 @@ _NO_PROXY = ("no_proxy", "NO_PROXY")
 class Proxy:
     """An http:// proxy, as a variable named it."""
 
-    __slots__ = ("authorization", "host", "port", "url", "variable")
+    __slots__ = ("authorization", "host", "port", "variable")
 
-    def __init__(
-        self, host: str, port: int, authorization: str | None, url: str, variable: str
-    ) -> None:
+    def __init__(self, host: str, port: int, authorization: str | None, variable: str) -> None:
         self.host = host
         self.port = port
         # The value of a Proxy-Authorization header, or None.
         self.authorization = authorization
-        # Normalized (scheme added), credentials included: for httpx only, never shown.
-        self.url = url
         self.variable = variable
 
     @property
@@ -116,7 +112,7 @@ def parse(value: str, variable: str) -> Proxy:
 
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         authorization = "Basic " + binascii.b2a_base64(pair, newline=False).decode("ascii")
-    return Proxy(parts.hostname, port, authorization, f"http://{parts.netloc}", variable)
+    return Proxy(parts.hostname, port, authorization, variable)
 
 
 def _ip(host: str) -> bytes | None:

@@ -320,7 +320,7 @@ def test_the_tls_handshake_names_the_server_not_the_proxy(
     assert seen == [NAME]
 
 
-# -- the async client (httpx) --------------------------------------------------------------
+# -- the async client (the same stack, driven from asyncio) ---------------------------------
 
 
 def test_the_async_client_takes_the_same_road(
@@ -351,11 +351,11 @@ def test_the_async_client_takes_the_same_road(
     assert proxy.asked[-1].headers["proxy-authorization"] == proxy.require
 
 
-def test_the_async_client_forwards_plain_http_through_the_proxy(
+def test_the_async_client_tunnels_plain_http_too(
     world: World, proxy: ConnectProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """httpx sends plain-HTTP requests to the proxy in absolute form (no tunnel); a 407
-    there is the proxy's, not the server's."""
+    """As the sync client: plain HTTP goes through a CONNECT tunnel, and the proxy's 407
+    to it is the proxy's error, not the server's."""
     proxy.refuse_with = b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
 
@@ -366,7 +366,7 @@ def test_the_async_client_forwards_plain_http_through_the_proxy(
     with pytest.raises(ConnectionFailed) as failed:
         asyncio.run(boxes())
     assert failed.value.code == PROXY_FAILED and "407" in failed.value.message
-    assert [(a.method, a.target) for a in proxy.asked] == [("GET", f"http://{NAME}:7/v1/boxes")]
+    assert [(a.method, a.target) for a in proxy.asked] == [("CONNECT", f"{NAME}:7")]
 
 
 # -- the CLI -------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ EVENT = b'event: box-removed\ndata: {"id": "x"}\n\n'
 
 def _one_event_then_silence(server: RawServer, conn: socket.socket, index: int) -> None:
     server.read_head(conn)
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    head += b"Transfer-Encoding: chunked\r\n\r\n"
     conn.sendall(head + b"%x\r\n%s\r\n" % (len(EVENT), EVENT))
     conn.settimeout(30)
     # The client's hang-up shows as EOF here: the test reads when it came.

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         ExecSession,
         ExecStream,
     )
-    from ._exceptions import (
+    from .wire.errors import (
         AuthenticationFailed,
         CapacityExceeded,
         Conflict,
@@ -69,73 +69,9 @@ if TYPE_CHECKING:
     )
 
 # Everything is loaded on first use: `paddock exec` and `paddock --version` must not pay
-# for pydantic or for parts of the SDK they do not touch.
-_WHERE = {
-    **dict.fromkeys(
-        [
-            "AsyncClient",
-            "AsyncExecSession",
-            "AsyncExecStream",
-            "Client",
-            "ExecEvent",
-            "ExecSession",
-            "ExecStream",
-        ],
-        "_client",
-    ),
-    **dict.fromkeys(
-        [
-            "AuthenticationFailed",
-            "CapacityExceeded",
-            "StorageLow",
-            "TooManyAttempts",
-            "Conflict",
-            "ConnectionFailed",
-            "DesktopFailed",
-            "IsolationFailed",
-            "EngineUnavailable",
-            "Forbidden",
-            "InvalidRequest",
-            "InvalidState",
-            "NotFound",
-            "PaddockError",
-            "PayloadTooLarge",
-            "ServerError",
-        ],
-        "_exceptions",
-    ),
-    **dict.fromkeys(
-        [
-            "Box",
-            "BoxStats",
-            "BoxType",
-            "RunInfo",
-            "NetworkSuggestion",
-            "NetworkSpec",
-            "EgressEvent",
-            "DesktopLink",
-            "DeviceCode",
-            "DeviceToken",
-            "Credential",
-            "AgentInfo",
-            "BoxTypeList",
-            "Drive",
-            "ExecResult",
-            "FileEntry",
-            "FileList",
-            "PushResult",
-            "ServerStatus",
-            "Snapshot",
-            "Invite",
-            "Member",
-            "MemberRemoved",
-            "NewToken",
-            "Preview",
-            "TokenInfo",
-        ],
-        "wire.models",
-    ),
-}
+# for pydantic or for parts of the SDK they do not touch. A name of `__all__` is looked up
+# in these modules, the lightest first.
+_MODULES = ("wire.errors", "_client", "wire.models")
 
 __all__ = [
     "AgentInfo",
@@ -192,11 +128,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'paddock' has no attribute {name!r}")
     from importlib import import_module
 
-    value = getattr(import_module(f"paddock.{module}"), name)
-    globals()[name] = value
-    return value
+    for module in _MODULES:
+        value = getattr(import_module(f"paddock.{module}"), name, None)
+        if value is not None:
+            globals()[name] = value
+            return value
+    raise AttributeError(f"paddock.{name} is listed but defined nowhere")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._exceptions import Conflict, InvalidRequest, NotFound, PaddockError
+from .wire.errors import Conflict, InvalidRequest, NotFound, PaddockError
 
 BLOCK = 512
 _READ = 1024 * 1024

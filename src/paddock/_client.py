@@ -19,15 +19,15 @@ from urllib.parse import quote, urlencode
 
 from . import _tls
 from ._config import ClientConfig
-from ._exceptions import (
+from ._version import __version__
+from .wire import frames as _frames
+from .wire.errors import (
     ConnectionFailed,
     InvalidRequest,
     PaddockError,
     ServerError,
     error_from_body,
 )
-from ._version import __version__
-from .wire import frames as _frames
 
 # Not `typing.TYPE_CHECKING`: importing typing (and dataclasses, pathlib) costs tens of
 # milliseconds on a small VPS, on every `paddock exec`. mypy understands this spelling.
@@ -1100,7 +1100,7 @@ class _Base:
         if target.is_dir():
             raise InvalidRequest(f"{target} is a folder: give the file to write")
         if (target.exists() or target.is_symlink()) and not force:
-            from ._exceptions import Conflict
+            from .wire.errors import Conflict
 
             raise Conflict(f"{target} exists (force=True replaces it)")
         return target, target.with_name(f".{target.name}.{os.getpid()}.part")

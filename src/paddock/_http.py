@@ -40,8 +40,8 @@ from urllib.parse import urlsplit
 
 import h11
 
-from ._exceptions import ConnectionFailed, InvalidRequest
 from ._proxy import PROXY_FAILED, authority, from_env
+from .wire.errors import ConnectionFailed, InvalidRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

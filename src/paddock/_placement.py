@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Literal
 
-from ._exceptions import InvalidRequest, NotFound, PaddockError
+from .wire.errors import InvalidRequest, NotFound, PaddockError
 
 Kind = Literal["file", "dir"]  # what is at a path; None where nothing is
 

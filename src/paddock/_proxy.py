@@ -24,7 +24,7 @@ import os
 import socket
 from urllib.parse import unquote, urlsplit
 
-from ._exceptions import ConnectionFailed
+from .wire.errors import ConnectionFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

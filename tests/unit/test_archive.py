@@ -13,7 +13,7 @@ import pytest
 
 from paddock import _archive
 from paddock._archive import extract_stream, plan_push, tar_stream
-from paddock._exceptions import Conflict, InvalidRequest, NotFound, PaddockError
+from paddock.wire.errors import Conflict, InvalidRequest, NotFound, PaddockError
 
 from ..contained import assert_contained, snapshot
 

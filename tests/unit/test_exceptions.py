@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from paddock._exceptions import AuthenticationFailed, ServerError, error_from_body
+from paddock.wire.errors import AuthenticationFailed, ServerError, error_from_body
 
 
 def test_a_404_without_paddocks_body_is_not_a_paddock_server() -> None:

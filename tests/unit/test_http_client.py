@@ -21,9 +21,9 @@ from urllib.parse import parse_qsl
 import pytest
 
 from paddock._client import Client
-from paddock._exceptions import ConnectionFailed, InvalidRequest
 from paddock._http import ConnectionPool
 from paddock.wire import frames as _frames
+from paddock.wire.errors import ConnectionFailed, InvalidRequest
 
 from ..servers import self_signed, uvicorn_thread
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from paddock._exceptions import InvalidRequest, NotFound, PaddockError
 from paddock._placement import (
     Dest,
     Kind,
@@ -21,6 +20,7 @@ from paddock._placement import (
     local_source,
     parent_of,
 )
+from paddock.wire.errors import InvalidRequest, NotFound, PaddockError
 
 
 def src(path: str, kind: Kind, name: str = "dist") -> Source:

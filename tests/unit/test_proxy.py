@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from paddock._exceptions import ConnectionFailed
 from paddock._proxy import PROXY_FAILED, bypass, from_env, is_loopback, parse
+from paddock.wire.errors import ConnectionFailed
 
 HTTPS = {"HTTPS_PROXY": "http://proxy.corp:3128"}
 

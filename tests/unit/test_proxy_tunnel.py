@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from paddock import AsyncClient, Client
-from paddock._exceptions import ConnectionFailed
 from paddock._proxy import PROXY_FAILED
+from paddock.wire.errors import ConnectionFailed
 
 from ..connectproxy import ConnectProxy
 from ..servers import self_signed

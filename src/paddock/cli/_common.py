@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from .._config import ClientConfig
-from .._exceptions import InvalidRequest
+from ..wire.errors import InvalidRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

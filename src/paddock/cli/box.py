@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .._config import ClientConfig
-from .._exceptions import AuthenticationFailed, ConnectionFailed, InvalidRequest, PaddockError
+from ..wire.errors import AuthenticationFailed, ConnectionFailed, InvalidRequest, PaddockError
 from ._common import EXIT_ERROR, add_json, box_ref, client, examples, seconds_arg, set_current
 from ._output import duration, emit_json, note, since, table, until
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .._exceptions import InvalidRequest
+from ..wire.errors import InvalidRequest
 from ._common import UsageError, box_ref, client, examples
 from ._output import note
 

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 def _report(exc: Exception, command: str | None) -> int:
     """One short message on stderr for anything that went wrong, and its exit code. A
     traceback is for Paddock's developers: PADDOCK_DEBUG=1 shows it."""
-    from .._exceptions import ConnectionFailed, PaddockError
     from .._proxy import PROXY_FAILED
+    from ..wire.errors import ConnectionFailed, PaddockError
 
     failed = EXIT_EXEC_FAILED if command in EXEC_COMMANDS else EXIT_ERROR
     if isinstance(exc, BrokenPipeError):

@@ -6,7 +6,7 @@ agents the same operations as the CLI: boxes, exec, files, snapshots, the deskto
 import argparse
 from typing import Any
 
-from .._exceptions import PaddockError
+from ..wire.errors import PaddockError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
-from .._exceptions import NotFound
+from ..wire.errors import NotFound
 from ._common import add_json, client, examples, megabytes, nested, seconds_arg
 from ._output import emit_json, note, since, table, until
 

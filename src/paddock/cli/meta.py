@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def cmd_version(args: argparse.Namespace) -> int:
     print(f"paddock {__version__}")
-    from .._exceptions import PaddockError
+    from ..wire.errors import PaddockError
 
     try:
         with client(args) as c:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from .._exceptions import InvalidRequest
+from ..wire.errors import InvalidRequest
 from ._common import UsageError, add_json, box_ref, client, examples, nested
 from ._output import emit_json, note
 

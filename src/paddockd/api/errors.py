@@ -18,23 +18,6 @@ from ..domain import errors as e
 
 log = logging.getLogger("paddockd.api")
 
-STATUS: dict[type[e.PaddockError], int] = {
-    e.NotFound: 404,
-    e.InvalidRequest: 400,
-    e.PayloadTooLarge: 413,
-    e.Conflict: 409,
-    e.InvalidState: 409,
-    e.CapacityExceeded: 409,
-    e.StorageLow: 507,
-    e.Unauthorized: 401,
-    e.TooManyAttempts: 429,
-    e.Forbidden: 403,
-    e.EngineUnavailable: 503,
-    e.DesktopFailed: 502,
-    e.IsolationFailed: 503,
-    e.PaddockError: 500,
-}
-
 
 # Documented on every route: what each status means here (the body is always ErrorBody).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -62,7 +45,7 @@ def error_body(code: str, message: str, details: object | None = None) -> dict[s
 
 
 def status_of(exc: e.PaddockError) -> int:
-    return STATUS.get(type(exc), 500)
+    return exc.status
 
 
 def error_response(exc: e.PaddockError) -> JSONResponse:

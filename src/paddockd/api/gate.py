@@ -101,7 +101,7 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         exc = PayloadTooLarge(
             f"the request body is over this endpoint's limit of {self.limit} bytes",
-            {"limit": self.limit},
+            details={"limit": self.limit},
         )
         await self.answer(exc, scope)(scope, receive, send)
 

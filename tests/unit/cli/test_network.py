@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from paddock._exceptions import InvalidRequest
 from paddock.cli.network import edited, normalized
+from paddock.wire.errors import InvalidRequest
 from paddockd.domain.network import parse_target
 
 

@@ -1,4 +1,6 @@
-"""The SDK's error tree, mirrored from the server's stable error codes.
+"""The error tree of the wire contract: paddockd raises these (its own few on top, in
+`paddockd.domain.errors`) and answers each with its `status` and stable `code`; clients get
+the same class back from the answer (`error_from_body`).
 
 PaddockError
 ├── ConnectionFailed      the server could not be reached
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
 
 
 class PaddockError(Exception):
-    code = "error"
+    code = "internal"
+    status = 500  # the HTTP status paddockd answers it with
 
     def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
         super().__init__(message)
@@ -37,63 +40,78 @@ class PaddockError(Exception):
 
 
 class ConnectionFailed(PaddockError):
+    """The client's own: the server could not be reached (paddockd never raises it)."""
+
     code = "connection_failed"
 
 
 class AuthenticationFailed(PaddockError):
     code = "unauthorized"
+    status = 401
 
 
 class TooManyAttempts(AuthenticationFailed):
     code = "too_many_attempts"
+    status = 429
 
 
 class Forbidden(PaddockError):
     code = "forbidden"
+    status = 403
 
 
 class NotFound(PaddockError):
     code = "not_found"
+    status = 404
 
 
 class InvalidRequest(PaddockError):
     code = "invalid_request"
+    status = 400
 
 
 class PayloadTooLarge(InvalidRequest):
     code = "payload_too_large"
+    status = 413
 
 
 class Conflict(PaddockError):
     code = "conflict"
+    status = 409
 
 
 class InvalidState(PaddockError):
     code = "invalid_state"
+    status = 409
 
 
 class CapacityExceeded(PaddockError):
     code = "capacity_exceeded"
+    status = 409
 
 
 class StorageLow(CapacityExceeded):
     code = "storage_low"
+    status = 507
 
 
 class EngineUnavailable(PaddockError):
     code = "engine_unavailable"
+    status = 503
 
 
 class DesktopFailed(PaddockError):
     code = "desktop_failed"
+    status = 502
 
 
 class IsolationFailed(PaddockError):
     code = "isolation_failed"
+    status = 503
 
 
 class ServerError(PaddockError):
-    code = "internal"
+    """The client's own: the server reported a fault of its own (paddockd raises the base)."""
 
 
 _BY_CODE: dict[str, type[PaddockError]] = {

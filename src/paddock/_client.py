@@ -204,6 +204,8 @@ class _operation:
     `_Stream`, `_Sink`, each answer sent back in): a `Client` performs it, an
     `AsyncClient` returns a coroutine that does (typed below for mypy)."""
 
+    _send = "_do"  # the client's method that performs what the builder describes
+
     def __init__(self, build: Callable[..., Any]) -> None:
         self._build = build
         self.__doc__ = build.__doc__
@@ -212,10 +214,10 @@ class _operation:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        build = self._build
+        build, send = self._build, getattr(obj, self._send)
 
         def bound(*args: Any, **kwargs: Any) -> Any:
-            return obj._do(build(obj, *args, **kwargs))
+            return send(build(obj, *args, **kwargs))
 
         bound.__doc__ = self.__doc__
         bound.__name__ = self.__name__
@@ -226,17 +228,7 @@ class _streaming(_operation):
     """Marks a `_Base` method that builds a `_Stream`: a `Client` returns an iterator of
     its items, an `AsyncClient` an async one."""
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        build = self._build
-
-        def bound(*args: Any, **kwargs: Any) -> Any:
-            return obj._iterate(build(obj, *args, **kwargs))
-
-        bound.__doc__ = self.__doc__
-        bound.__name__ = self.__name__
-        return bound
+    _send = "_iterate"
 
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ import { pipeline } from "node:stream/promises";
 import { basename, dirname, join, posix } from "node:path";
 
 import { loadConfig } from "./config.js";
-import { Conflict, ConnectionFailed, errorFromBody, InvalidRequest } from "./errors.js";
-import { ERROR, EXIT, FrameDecoder, STDERR, STDOUT } from "./frames.js";
+import { Conflict, ConnectionFailed, InvalidRequest } from "./errors.js";
+import { ExecReader } from "./frames.js";
 import { chunks, ndjson, sse, type Request, Transport } from "./http.js";
 import {
   type Dest,
@@ -136,15 +136,11 @@ export class ExecStream implements AsyncIterable<ExecEvent> {
   async *[Symbol.asyncIterator](): AsyncGenerator<ExecEvent> {
     if (this.started) throw new InvalidRequest("an ExecStream can be iterated once");
     this.started = true;
-    const decoder = new FrameDecoder();
+    const reader = new ExecReader();
     for await (const chunk of chunks(await this.open())) {
-      for (const { kind, payload } of decoder.feed(chunk)) {
-        if (kind === STDOUT) yield { type: "stdout", data: payload };
-        else if (kind === STDERR) yield { type: "stderr", data: payload };
-        else if (kind === EXIT) {
-          this.exitCode = Number(JSON.parse(payload.toString("utf8")).exit_code);
-          yield { type: "exit", exitCode: this.exitCode };
-        } else if (kind === ERROR) throw errorFromBody(500, JSON.parse(payload.toString("utf8")));
+      for (const event of reader.feed(chunk)) {
+        this.exitCode = reader.exitCode;
+        yield event;
       }
     }
     if (this.exitCode === null) {

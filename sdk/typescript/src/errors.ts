@@ -1,6 +1,6 @@
 /**
  * The SDK's error tree, mirrored from the server's stable error codes (and from the Python
- * SDK's `paddock._exceptions`):
+ * SDK's `paddock.wire.errors`):
  *
  * ```
  * PaddockError
@@ -24,7 +24,7 @@
 
 export class PaddockError extends Error {
   /** The API's stable error code (`not_found`, `invalid_state`, …). */
-  static readonly code: string = "error";
+  static readonly code: string = "internal";
   readonly code: string;
   /** Structured extras the server sent (`details` of the error body), if any. */
   readonly details: unknown;

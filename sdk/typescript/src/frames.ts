@@ -1,5 +1,8 @@
 /** Exec output framing (`application/vnd.paddock.frames`): one byte of kind, four bytes of
- * big-endian length, the payload — as `paddock._frames` writes it on the server. */
+ * big-endian length, the payload — as `paddock.wire.frames` writes it on the server. */
+
+import { errorFromBody } from "./errors.js";
+import type { ExecEvent } from "./types.js";
 
 export const MEDIA_TYPE = "application/vnd.paddock.frames";
 export const STDOUT = 1;
@@ -34,6 +37,26 @@ export class FrameDecoder {
   /** Bytes of a frame begun but not finished. */
   get pending(): number {
     return this.buf.length;
+  }
+}
+
+/** An exec's frames as events, for every transport (HTTP stream, WebSocket session): keeps the
+ * exit code, and throws the server's error frame as the error it names. */
+export class ExecReader {
+  exitCode: number | null = null;
+  private readonly decoder = new FrameDecoder();
+
+  feed(data: Buffer): ExecEvent[] {
+    const events: ExecEvent[] = [];
+    for (const { kind, payload } of this.decoder.feed(data)) {
+      if (kind === STDOUT) events.push({ type: "stdout", data: payload });
+      else if (kind === STDERR) events.push({ type: "stderr", data: payload });
+      else if (kind === EXIT) {
+        this.exitCode = Number(JSON.parse(payload.toString("utf8")).exit_code);
+        events.push({ type: "exit", exitCode: this.exitCode });
+      } else if (kind === ERROR) throw errorFromBody(500, JSON.parse(payload.toString("utf8")));
+    }
+    return events;
   }
 }
 

@@ -5,7 +5,7 @@
 import type { WebSocket as WsSocket } from "ws";
 
 import { ConnectionFailed, errorFromBody, PaddockError } from "./errors.js";
-import { ERROR, EXIT, FrameDecoder, STDERR, STDOUT } from "./frames.js";
+import { ExecReader } from "./frames.js";
 import type { ExecEvent } from "./types.js";
 
 type Message = { data: Buffer } | { end: true } | { error: unknown };
@@ -13,6 +13,7 @@ type Message = { data: Buffer } | { end: true } | { error: unknown };
 export class ExecSession implements AsyncIterable<ExecEvent> {
   /** The command's exit code, once the iteration has seen it. */
   exitCode: number | null = null;
+  private readonly reader = new ExecReader();
   private readonly queue: Message[] = [];
   private wake: (() => void) | null = null;
 
@@ -97,13 +98,9 @@ export class ExecSession implements AsyncIterable<ExecEvent> {
           const err = message.error as Error;
           throw new ConnectionFailed(`the session broke: ${err.message}`, { cause: err });
         }
-        for (const { kind, payload } of new FrameDecoder().feed(message.data)) {
-          if (kind === STDOUT) yield { type: "stdout", data: payload };
-          else if (kind === STDERR) yield { type: "stderr", data: payload };
-          else if (kind === EXIT) {
-            this.exitCode = Number(JSON.parse(payload.toString("utf8")).exit_code);
-            yield { type: "exit", exitCode: this.exitCode };
-          } else if (kind === ERROR) throw errorFromBody(500, JSON.parse(payload.toString("utf8")));
+        for (const event of this.reader.feed(message.data)) {
+          this.exitCode = this.reader.exitCode;
+          yield event;
         }
       }
     } finally {

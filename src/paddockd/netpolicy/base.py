@@ -61,3 +61,11 @@ class NetworkRules(Protocol):
         """Drop the tracked connections of an address a box has just been given: they
         were its previous box's."""
         ...
+
+
+class Resolver(Protocol):
+    """The DNS filter boxes ask (netpolicy/dns.py): served on the bridge's address."""
+
+    async def start(self, host: str, port: int) -> None: ...
+
+    async def close(self) -> None: ...

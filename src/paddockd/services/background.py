@@ -15,8 +15,7 @@ import anyio.to_thread
 
 from .. import logs, memory
 from ..domain.errors import PaddockError
-from ..netpolicy.base import NetworkRules
-from ..netpolicy.dns import DnsFilter
+from ..netpolicy.base import NetworkRules, Resolver
 from ..runtime.base import Runtime
 from .egress import EgressLog
 from .image_sweep import ImageSweeper
@@ -50,7 +49,7 @@ class Background:
         sweeper: ImageSweeper,
         reaper: Reaper,
         egress_log: EgressLog,
-        resolver: DnsFilter,
+        resolver: Resolver,
         runs: RunService,
         pool: WarmPool,
         # Blocking: starts the box engine if it is down, and says whether it had to.

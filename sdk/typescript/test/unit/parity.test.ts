@@ -59,7 +59,7 @@ test("every public Client method is in the map", () => {
 });
 
 test("the error tree mirrors the Python SDK's: same classes, same codes, same parents", () => {
-  const python = readFileSync(join(REPO, "src/paddock/_exceptions.py"), "utf8");
+  const python = readFileSync(join(REPO, "src/paddock/wire/errors.py"), "utf8");
   const classes = [
     ...python.matchAll(/^class (\w+)\((\w+)\):\n(?:\s+"""[^]*?"""\n)?\s+code = "(\w+)"/gm),
   ];

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import tarfile
@@ -103,6 +104,25 @@ def test_exclude_patterns(tree: Path) -> None:
     names = {e.arcname for e in plan.entries}
     assert "bin.dat" not in names and not any(n.startswith("sub") for n in names)
     assert "run.sh" in names
+
+
+IGNORE_CASES = json.loads((Path(__file__).parents[2] / "spec" / "ignore_cases.json").read_text())[
+    "cases"
+]
+
+
+@pytest.mark.parametrize("case", IGNORE_CASES, ids=lambda c: f"{c['patterns']}-{c['path']}")
+def test_ignore_patterns_match_the_table_both_sdks_share(case: dict, tmp_path: Path) -> None:
+    # The TypeScript SDK's hand-written matcher runs the same table (ignore.test.ts).
+    path = tmp_path / "src" / case["path"]
+    if case["path"].endswith("/"):
+        path.mkdir(parents=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    plan = plan_push([(str(tmp_path / "src"), "")], case["patterns"])
+    names = {e.arcname for e in plan.entries}
+    assert (case["path"].rstrip("/") not in names) is case["excluded"]
 
 
 def test_push_missing_path(tmp_path: Path) -> None:

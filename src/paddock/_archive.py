@@ -1,22 +1,23 @@
 """Tar streams for push (built lazily from local files) and pull (extracted defensively).
 
-A box is untrusted: `extract_stream` never writes outside its destination and leaves no
-link there that leads outside it. It refuses absolute and `..` member names, symlinks
-whose target, resolved against what is already on disk (links followed), leaves the
-destination, hard links to anything but a file it wrote, devices and fifos; it opens
-every folder without following links, so it never writes through a symlink (one left by
-an earlier pull included). The first refusal fails the pull.
+A box is untrusted: `extract_stream` never writes outside its destination. It refuses
+absolute and `..` member names, hard links to anything but a file it wrote, devices and
+fifos; it opens every folder without following links, so it never writes through a
+symlink (one in the archive, or one left by an earlier pull). Symlinks themselves are
+kept as the box has them, wherever they point, as `docker cp` keeps them. A pull is
+written aside and moved into place when whole: the first refusal fails it and leaves the
+destination as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import posixpath
+import secrets
 import stat
 import tarfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,19 +192,20 @@ class _IterReader:
 # -- pull: a hostile tar, written below one folder and nowhere else -------------------
 #
 # Every path below is a tuple of names relative to the folder that holds the target, so
-# `(top,)` is the target itself and `(top, "a", "b")` is `target/a/b`; leaving `(top,)`
-# means leaving the destination.
+# `(top,)` is the target itself and `(top, "a", "b")` is `target/a/b`. A pull is written
+# aside first, under a fresh name beside the target, and moved into place when it is
+# whole: a refused or broken archive leaves the target as it was.
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY
 # POSIX (Linux, macOS) has the *at calls: folders are held as fds opened without following
 # links, so nothing can be swapped under a path between a check and a write. Windows has
 # none of them; there each folder's path is lstat-checked component by component.
-_AT_CALLS = (os.open, os.stat, os.mkdir, os.unlink, os.symlink, os.readlink, os.link)
+_AT_CALLS = (os.open, os.stat, os.mkdir, os.rmdir, os.unlink, os.symlink, os.link, os.rename)
 _AT = set(_AT_CALLS) <= os.supports_dir_fd and {os.chmod, os.utime} <= os.supports_fd
-_MAX_HOPS = 40  # links followed while resolving one target: Linux's MAXSYMLINKS
 _MAX_DEPTH = 256  # folders a member may sit in; no project is deeper, a hostile tar may be
 _NAME_MAX = 255  # bytes in one name (NAME_MAX on Linux and macOS)
+_LINK_MAX = 4095  # bytes in a link's target (PATH_MAX less its NUL)
 _SPECIAL = {
     tarfile.CHRTYPE: "a character device",
     tarfile.BLKTYPE: "a block device",
@@ -215,13 +217,6 @@ Parts = tuple[str, ...]
 
 class _Refusal(Exception):
     """Why one member is refused; `_Extraction.add` names the member."""
-
-
-class _Leaves(_Refusal):
-    """A link target that resolves outside the destination."""
-
-    def __init__(self) -> None:
-        super().__init__("it points outside the destination")
 
 
 def _split_member(name: str) -> list[str]:
@@ -265,8 +260,8 @@ class _Dir:
         except FileNotFoundError:
             return None
 
-    def readlink(self, name: str) -> str:
-        return os.readlink(self.at(name), dir_fd=self.fd)
+    def names(self) -> list[str]:
+        return sorted(os.listdir(self.handle))
 
     def child(self, name: str) -> _Dir:
         """The subfolder `name`; OSError when it is missing, a link or not a folder."""
@@ -293,8 +288,8 @@ class _Dir:
 
 
 class _Destination:
-    """The folder that holds the target, and the walks inside it: opening folders without
-    following links, and resolving link targets the way the kernel will."""
+    """The folder that holds the target, and the walks inside it, opening folders without
+    following links."""
 
     def __init__(self, parent: Path) -> None:
         try:
@@ -342,70 +337,31 @@ class _Destination:
             return _Refusal(f"{self.local(parts)} is not a folder")
         return FileNotFoundError(self.local(parts))
 
-    def resolve(self, where: Parts, target: str) -> Parts:
-        """Where a link in the folder `where` pointing to `target` leads. Links already on
-        disk are followed as the kernel will follow them (a lexical check is fooled by
-        `b2 -> b1/..` when b1 is itself `..`). Past a name that does not exist yet the
-        rest is read lexically: that name can only become a file, a folder, or a link
-        that is checked in its turn. Raises _Leaves when the target leaves `(top,)`."""
-        return self._walk(where, target, itertools.count())[0]
-
-    def _walk(self, where: Parts, target: str, hops: Iterator[int]) -> tuple[Parts, int]:
-        if not target or target.startswith("/") or "\x00" in target:
-            raise _Leaves()
-        pos = list(where)
-        real = len(pos)  # pos[:real] are folders on disk; past that, names not there yet
-        for name in target.split("/"):
-            if name in ("", "."):
-                continue
-            if name == "..":
-                if len(pos) <= 1:
-                    raise _Leaves()
-                pos.pop()
-                real = min(real, len(pos))
-                continue
-            st, link = self.look(tuple(pos), name) if real == len(pos) else (None, None)
-            if link is None:
-                pos.append(name)
-                if st is not None and stat.S_ISDIR(st.st_mode):
-                    real = len(pos)
-                continue
-            if next(hops) >= _MAX_HOPS:
-                raise _Refusal("too many levels of symlinks")
-            followed, real = self._walk(tuple(pos), link, hops)
-            pos = list(followed)
-        return tuple(pos), real
-
-    def look(self, folder: Parts, name: str) -> tuple[os.stat_result | None, str | None]:
-        with self.open_dir(folder) as d:
-            st = d.lstat(name)
-            link = d.readlink(name) if st is not None and stat.S_ISLNK(st.st_mode) else None
-        return st, link
-
 
 class _Extraction:
-    """One pull: members are written one by one under `(top,)`, refusing anything that
-    could put or point something outside it. The first refusal ends the pull."""
+    """One pull: members are written one by one under `(top,)`, a fresh folder no one else
+    writes in, refusing anything that could put something outside it. Links are kept as
+    links, wherever they point (a project's `.venv/bin/python3 -> /usr/bin/python3`), and
+    nothing is ever written through one. The first refusal ends the pull."""
 
-    def __init__(
-        self, dest: _Destination, top: str, root_name: str, force: bool, merge: bool
-    ) -> None:
+    def __init__(self, dest: _Destination, top: str, root_name: str, skip: Skip) -> None:
         self.dest = dest
         self.top = top
         self.root_name = root_name
-        self.force = force
-        self.merge = merge
+        self.skip = skip
         self.files: set[Parts] = set()  # regular files this pull wrote: hard link sources
-        self.links: set[Parts] = set()  # symlinks it made: checked again at the end
         self.dirs: list[tuple[Parts, int, float]] = []
         self._parent: tuple[Parts, _Dir] | None = None  # the last member's folder, kept open
 
     def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         try:
             parts = self._parts(member.name)
+            if len(parts) > 1 and self.skip("/".join(parts[1:]) + "/" * member.isdir()):
+                return
             folder = self._folder(parts[:-1])
             self._check(parts, member)
-            self._clear(folder, parts, member)
+            if folder.lstat(parts[-1]) is not None and not member.isdir():
+                raise Conflict(f"the box sent {member.name} twice")
             self._write(folder, parts, tar, member)
         except _Refusal as exc:
             what = "symlink" if member.issym() else "archive member"
@@ -433,22 +389,11 @@ class _Extraction:
         if (member.issym() or member.islnk()) and len(parts) == 1:
             raise _Refusal("it is a link in the box; pull the path it points to")
         if member.issym():
-            self.dest.resolve(parts[:-1], member.linkname)
+            target = member.linkname
+            if not target or "\x00" in target or len(os.fsencode(target)) > _LINK_MAX:
+                raise _Refusal("an empty, malformed or overlong link target")
         elif not (member.isdir() or member.isreg() or member.islnk()):
             raise _Refusal("not a file, folder or link")
-
-    def _clear(self, folder: _Dir, parts: Parts, member: tarfile.TarInfo) -> None:
-        st = folder.lstat(parts[-1])
-        if st is None or (stat.S_ISDIR(st.st_mode) and member.isdir()):
-            return
-        where = self.dest.local(parts)
-        if not self.force:
-            raise Conflict(f"{where} already exists; use --force to overwrite")
-        if stat.S_ISDIR(st.st_mode):
-            raise Conflict(f"{where} is a directory; it would be replaced by a file")
-        os.unlink(folder.at(parts[-1]), dir_fd=folder.fd)
-        self.files.discard(parts)
-        self.links.discard(parts)
 
     def _write(
         self, folder: _Dir, parts: Parts, tar: tarfile.TarFile, member: tarfile.TarInfo
@@ -460,7 +405,6 @@ class _Extraction:
             self.dirs.append((parts, member.mode, member.mtime))
         elif member.issym():
             os.symlink(member.linkname, folder.at(name), dir_fd=folder.fd)
-            self.links.add(parts)
         elif member.islnk():
             self._hard_link(folder, parts, member.linkname)
         else:
@@ -488,38 +432,9 @@ class _Extraction:
             )
         self.files.add(parts)
 
-    def remove_escaped_links(self) -> list[str]:
-        """Check every link again against the finished tree (a later member can change
-        where an earlier link leads); remove those that now leave, until none does."""
-        removed: list[str] = []
-        while escaped := [(p, why) for p in sorted(self.links) if (why := self._recheck(p))]:
-            for parts, why in escaped:
-                with self.dest.open_dir(parts[:-1]) as folder:
-                    os.unlink(folder.at(parts[-1]), dir_fd=folder.fd)
-                self.links.discard(parts)
-                removed.append(why)
-        return removed
-
-    def _recheck(self, parts: Parts) -> str | None:
-        """Why the link at `parts` must go now (the error to show), or None."""
-        _, link = self.dest.look(parts[:-1], parts[-1])
-        if link is None:
-            return None
-        try:
-            self.dest.resolve(parts[:-1], link)
-        except _Refusal as exc:
-            return (
-                f"refusing symlink {'/'.join(parts)} -> {link}: {exc}, "
-                "through links written after it"
-            )
-        return None
-
     def stamp_dirs(self) -> None:
-        # Last, deepest first: a read-only folder must not stop its own extraction. A
-        # folder merged into is the user's: it keeps its own mode and time.
+        # Last, deepest first: a read-only folder must not stop its own extraction.
         for parts, mode, mtime in reversed(self.dirs):
-            if self.merge and parts == (self.top,):
-                continue
             with self.dest.open_dir(parts) as d:
                 _stamp(d.handle, mode, mtime)
 
@@ -543,6 +458,18 @@ def _write_file(folder: _Dir, name: str, tar: tarfile.TarFile, member: tarfile.T
         _stamp(folder.at(name), member.mode, member.mtime)
 
 
+Skip = Callable[[str], bool]
+
+
+def _skipper(exclude: Sequence[str]) -> Skip:
+    """Whether a path below the pulled folder (a folder's with a trailing /) is left out,
+    by gitignore rules as push's `exclude`."""
+    if not exclude:
+        return lambda rel: False
+    spec = _spec(exclude)
+    return lambda rel: bool(spec.match_file(rel))
+
+
 def extract_stream(
     chunks: Iterator[bytes],
     root_name: str,
@@ -550,31 +477,37 @@ def extract_stream(
     *,
     force: bool = False,
     merge: bool = False,
+    exclude: Sequence[str] = (),
     progress: Progress | None = None,
 ) -> None:
     """Extract a tar stream whose first component is `root_name` as `target`.
 
-    The stream comes from a box and is hostile: anything that would write outside
-    `target`, or leave a link there that leads outside it, or a device or fifo, fails the
-    pull with InvalidRequest naming the member. What was written before stays; no link
-    that leads outside does. Raises Conflict before writing when `target` exists and
-    `force` is false, unless `merge`: then `target` is an existing folder that the
-    contents go into, and the first file already there raises Conflict (without `force`).
+    The stream comes from a box and is hostile: a member that would be written outside
+    `target` or through a link, a device or a fifo fails the pull with InvalidRequest
+    naming it. Links are kept as the box has them. All is written aside and moved into
+    place once whole, so a failed pull leaves `target` as it was. Raises Conflict before
+    reading when `target` exists and `force` is false, unless `merge`: then `target` is an
+    existing folder that the contents go into, and a file already there raises Conflict
+    (without `force`) before anything is moved. `exclude`: gitignore patterns, matched
+    below the pulled folder.
     """
     if (target.is_symlink() or target.exists()) and not (force or merge):
         raise Conflict(f"{target} already exists; use --force to overwrite")
     dest = _Destination(target.parent)
+    aside = f".{target.name[:200]}.pull-{secrets.token_hex(4)}"
     try:
-        job = _Extraction(dest, target.name, root_name, force, merge)
+        job = _Extraction(dest, aside, root_name, _skipper(exclude))
         try:
             _extract_all(job, _IterReader(chunks, progress))
         finally:
             job.close()
-            escaped = job.remove_escaped_links()  # also when a refusal ended the pull
-        if escaped:
-            raise InvalidRequest(escaped[0])
+        if dest.base.lstat(aside) is None:
+            raise InvalidRequest("the box sent an empty archive")
         job.stamp_dirs()
+        _Settle(dest, force, merge).move(dest.base, aside, dest.base, target.name, top=True)
     finally:
+        with contextlib.suppress(OSError):  # never in place of the error that ended the pull
+            _remove(dest.base, aside)
         dest.close()
 
 
@@ -585,3 +518,65 @@ def _extract_all(job: _Extraction, stream: _IterReader) -> None:
                 job.add(tar, member)
     except tarfile.TarError as exc:
         raise InvalidRequest(f"the box sent a broken archive: {exc}") from None
+
+
+class _Settle:
+    """Moves a finished pull from aside into place: all of it at once where the target
+    is new; into an existing folder, every conflict checked before anything moves."""
+
+    def __init__(self, dest: _Destination, force: bool, merge: bool) -> None:
+        self.dest, self.force, self.merge = dest, force, merge
+
+    def move(self, src: _Dir, name: str, dst: _Dir, to: str, *, top: bool = False) -> None:
+        there = dst.lstat(to)
+        if there is None:
+            _rename(src, name, dst, to)
+            return
+        if top:
+            self._check(src, name, dst, to, there)
+        here = src.lstat(name)
+        assert here is not None
+        if stat.S_ISDIR(here.st_mode) and stat.S_ISDIR(there.st_mode):
+            with src.child(name) as inner, dst.child(to) as into:
+                for child in inner.names():
+                    self.move(inner, child, into, child)
+                if not (top and self.merge):  # a folder merged into keeps its own mode
+                    _stamp(into.handle, here.st_mode, here.st_mtime)
+            return
+        _remove(dst, to)
+        _rename(src, name, dst, to)
+
+    def _check(self, src: _Dir, name: str, dst: _Dir, to: str, there: os.stat_result) -> None:
+        here = src.lstat(name)
+        assert here is not None
+        if stat.S_ISDIR(here.st_mode) and stat.S_ISDIR(there.st_mode):
+            with src.child(name) as inner, dst.child(to) as into:
+                for child in inner.names():
+                    found = into.lstat(child)
+                    if found is not None:
+                        self._check(inner, child, into, child, found)
+            return
+        where = os.path.join(dst.path, to)
+        if stat.S_ISDIR(there.st_mode):
+            raise Conflict(f"{where} is a directory; it would be replaced by a file")
+        if not self.force:
+            raise Conflict(f"{where} already exists; use --force to overwrite")
+
+
+def _rename(src: _Dir, name: str, dst: _Dir, to: str) -> None:
+    os.rename(src.at(name), dst.at(to), src_dir_fd=src.fd, dst_dir_fd=dst.fd)
+
+
+def _remove(folder: _Dir, name: str) -> None:
+    """Delete `name` in `folder` and all below it, following no link."""
+    st = folder.lstat(name)
+    if st is None:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(folder.at(name), dir_fd=folder.fd)
+        return
+    with folder.child(name) as inner:
+        os.chmod(inner.handle, 0o700)  # a read-only folder from the box is still emptied
+        for child in inner.names():
+            _remove(inner, child)
+    os.rmdir(folder.at(name), dir_fd=folder.fd)

@@ -1007,16 +1007,28 @@ class _Base:
         dest: str | Path,
         *,
         force: bool = False,
+        exclude: Sequence[str] = (),
         progress: Progress | None = None,
     ) -> Steps[Path]:
         """Copy `src` out of the box to `dest` by the rules of `push` (`src/.`: its
-        contents). Never writes outside `dest`; refuses to overwrite unless `force`.
-        Returns the path `src` became (or, for contents, the folder they went into)."""
+        contents). Never writes outside `dest` nor through a link; links are kept as links.
+        Written aside and moved into place when whole: a failed pull leaves `dest` as it
+        was. Refuses to overwrite unless `force`. `exclude`: gitignore patterns, matched
+        below `src`. Returns the path `src` became (or, for contents, the folder they went
+        into)."""
         from ._archive import extract_stream
 
         def extract(headers: dict[str, str], chunks: Iterator[bytes]) -> Path:
             root, target, merge = self._pull_target(src, dest, headers)
-            extract_stream(chunks, root, target, force=force, merge=merge, progress=progress)
+            extract_stream(
+                chunks,
+                root,
+                target,
+                force=force,
+                merge=merge,
+                exclude=exclude,
+                progress=progress,
+            )
             return target
 
         req = _Request("GET", _box(box) + "/files", {"path": src}, untimed=True)

@@ -96,14 +96,47 @@ def test_paddockignore_and_exclude(server: Server, box: str, tmp_path: Path) -> 
     assert sorted(listing) == [".paddockignore", "keep.js"]
 
 
-def test_pull_refuses_symlinks_out_of_dest(server: Server, box: str, tmp_path: Path) -> None:
+def test_pull_of_a_project_keeps_its_links_and_leaves_out_what_is_excluded(
+    server: Server, box: str, tmp_path: Path
+) -> None:
+    # A project as an agent leaves it: a virtualenv whose python points at the box's, the
+    # .bin links of node_modules, and caches to leave behind.
     server.sh(
         box,
-        "mkdir -p /config/evil && ln -s /etc/passwd /config/evil/pw && echo x > /config/evil/ok",
+        "set -e; cd /config; mkdir -p proj/.venv/bin proj/node_modules/mocha/bin "
+        "proj/node_modules/.bin proj/src/__pycache__; ln -s /usr/bin/python3 "
+        "proj/.venv/bin/python3; ln -s python3 proj/.venv/bin/python; echo m > "
+        "proj/node_modules/mocha/bin/mocha.js; ln -s ../mocha/bin/mocha.js "
+        "proj/node_modules/.bin/mocha; echo 'print(1)' > proj/src/app.py; "
+        "echo junk > proj/src/__pycache__/app.pyc",
     )
-    done = server.cli("pull", box, "/config/evil", "--to", str(tmp_path / "dest"))
-    assert done.returncode == 1 and "points outside" in done.stderr
-    assert not (tmp_path / "dest" / "pw").exists()
+    dest = tmp_path / "dest"
+    done = server.cli("pull", box, "/config/proj", "--to", str(dest))
+    assert done.returncode == 0, done.stderr
+    assert (dest / ".venv/bin/python3").readlink() == Path("/usr/bin/python3")
+    assert (dest / "node_modules/.bin/mocha").read_text() == "m\n"
+    again = tmp_path / "again"
+    done = server.cli(
+        "pull", box, "/config/proj", "--to", str(again),
+        "--exclude", ".venv/", "--exclude", "__pycache__/",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (again / ".venv").exists() and not (again / "src/__pycache__").exists()
+    assert (again / "src/app.py").read_text() == "print(1)\n"
+
+
+def test_a_failed_pull_leaves_dest_as_it_was(server: Server, box: str, tmp_path: Path) -> None:
+    server.sh(
+        box,
+        "set -e; mkdir -p /config/half/a; echo new > /config/half/a/f; echo x > /config/half/z; "
+        "mkfifo /config/half/zz-pipe",
+        user="root",
+    )
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half/mine.txt").write_text("mine")
+    done = server.cli("pull", box, "/config/half", "--to", str(tmp_path), "--force")
+    assert done.returncode == 1 and "a fifo" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["half", "mine.txt"]
 
 
 def test_pull_never_writes_through_a_symlink_left_in_dest(

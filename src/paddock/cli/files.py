@@ -10,8 +10,10 @@ from ._common import UsageError, add_json, box_ref, client, examples
 from ._output import ProgressLine, emit_json, note, size
 
 PULL_SAFETY = (
-    "A pull never writes outside DEST, never through a link, and refuses links that lead "
-    "out of DEST; files already there are kept unless --force."
+    "A pull never writes outside DEST nor through a link; links are kept as links, as the "
+    "box has them (a .venv's python3 -> /usr/bin/python3 too). It is written aside and "
+    "moved into place when whole, so a failed pull leaves DEST as it was; files already "
+    "there are kept unless --force."
 )
 
 
@@ -34,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--to", required=True, metavar="DEST", help="path in the box (relative: under /config)"
     )
     _push_options(p)
+    _exclude_option(p)
     add_json(p)
     p.set_defaults(run=cmd_push)
 
@@ -44,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         epilog=examples(
             "paddock pull current /config/project/dist --to .",
             "paddock pull current /config/project/dist/. --to ./site --force",
+            "paddock pull current /config/project --to . --exclude .venv/",
         ),
     )
     p.add_argument("box", metavar="BOX")
@@ -69,18 +73,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("paths", nargs="+", metavar="PATH", help="SRC... DEST, one side BOX:PATH")
     _push_options(p, " (into a box)")
     _pull_options(p, " (out of a box)")
+    _exclude_option(p)
     add_json(p)
     p.set_defaults(run=cmd_cp)
 
 
-def _push_options(p: argparse.ArgumentParser, only: str = "") -> None:
+def _exclude_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exclude",
         action="append",
         default=[],
         metavar="PATTERN",
-        help=f"gitignore-style pattern to skip (repeatable){only}",
+        help="gitignore-style pattern to skip (repeatable; `dir/` for folders)",
     )
+
+
+def _push_options(p: argparse.ArgumentParser, only: str = "") -> None:
     p.add_argument(
         "--owner",
         metavar="UID:GID",
@@ -93,6 +101,8 @@ def _push_options(p: argparse.ArgumentParser, only: str = "") -> None:
 
 def _pull_options(p: argparse.ArgumentParser, only: str = "") -> None:
     p.add_argument("-f", "--force", action="store_true", help=f"overwrite existing files{only}")
+    if not only:  # cp has it once, for both ways
+        _exclude_option(p)
 
 
 def cmd_push(args: argparse.Namespace) -> int:
@@ -117,8 +127,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     out_of = box_side(sources[0])
     if len(sources) > 1 or out_of is None:
         raise UsageError("name the box side as BOX:PATH (e.g. current:/config/project)")
-    if args.exclude or args.owner:
-        raise UsageError("--exclude and --owner are for copies into a box")
+    if args.owner or args.wake:
+        raise UsageError("--owner and --wake are for copies into a box")
     return _pull(args, out_of[0], out_of[1], dest)
 
 
@@ -157,7 +167,9 @@ def _push(args: argparse.Namespace, box: str, sources: list[str], dest: str) -> 
 def _pull(args: argparse.Namespace, box: str, src: str, dest: str) -> int:
     with client(args) as c:
         progress = ProgressLine("pulling")
-        target = c.pull(box_ref(box), src, dest, force=args.force, progress=progress)
+        target = c.pull(
+            box_ref(box), src, dest, force=args.force, exclude=args.exclude, progress=progress
+        )
     elapsed = progress.finish()
     if args.json:
         emit_json({"path": str(target), "bytes": progress.done})

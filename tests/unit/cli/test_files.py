@@ -34,7 +34,7 @@ def test_box_side(arg: str, side: tuple[str, str] | None) -> None:
         (["cp", "x:a", "y:b"], "one side of cp is local"),
         (["cp", "x:a", "y", "z"], "name the box side"),
         (["cp", "-f", "a", "x:b"], "--force is for copies out of a box"),
-        (["cp", "--exclude", "*.log", "x:a", "b"], "--exclude and --owner are for copies into"),
+        (["cp", "--owner", "0:0", "x:a", "b"], "--owner and --wake are for copies into"),
         (["push", "--owner", "root", "x", "a", "--to", "b"], "--owner takes UID:GID"),
     ],
 )

@@ -102,6 +102,8 @@ export interface DownloadOptions {
 export interface PullOptions {
   /** Overwrite files that exist (folders are merged; a folder is never replaced by a file). */
   force?: boolean;
+  /** gitignore patterns, matched below `src` (`node_modules/`, `.venv/`, `*.pyc`). */
+  exclude?: readonly string[];
   /** Called with the number of archive bytes received, as they arrive. */
   onProgress?: (bytes: number) => void;
 }
@@ -650,8 +652,9 @@ export class Client {
 
   /** Copy `src` out of the box to `dest` by the rules of `push` (`src/.`: its contents);
    * the path `src` became (for contents, the folder they went into).
-   * Never writes outside `dest`, never through a symlink, and refuses what a hostile box could
-   * use to get out (see `pull.ts`); refuses to overwrite unless `force`. */
+   * Never writes outside `dest` nor through a symlink; links are kept as links (see `pull.ts`).
+   * Written aside and moved into place when whole: a failed pull leaves `dest` as it was.
+   * Refuses to overwrite unless `force`. */
   async pull(box: string, src: string, dest: string, options: PullOptions = {}): Promise<string> {
     const res = await this.#http.open({
       method: "GET",
@@ -675,6 +678,7 @@ export class Client {
       await extract(body, root, target, {
         force: options.force ?? false,
         merge: landing.merge,
+        exclude: options.exclude ?? [],
         onProgress: options.onProgress,
       });
       return target;

@@ -1,12 +1,13 @@
 /** Pull: a tar stream from a box, written below one folder and nowhere else.
  *
  * A box is untrusted, so its archive is hostile input. The rules are the Python SDK's
- * (`paddock._archive.extract_stream`): absolute and `..` member names are refused; a symlink
- * whose target, resolved against what is already on disk (links followed, as the kernel will),
- * leaves the destination is refused, and every link is checked again when the pull ends; hard
- * links may only point at files this pull wrote; devices and fifos are refused; folders are
- * opened without following links, so nothing is ever written through a symlink (one left by an
- * earlier pull included). The first refusal fails the pull.
+ * (`paddock._archive.extract_stream`): absolute and `..` member names and names sent twice are
+ * refused; hard links may only point at files this pull wrote; devices and fifos are refused;
+ * folders are opened without following links, so nothing is ever written through a symlink (one
+ * in the archive or one left by an earlier pull). Symlinks are kept as links, wherever they
+ * point, as `docker cp` keeps them. The pull is written aside, under a fresh name beside the
+ * target, and moved into place when whole: the first refusal fails it and leaves the target as
+ * it was.
  *
  * On Linux each folder is held as a file descriptor opened with O_NOFOLLOW and every name is
  * reached through `/proc/self/fd/N/name`, which the kernel resolves from that descriptor (the
@@ -14,6 +15,7 @@
  * component by component with lstat, as the Python SDK does on Windows.
  */
 
+import { randomBytes } from "node:crypto";
 import { constants, existsSync, type Stats } from "node:fs";
 import {
   chmod,
@@ -21,7 +23,9 @@ import {
   lstat,
   mkdir,
   open,
-  readlink,
+  readdir,
+  rename,
+  rmdir,
   stat,
   symlink,
   unlink,
@@ -31,11 +35,12 @@ import type { FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 import { Conflict, InvalidRequest, NotFound, PaddockError } from "./errors.js";
+import { IgnoreSpec } from "./ignore.js";
 import { type TarHeader, TarReader } from "./tar.js";
 
-const MAX_HOPS = 40; // links followed while resolving one target: Linux's MAXSYMLINKS
 const MAX_DEPTH = 256; // folders a member may sit in; no project is deeper, a hostile tar may be
 const NAME_MAX = 255; // bytes in one name (NAME_MAX on Linux and macOS)
+const LINK_MAX = 4095; // bytes in a link's target (PATH_MAX less its NUL)
 const DIR_FLAGS = constants.O_RDONLY | (constants.O_DIRECTORY ?? 0) | (constants.O_NOFOLLOW ?? 0);
 const FILE_FLAGS =
   constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0);
@@ -53,17 +58,12 @@ export function useDescriptors(on: boolean): void {
 }
 
 /** A path as a list of names relative to the folder that holds the target: `[top]` is the target
- * itself, `[top, "a", "b"]` is `target/a/b`; leaving `[top]` means leaving the destination. */
+ * itself (or the folder it is written aside in), `[top, "a", "b"]` is `target/a/b`. */
 type Parts = readonly string[];
 const key = (parts: Parts): string => parts.join("/");
 
 /** Why one member is refused; `Extraction.add` names the member. */
 class Refusal extends Error {}
-class Leaves extends Refusal {
-  constructor() {
-    super("it points outside the destination");
-  }
-}
 
 /** One folder of the destination, reached without following a link. */
 class Dir {
@@ -93,8 +93,8 @@ class Dir {
     }
   }
 
-  readlink(name: string): Promise<string> {
-    return readlink(this.at(name));
+  async names(): Promise<string[]> {
+    return (await readdir(this.handle ? `/proc/self/fd/${this.handle.fd}` : this.path)).sort();
   }
 
   /** The subfolder `name`; rejects when it is missing, a link, or not a folder. */
@@ -130,8 +130,8 @@ async function stampPath(path: string, mode: number, mtime: number): Promise<voi
   if (Number.isFinite(mtime)) await utimes(path, mtime, mtime).catch(() => undefined);
 }
 
-/** The folder that holds the target, and the walks inside it: opening folders without following
- * links, and resolving link targets the way the kernel will. */
+/** The folder that holds the target, and the walks inside it, opening folders without following
+ * links. */
 class Destination {
   private constructor(readonly base: Dir) {}
 
@@ -189,55 +189,6 @@ class Destination {
     if (st) return new Refusal(`${this.local(parts)} is not a folder`);
     return Object.assign(new Error(`no such folder: ${this.local(parts)}`), { code: "ENOENT" });
   }
-
-  /** Where a link in the folder `where` pointing to `target` leads. Links already on disk are
-   * followed as the kernel will follow them (a lexical check is fooled by `b2 -> b1/..` when b1
-   * is itself `..`). Past a name that does not exist yet the rest is read lexically: that name
-   * can only become a file, a folder, or a link that is checked in its turn. Throws Leaves when
-   * the target leaves `[top]`. */
-  async resolve(where: Parts, target: string): Promise<Parts> {
-    return (await this.walk(where, target, { hops: 0 }))[0];
-  }
-
-  private async walk(
-    where: Parts,
-    target: string,
-    count: { hops: number },
-  ): Promise<[Parts, number]> {
-    if (!target || target.startsWith("/") || target.includes("\0")) throw new Leaves();
-    let pos = [...where];
-    let real = pos.length; // pos[:real] are folders on disk; past that, names not there yet
-    for (const name of target.split("/")) {
-      if (name === "" || name === ".") continue;
-      if (name === "..") {
-        if (pos.length <= 1) throw new Leaves();
-        pos.pop();
-        real = Math.min(real, pos.length);
-        continue;
-      }
-      const [st, linkTarget] = real === pos.length ? await this.look(pos, name) : [null, null];
-      if (linkTarget === null) {
-        pos.push(name);
-        if (st?.isDirectory()) real = pos.length;
-        continue;
-      }
-      if (count.hops++ >= MAX_HOPS) throw new Refusal("too many levels of symlinks");
-      const [followed, followedReal] = await this.walk(pos, linkTarget, count);
-      pos = [...followed];
-      real = followedReal;
-    }
-    return [pos, real];
-  }
-
-  async look(folder: Parts, name: string): Promise<[Stats | null, string | null]> {
-    const d = await this.openDir(folder);
-    try {
-      const st = await d.lstat(name);
-      return [st, st?.isSymbolicLink() ? await d.readlink(name) : null];
-    } finally {
-      await this.release(d);
-    }
-  }
 }
 
 function splitMember(name: string): string[] {
@@ -253,11 +204,11 @@ function splitMember(name: string): string[] {
   return parts;
 }
 
-/** One pull: members are written one by one under `[top]`, refusing anything that could put or
- * point something outside it. */
+/** One pull: members are written one by one under `[top]`, a fresh folder no one else writes in,
+ * refusing anything that could put something outside it. Links are kept as links, wherever they
+ * point; nothing is ever written through one. */
 class Extraction {
   private readonly files = new Set<string>(); // regular files this pull wrote: hard link sources
-  private readonly links = new Map<string, Parts>(); // symlinks it made: checked again at the end
   private readonly dirs: [Parts, number, number][] = [];
   private parent: [string, Dir] | null = null; // the last member's folder, kept open
 
@@ -265,16 +216,19 @@ class Extraction {
     private readonly dest: Destination,
     private readonly top: string,
     private readonly rootName: string,
-    private readonly force: boolean,
-    private readonly merge: boolean = false,
+    private readonly skip: IgnoreSpec | null,
   ) {}
 
   async add(reader: TarReader, member: TarHeader): Promise<void> {
     try {
       const parts = this.parts(member.name);
+      const below = parts.slice(1).join("/") + (member.type === "dir" ? "/" : "");
+      if (parts.length > 1 && this.skip?.matches(below)) return;
       const folder = await this.folder(parts.slice(0, -1));
-      await this.check(parts, member);
-      await this.clear(folder, parts, member);
+      this.check(parts, member);
+      if (member.type !== "dir" && (await folder.lstat(parts[parts.length - 1]!)) !== null) {
+        throw new Conflict(`the box sent ${member.name} twice`);
+      }
       await this.write(folder, parts, reader, member);
     } catch (err) {
       if (err instanceof Refusal) {
@@ -303,28 +257,19 @@ class Extraction {
     return this.parent![1];
   }
 
-  private async check(parts: Parts, member: TarHeader): Promise<void> {
+  private check(parts: Parts, member: TarHeader): void {
     const special = SPECIAL[member.type];
     if (special) throw new Refusal(`${special}; pull writes only files, folders and links`);
     const isLink = member.type === "symlink" || member.type === "link";
     if (isLink && parts.length === 1) {
       throw new Refusal("it is a link in the box; pull the path it points to");
     }
-    if (member.type === "symlink") await this.dest.resolve(parts.slice(0, -1), member.linkname);
-    else if (member.type === "other") throw new Refusal("not a file, folder or link");
-  }
-
-  private async clear(folder: Dir, parts: Parts, member: TarHeader): Promise<void> {
-    const name = parts[parts.length - 1]!;
-    const st = await folder.lstat(name);
-    if (st === null || (st.isDirectory() && member.type === "dir")) return;
-    const where = this.dest.local(parts);
-    if (!this.force) throw new Conflict(`${where} already exists; use force to overwrite`);
-    if (st.isDirectory())
-      throw new Conflict(`${where} is a directory; it would be replaced by a file`);
-    await unlink(folder.at(name));
-    this.files.delete(key(parts));
-    this.links.delete(key(parts));
+    if (member.type === "symlink") {
+      const target = member.linkname;
+      if (!target || target.includes("\0") || Buffer.byteLength(target) > LINK_MAX) {
+        throw new Refusal("an empty, malformed or overlong link target");
+      }
+    } else if (member.type === "other") throw new Refusal("not a file, folder or link");
   }
 
   private async write(
@@ -339,7 +284,6 @@ class Extraction {
       this.dirs.push([parts, member.mode, member.mtime]);
     } else if (member.type === "symlink") {
       await symlink(member.linkname, folder.at(name));
-      this.links.set(key(parts), parts);
     } else if (member.type === "link") {
       await this.hardLink(folder, parts, member.linkname);
     } else {
@@ -371,48 +315,9 @@ class Extraction {
     this.files.add(key(parts));
   }
 
-  /** Check every link again against the finished tree (a later member can change where an
-   * earlier link leads); remove those that now leave, until none does. */
-  async removeEscapedLinks(): Promise<string[]> {
-    const removed: string[] = [];
-    for (;;) {
-      const escaped: [Parts, string][] = [];
-      for (const k of [...this.links.keys()].sort()) {
-        const parts = this.links.get(k)!;
-        const why = await this.recheck(parts);
-        if (why) escaped.push([parts, why]);
-      }
-      if (!escaped.length) return removed;
-      for (const [parts, why] of escaped) {
-        const folder = await this.dest.openDir(parts.slice(0, -1));
-        try {
-          await unlink(folder.at(parts[parts.length - 1]!));
-        } finally {
-          await this.dest.release(folder);
-        }
-        this.links.delete(key(parts));
-        removed.push(why);
-      }
-    }
-  }
-
-  private async recheck(parts: Parts): Promise<string | null> {
-    const [, target] = await this.dest.look(parts.slice(0, -1), parts[parts.length - 1]!);
-    if (target === null) return null;
-    try {
-      await this.dest.resolve(parts.slice(0, -1), target);
-    } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
-      return `refusing symlink ${parts.join("/")} -> ${target}: ${err.message}, through links written after it`;
-    }
-    return null;
-  }
-
   /** Last, deepest first: a read-only folder must not stop its own extraction. */
   async stampDirs(): Promise<void> {
     for (const [parts, mode, mtime] of [...this.dirs].reverse()) {
-      // A folder merged into is the user's: it keeps its own mode and time.
-      if (this.merge && parts.length === 1) continue;
       const d = await this.dest.openDir(parts);
       try {
         await d.stamp(mode, mtime);
@@ -448,15 +353,18 @@ export interface ExtractOptions {
   force?: boolean;
   /** `target` is an existing folder the contents go into (`SRC/.`); it keeps its own mode. */
   merge?: boolean;
+  /** gitignore patterns, matched below the pulled folder (`node_modules/`, `*.pyc`). */
+  exclude?: readonly string[];
   onProgress?: ((bytes: number) => void) | undefined;
 }
 
 /** Extract a tar stream whose first component is `rootName` as `target`.
  *
- * Anything that would write outside `target`, leave a link there that leads outside it, or
- * make a device or fifo fails the pull with InvalidRequest naming the member. What was written
- * before stays; no link that leads outside does. Throws Conflict before writing when `target`
- * exists and `force` is not set. */
+ * A member that would be written outside `target` or through a link, a device or a fifo fails
+ * the pull with InvalidRequest naming it; links are kept as the box has them. All is written
+ * aside and moved into place once whole, so a failed pull leaves `target` as it was. Throws
+ * Conflict before reading when `target` exists and neither `force` nor `merge` is set; with
+ * `merge`, a file already there is a Conflict (without `force`) before anything moves. */
 export async function extract(
   chunks: AsyncIterable<Buffer>,
   rootName: string,
@@ -469,9 +377,10 @@ export async function extract(
     throw new Conflict(`${target} already exists; use force to overwrite`);
   }
   const dest = await Destination.open(dirname(target));
+  const aside = `.${basename(target).slice(0, 200)}.pull-${randomBytes(4).toString("hex")}`;
   try {
-    const job = new Extraction(dest, basename(target), rootName, force, merge);
-    let escaped: string[];
+    const skip = options.exclude?.length ? new IgnoreSpec(options.exclude) : null;
+    const job = new Extraction(dest, aside, rootName, skip);
     try {
       const reader = new TarReader(counted(chunks, options.onProgress));
       for (let member = await reader.next(); member; member = await reader.next()) {
@@ -479,13 +388,97 @@ export async function extract(
       }
     } finally {
       await job.close();
-      escaped = await job.removeEscapedLinks(); // also when a refusal ended the pull
     }
-    if (escaped.length) throw new InvalidRequest(escaped[0]!);
+    if ((await dest.base.lstat(aside)) === null) {
+      throw new InvalidRequest("the box sent an empty archive");
+    }
     await job.stampDirs();
+    await new Settle(force, merge).move(dest.base, aside, dest.base, basename(target), true);
   } finally {
+    await remove(dest.base, aside).catch(() => undefined); // never in place of the pull's error
     await dest.close();
   }
+}
+
+/** Moves a finished pull from aside into place: all of it at once where the target is new; into
+ * an existing folder, every conflict checked before anything moves. */
+class Settle {
+  constructor(
+    private readonly force: boolean,
+    private readonly merge: boolean,
+  ) {}
+
+  async move(src: Dir, name: string, dst: Dir, to: string, top = false): Promise<void> {
+    const there = await dst.lstat(to);
+    if (there === null) {
+      await rename(src.at(name), dst.at(to));
+      return;
+    }
+    if (top) await this.check(src, name, dst, to, there);
+    const here = (await src.lstat(name))!;
+    if (here.isDirectory() && there.isDirectory()) {
+      const inner = await src.child(name);
+      const into = await dst.child(to).catch(async (err: unknown) => {
+        await inner.close();
+        throw err;
+      });
+      try {
+        for (const child of await inner.names()) await this.move(inner, child, into, child);
+        // A folder merged into keeps its own mode.
+        if (!(top && this.merge)) await into.stamp(here.mode, here.mtimeMs / 1000);
+      } finally {
+        await inner.close();
+        await into.close();
+      }
+      return;
+    }
+    await remove(dst, to);
+    await rename(src.at(name), dst.at(to));
+  }
+
+  private async check(src: Dir, name: string, dst: Dir, to: string, there: Stats): Promise<void> {
+    const here = (await src.lstat(name))!;
+    if (here.isDirectory() && there.isDirectory()) {
+      const inner = await src.child(name);
+      const into = await dst.child(to).catch(async (err: unknown) => {
+        await inner.close();
+        throw err;
+      });
+      try {
+        for (const child of await inner.names()) {
+          const found = await into.lstat(child);
+          if (found) await this.check(inner, child, into, child, found);
+        }
+      } finally {
+        await inner.close();
+        await into.close();
+      }
+      return;
+    }
+    const where = join(dst.path, to);
+    if (there.isDirectory()) {
+      throw new Conflict(`${where} is a directory; it would be replaced by a file`);
+    }
+    if (!this.force) throw new Conflict(`${where} already exists; use force to overwrite`);
+  }
+}
+
+/** Delete `name` in `folder` and all below it, following no link. */
+async function remove(folder: Dir, name: string): Promise<void> {
+  const st = await folder.lstat(name);
+  if (st === null) return;
+  if (!st.isDirectory()) {
+    await unlink(folder.at(name));
+    return;
+  }
+  const inner = await folder.child(name);
+  try {
+    await inner.stamp(0o700, st.mtimeMs / 1000); // a read-only folder from the box is still emptied
+    for (const child of await inner.names()) await remove(inner, child);
+  } finally {
+    await inner.close();
+  }
+  await rmdir(folder.at(name));
 }
 
 async function* counted(

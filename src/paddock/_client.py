@@ -636,10 +636,21 @@ class _Base:
 
     @operation
     def fork_box(
-        self, ref: str, name: str | None = None, snapshot: str | int | None = None
+        self,
+        ref: str,
+        name: str | None = None,
+        snapshot: str | int | None = None,
+        *,
+        box_type: str | None = None,
     ) -> Call[Box]:
-        """A new box from this one's files, now or at a snapshot."""
-        body = {"name": name, "snapshot": str(snapshot) if snapshot is not None else None}
+        """A new box from this one's files, now or at a snapshot; `box_type`: the fork's box
+        type (default: the source's). Refused before anything is copied when it would
+        not fit; a fork that fails leaves no snapshot behind."""
+        body = {
+            "name": name,
+            "snapshot": str(snapshot) if snapshot is not None else None,
+            "type": box_type,
+        }
         return Call(_Request("POST", _box(ref) + "/fork", json=body, slow=True), _model("Box"))
 
     # -- drives -------------------------------------------------------------------------

@@ -331,11 +331,12 @@ export class Client {
   /** A new box from this one's files, now or at a snapshot. */
   async forkBox(
     ref: string,
-    options: { name?: string; snapshot?: string | number } = {},
+    options: { name?: string; snapshot?: string | number; type?: string } = {},
   ): Promise<Box> {
     const json = {
       name: options.name ?? null,
       snapshot: options.snapshot === undefined ? null : String(options.snapshot),
+      type: options.type ?? null,
     };
     return this.#call({ method: "POST", path: `${this.#box(ref)}/fork`, json, wait: "slow" });
   }

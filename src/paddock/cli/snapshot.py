@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("box", metavar="BOX")
     p.add_argument("--name", help="name of the new box (generated if absent)")
     p.add_argument("--snapshot", metavar="SNAP", help="fork from this snapshot instead")
+    p.add_argument("--type", metavar="TYPE", help="box type of the fork (default: the source's)")
     add_json(p)
     p.set_defaults(run=cmd_fork)
 
@@ -128,7 +129,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_fork(args: argparse.Namespace) -> int:
     source = box_ref(args.box)
     with client(args) as c:
-        box = c.fork_box(source, args.name, args.snapshot)
+        box = c.fork_box(source, args.name, args.snapshot, box_type=args.type)
     if args.json:
         emit_json(box)
     else:

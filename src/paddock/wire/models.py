@@ -240,6 +240,7 @@ class RestoreRequest:
 class ForkRequest:
     name: str | None = None
     snapshot: str | None = None  # id or label; absent: the box as it is now
+    type: str | None = None  # the fork's box type; absent: the source's
 
 
 @dataclass

@@ -230,11 +230,8 @@ class BoxService:
         idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
         if network is not None:
             network = await self.reachable(network)
-        type_name = type_name or self._cfg.default_type
-        box_type = self._cfg.types.get(type_name)
-        if box_type is None:
-            known = ", ".join(sorted(self._cfg.types))
-            raise NotFound(f"unknown box type {type_name!r}; known types: {known}")
+        box_type = self._type_named(type_name)
+        type_name = box_type.name
         ttl = validate_ttl(self._cfg.default_ttl if ttl is None else ttl)
         action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
         mounts = tuple(dict.fromkeys(drives))
@@ -249,14 +246,7 @@ class BoxService:
         now = self._now()
         async with self._claim:
             boxes = await self._repo.all()
-            taken = {b.name for b in boxes}
-            if name is None:
-                name = next(n for n in iter(generated_name, None) if n not in taken)
-            elif validate_name(name) in taken:
-                raise Conflict(f"a box named {name!r} already exists")
-            self.capacity.check(boxes, box_type)
-            await self._check_limits(caller, boxes, box_type, new=True)
-            self.capacity.check_disk("a new box")
+            name = await self._admit(boxes, name, box_type, caller, "a new box")
             pooled = self._pool.take(type_name, pooled_image)
             box = Box(
                 id=pooled.box_id if pooled else new_box_id(),
@@ -327,6 +317,60 @@ class BoxService:
             wanted = await self._repo.update(box, desired=desired)
         result = await self._reconciler.reconcile(box.id)
         return result if result is not None else wanted
+
+    def _type_named(self, type_name: str | None) -> BoxType:
+        box_type = self._cfg.types.get(type_name or self._cfg.default_type)
+        if box_type is None:
+            known = ", ".join(sorted(self._cfg.types))
+            raise NotFound(f"unknown box type {type_name!r}; known types: {known}")
+        return box_type
+
+    async def admissible(
+        self, name: str | None, type_name: str | None, caller: User | None
+    ) -> None:
+        """Whether `create` would admit this box now, asked before costly work (a fork's
+        snapshot) so that a refusal leaves nothing behind. `create` asks again."""
+        box_type = self._type_named(type_name)
+        await self._admit(await self._repo.all(), name, box_type, caller, "a fork")
+
+    async def _admit(
+        self, boxes: list[Box], name: str | None, box_type: BoxType, caller: User | None, what: str
+    ) -> str:
+        """The new box's name, once it is free and the box fits the server, the caller's
+        limits and the engine's disk."""
+        taken = {b.name for b in boxes}
+        if name is None:
+            name = next(n for n in iter(generated_name, None) if n not in taken)
+        elif validate_name(name) in taken:
+            raise Conflict(f"a box named {name!r} already exists")
+        if not self.capacity.fits(boxes, box_type):
+            self.capacity.check(boxes, box_type, self._when_full(boxes, box_type, caller))
+        await self._check_limits(caller, boxes, box_type, new=True)
+        self.capacity.check_disk(what)
+        return name
+
+    def _when_full(self, boxes: list[Box], want: BoxType, caller: User | None) -> str:
+        """What the caller can do about a full server: stop one of their own running
+        boxes (named), or take a type that fits now, if there is one."""
+        me = caller.stored_id if caller else None
+        mine = [
+            b.name
+            for b in boxes
+            if b.desired == Desired.RUNNING and (caller is None or b.owner_id == me)
+        ]
+        fits = [
+            t.name
+            for t in sorted(self._cfg.types.values(), key=lambda t: (t.cpus, t.memory_mb))
+            if t.name != want.name and self.capacity.fits(boxes, t)
+        ]
+        if mine:
+            shown = ", ".join(mine[:5]) + (f" and {len(mine) - 5} more" if len(mine) > 5 else "")
+            advice = f"Stop one of your running boxes ({shown}: `paddock stop NAME`)"
+        else:
+            advice = "None of the running boxes are yours: ask the server's owner to stop one"
+        if fits:
+            advice += f", or take a type that fits now (--type {' or '.join(fits)})"
+        return advice + ". `paddock status` shows what the server holds."
 
     async def _check_limits(
         self, caller: User | None, boxes: list[Box], want: BoxType, new: bool

@@ -62,14 +62,15 @@ class Capacity:
         cpus, memory = self.left(boxes, held)
         return want.cpus <= cpus + 1e-9 and want.memory_mb <= memory
 
-    def check(self, boxes: list[Box], want: BoxType) -> None:
+    def check(self, boxes: list[Box], want: BoxType, advice: str = "") -> None:
+        """Refuse a box that does not fit; `advice`: what the asker can do about it."""
         if not self.fits(boxes, want):
             cpus, memory = self.left(boxes)
             raise CapacityExceeded(
                 f"the server is full: a {want.name} box needs {want.cpus:g} CPU and "
                 f"{want.memory_mb} MiB, but only {max(cpus, 0):g} CPU and "
-                f"{max(memory, 0)} MiB are left. Stop or remove a box "
-                "(`paddock ls`), or choose a smaller type (`paddock types`).",
+                f"{max(memory, 0)} MiB are left. "
+                + (advice or "Stop a box (`paddock ls`); `paddock status` shows what it holds."),
                 details={"cpus_left": cpus, "memory_mb_left": memory},
             )
 
@@ -84,17 +85,24 @@ def check_limits(limits: Limits, own: list[Box], want: BoxType, new: bool) -> No
             details={"limit": "max_boxes", "value": limits.max_boxes},
         )
     cpus, memory = Capacity.used(own)
+    running = [b.name for b in own if b.desired == Desired.RUNNING]
+    stop = (
+        f"Stop one of your running boxes ({', '.join(running[:5])}: `paddock stop NAME`), "
+        "take a smaller type (`paddock types`)"
+        if running
+        else "Take a smaller type (`paddock types`)"
+    )
     if limits.max_cpus is not None and cpus + want.cpus > limits.max_cpus + 1e-9:
         raise CapacityExceeded(
             f"your limit is {limits.max_cpus:g} CPU for running boxes: {cpus:g} in use, and "
-            f"a {want.name} box needs {want.cpus:g}. Stop a box or choose a smaller type "
-            "(`paddock types`), or ask the server's owner to raise the limit",
+            f"a {want.name} box needs {want.cpus:g}. {stop}, or ask the server's owner to "
+            "raise the limit",
             details={"limit": "max_cpus", "value": limits.max_cpus},
         )
     if limits.max_memory_mb is not None and memory + want.memory_mb > limits.max_memory_mb:
         raise CapacityExceeded(
             f"your limit is {limits.max_memory_mb} MiB of memory for running boxes: {memory} "
-            f"MiB in use, and a {want.name} box needs {want.memory_mb}. Stop a box or choose "
-            "a smaller type (`paddock types`), or ask the server's owner to raise the limit",
+            f"MiB in use, and a {want.name} box needs {want.memory_mb}. {stop}, or ask the "
+            "server's owner to raise the limit",
             details={"limit": "max_memory_mb", "value": limits.max_memory_mb},
         )

@@ -75,37 +75,63 @@ class SnapshotService:
         return restored
 
     async def fork(
-        self, ref: str, name: str | None, snap_ref: str | None, caller: User | None = None
+        self,
+        ref: str,
+        name: str | None,
+        snap_ref: str | None,
+        caller: User | None = None,
+        type_name: str | None = None,
     ) -> Box:
         """A new box from the source's current files (or one of its snapshots); the two
         change independently afterwards. The fork keeps the type, TTL and drives, and is
         the source's owner's, whoever asks: its files are that user's code, so its drives
         (by name) and keys must be theirs too. The owner's fork of a member's box once
-        mounted the owner's drives under the member's boot hooks."""
+        mounted the owner's drives under the member's boot hooks.
+
+        All or nothing: the new box is admitted (name, capacity, limits, disk) before any
+        snapshot is taken, and a snapshot taken for a fork that then fails goes again."""
         source = await self._boxes.resolve(ref, caller)
-        self._boxes.capacity.check_disk("a fork")
+        owner = self._boxes.owner_of(source, caller)
+        type_name = type_name or source.type
+        await self._boxes.admissible(name, type_name, owner)
+        taken: Snapshot | None = None
+        before = source.current_snapshot
         if snap_ref is not None:
             image = (await self.find(source, snap_ref)).image
         elif source.state == BoxState.RUNNING or (
             source.state == BoxState.STOPPED and source.container_id
         ):
-            image = (
-                await self._reconciler.snapshot(source.id, "fork", f"fork-{name or 'box'}")
-            ).image
+            taken = await self._reconciler.snapshot(source.id, "fork", f"fork-{name or 'box'}")
+            image = taken.image
         elif source.state == BoxState.STOPPED:
             image = source.source_image
         else:
             raise InvalidState(
                 f"box {source.name} is {source.state.value}; fork it once that is done"
             )
-        return await self._boxes.create(
-            name,
-            source.type,
-            source.ttl,
-            source.ttl_action.value,
-            source.drives,
-            image=image,
-            network=source.network,
-            agent=source.agent,
-            caller=self._boxes.owner_of(source, caller),
-        )
+        try:
+            return await self._boxes.create(
+                name,
+                type_name,
+                source.ttl,
+                source.ttl_action.value,
+                source.drives,
+                image=image,
+                network=source.network,
+                agent=source.agent,
+                caller=owner,
+            )
+        except BaseException:
+            if taken is not None:
+                await self._discard(source.id, taken, before)
+            raise
+
+    async def _discard(self, box_id: str, snap: Snapshot, before: str | None) -> None:
+        """Take back a snapshot made for a fork that failed (unless a box stands on it)."""
+        if snap.image in await self._reconciler.images_needed(except_box=box_id):
+            return
+        box = await self._repo.get(box_id)
+        if box is not None and box.current_snapshot == snap.image:
+            await self._repo.update(box, current_snapshot=before)
+        await self._reconciler.release_image(snap.image)
+        await self._repo.delete_snapshot(box_id, snap.seq)

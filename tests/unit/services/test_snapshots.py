@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from paddockd.domain.box import BoxState
-from paddockd.domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+from paddockd.domain.errors import (
+    CapacityExceeded,
+    Conflict,
+    EngineUnavailable,
+    InvalidRequest,
+    InvalidState,
+    NotFound,
+    PaddockError,
+)
 
 from ..conftest import World
 
@@ -192,3 +202,40 @@ async def test_a_restore_killed_after_its_row_finishes_on_the_next_pass(
     box = await world.boxes.resolve("b")
     assert box.state == BoxState.RUNNING and box.current_snapshot == first.image
     assert [c["spec"].image for c in world.runtime.by_id.values()] == [first.image]
+
+
+async def test_a_fork_that_does_not_fit_is_refused_before_any_snapshot(world: World) -> None:
+    await world.boxes.create("src", "small", None, None)
+    await world.boxes.create("a", "small", None, None)
+    await world.boxes.create("b", "small", None, None)  # the server's memory is all taken
+    images = set(world.runtime.images)
+    for _ in range(3):  # retries leave nothing either
+        with pytest.raises(CapacityExceeded, match="server is full") as refused:
+            await world.services.snapshots.fork("src", "copy", None)
+        message = refused.value.message
+        assert "your running boxes (src, a, b" in message and "paddock status" in message
+    assert await world.repo.snapshots((await world.boxes.resolve("src")).id) == []
+    assert set(world.runtime.images) == images
+    with pytest.raises(NotFound, match="unknown box type"):
+        await world.services.snapshots.fork("src", "copy", None, type_name="huge")
+
+
+async def test_a_fork_that_fails_after_its_snapshot_takes_the_snapshot_back(
+    world: World,
+) -> None:
+    await world.boxes.create("src", None, None, None)
+    kept = await world.services.snapshots.take("src", "kept")
+    world.runtime.fail_next["start"] = EngineUnavailable("engine down")
+    with pytest.raises(EngineUnavailable):
+        await world.services.snapshots.fork("src", "copy", None)
+    src = await world.boxes.resolve("src")
+    assert [s.label for s in await world.repo.snapshots(src.id)] == ["kept"]
+    assert src.current_snapshot == kept.image
+    assert not [i for i in world.runtime.images if "fork" in i]
+
+
+async def test_fork_takes_another_type(world: World) -> None:
+    world.boxes.capacity = replace(world.boxes.capacity, memory_mb=8192)
+    await world.boxes.create("src", "small", None, None)
+    fork = await world.services.snapshots.fork("src", "big", None, type_name="medium")
+    assert fork.type == "medium" and fork.cpus == 2.0

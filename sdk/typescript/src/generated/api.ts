@@ -1402,6 +1402,8 @@ export interface components {
             name?: string | null;
             /** Snapshot */
             snapshot?: string | null;
+            /** Type */
+            type?: string | null;
         };
         /** ImageBuildRequest */
         ImageBuildRequest: {

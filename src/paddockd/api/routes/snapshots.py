@@ -64,5 +64,5 @@ async def restore_box(ref: str, body: RestoreRequest, svc: Svc, caller: Caller) 
     summary="A new box from this one's files (now, or a snapshot)",
 )
 async def fork_box(ref: str, body: ForkRequest, svc: Svc, caller: Caller) -> BoxModel:
-    fork = await svc.snapshots.fork(ref, body.name, body.snapshot, caller)
+    fork = await svc.snapshots.fork(ref, body.name, body.snapshot, caller, body.type)
     return await present(svc, fork, caller)

@@ -119,6 +119,15 @@ def test_capacity_refusal_creates_nothing(make_server) -> None:  # type: ignore[
     names = [c["Labels"]["paddock.name"] for c in srv.containers()]  # type: ignore[index]
     assert names == ["fits"]
     assert "too-many" not in srv.cli("ls", check=True).stdout
+    # The refusal says what the caller can do: stop their own box, and where to look.
+    assert "running boxes (fits" in refused.stderr and "paddock status" in refused.stderr
+    # A fork that cannot fit is refused before it copies anything, retried or not.
+    for _ in range(3):
+        forked = srv.cli("fork", "fits", "--name", "copy")
+        assert forked.returncode == 1 and "server is full" in forked.stderr, forked.stderr
+    assert srv.cli("snapshots", "fits", "--json", check=True).stdout.strip() == "[]"
+    names = [c["Labels"]["paddock.name"] for c in srv.containers()]  # type: ignore[index]
+    assert names == ["fits"]
 
 
 def test_paddockd_restart_keeps_boxes_and_heals_what_changed_meanwhile(make_server) -> None:  # type: ignore[no-untyped-def]

@@ -14,6 +14,7 @@ or chose last (`paddock new` / `paddock use`), read from the CLI's settings file
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from urllib.parse import quote, urlencode
 
@@ -304,12 +305,13 @@ def _box(ref: str) -> str:
 
 
 def current_box() -> str:
-    """The box `current` stands for: the one made or chosen last with the CLI."""
-    current = ClientConfig.load().current
+    """The box `current` stands for: $PADDOCK_BOX where it is set (one shell's or agent's
+    own), else the one made or chosen last with the CLI on this machine."""
+    current = os.environ.get("PADDOCK_BOX") or ClientConfig.load().current
     if not current:
         raise InvalidRequest(
-            "there is no current box: create one with `paddock new` "
-            "or pick one with `paddock use BOX`"
+            "there is no current box: create one with `paddock new`, pick one with "
+            "`paddock use BOX`, or set PADDOCK_BOX"
         )
     return current
 

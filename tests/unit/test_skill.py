@@ -46,3 +46,25 @@ def test_every_command_parses(line: str) -> None:
 def test_the_skill_covers_the_basics() -> None:
     shown = {shlex.split(line)[1] for line in commands()}
     assert {"new", "push", "exec", "screenshot", "pull", "stop", "rm"} <= shown
+
+
+def test_no_section_is_there_twice() -> None:
+    headings = [line for line in SKILL.read_text().splitlines() if line.startswith("## ")]
+    assert len(headings) == len(set(headings)), headings
+
+
+def test_paddock_box_pins_current_for_one_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the skill tells agents: PADDOCK_BOX wins over the machine-wide `current`.
+    from paddock._client import current_box
+    from paddock._config import ClientConfig
+
+    monkeypatch.setenv("PADDOCK_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.delenv("PADDOCK_BOX", raising=False)
+    cfg = ClientConfig.load(apply_env=False)
+    cfg.current = "made-last"
+    cfg.save()
+    assert current_box() == "made-last"
+    monkeypatch.setenv("PADDOCK_BOX", "mine")
+    assert current_box() == "mine"

@@ -254,7 +254,22 @@ def _disk(cfg: config.EngineConfig, grow: int | None) -> int:
     return 3 if cfg.data_image and not found.own and Path(cfg.data_root).exists() else 0
 
 
+# What the server extra brings; a client-only install (`pip install paddock`) has the
+# paddockd command too, and says so instead of failing on an import.
+_SERVER_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "anyio", "docker")
+
+
 def run() -> None:
+    import importlib.util
+
+    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing and not {"-h", "--help", "--version"} & set(sys.argv[1:]):
+        sys.stderr.write(
+            "paddockd: this is the server, and this install is the client only (no "
+            f"{', '.join(missing)}). On the server machine run ./install.sh, or pip install "
+            "'paddock[server]'; from here, the client is `paddock`.\n"
+        )
+        sys.exit(2)
     sys.exit(main())
 
 

@@ -55,3 +55,22 @@ def test_every_client_module_imports_without_platform_terminal_modules_or_the_se
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 20
+
+
+def test_paddockd_in_a_client_only_install_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    from paddockd import __main__ as server
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name)
+    )
+    monkeypatch.setattr(sys, "argv", ["paddockd", "serve"])
+    with pytest.raises(SystemExit) as ended:
+        server.run()
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert "client only (no fastapi)" in err and "paddock[server]" in err and "\n" == err[-1]

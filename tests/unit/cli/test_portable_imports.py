@@ -73,4 +73,4 @@ def test_paddockd_in_a_client_only_install_says_what_to_install(
         server.run()
     assert ended.value.code == 2
     err = capsys.readouterr().err
-    assert "client only (no fastapi)" in err and "paddock[server]" in err and "\n" == err[-1]
+    assert "client only (no fastapi)" in err and "paddock[server]" in err and err[-1] == "\n"

@@ -68,6 +68,8 @@ def test_the_setup_link_makes_one_owner_once(make_server: type[Server]) -> None:
     with web(server) as browser:
         form = browser.get(link)
         assert form.status_code == 200 and "Create the owner" in form.text
+        # The rules are on the form, before anyone trips on them.
+        assert "12 characters or more, not containing the username" in form.text
         assert form.headers["x-frame-options"] == "DENY"
         csrf = csrf_of(form.text)
         # Weak input is refused and spends nothing.
@@ -94,7 +96,11 @@ def test_the_setup_link_makes_one_owner_once(make_server: type[Server]) -> None:
                 "again": PASSWORD,
             },
         )
-        assert made.status_code == 303 and made.headers["location"] == "/login?created=ada"
+        # The new owner is logged in at once, not sent to a login form.
+        assert made.status_code == 303 and made.headers["location"] == "/"
+        assert any(c.startswith("paddock_session=") for c in made.headers.get_list("set-cookie"))
+        home = browser.get("/account")
+        assert home.status_code == 200 and "Logged in as <b>ada</b> (owner)" in home.text
         assert csrf
         # The link is dead now, and no second owner can be made by any link.
         again = browser.get(link)
@@ -108,14 +114,16 @@ def test_a_new_link_voids_the_old_and_links_expire(make_server: type[Server]) ->
     _, first, _ = setup_link(server)
     _, second, _ = setup_link(server)
     with web(server) as browser:
-        assert browser.get(first).status_code == 404
+        replaced = browser.get(first)
+        # A dead end no more: the page says how to get a link that works.
+        assert replaced.status_code == 404 and "sudo paddockd setup-link" in replaced.text
         assert browser.get(second).status_code == 200
         db = sqlite3.connect(server.dir / "data" / "paddock.db")
         db.execute("UPDATE links SET expires_at = ?", (time.time() - 1,))
         db.commit()
         db.close()
         expired = browser.get(second)
-        assert expired.status_code == 410 and "expired" in expired.text
+        assert expired.status_code == 410 and "sudo paddockd setup-link" in expired.text
 
 
 def test_login_sets_a_safe_session_cookie_and_logout_ends_it(make_server: type[Server]) -> None:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ...domain.accounts import MIN_PASSWORD
 from ...domain.errors import PaddockError, TooManyAttempts
 from ...services.accounts import SESSION_MAX, Session
 from ..deps import SESSION_COOKIE, Svc, cookie_name, is_secure, session_cookie
@@ -134,10 +135,12 @@ _SETUP = _Link(
     "Create the owner account of this Paddock server. This link works once.",
     "Create the owner",
     {
-        "used": "This setup link has been used: the owner account exists.",
-        "expired": "This setup link has expired. "
-        "On the server, `paddockd setup-link` makes a new one.",
-        "unknown": "This setup link is not valid (or a newer one replaced it).",
+        "used": "This setup link has been used: the owner account exists. Log in with it; "
+        "the owner invites everyone else (`paddock members invite`).",
+        "expired": "This setup link has expired (a link lasts 24 hours). On the server, "
+        "`sudo paddockd setup-link` prints a new one.",
+        "unknown": "This setup link is not valid, or a newer one replaced it. On the "
+        "server, `sudo paddockd setup-link` prints a new one (it voids the others).",
     },
 )
 _INVITE = _Link(
@@ -148,8 +151,9 @@ _INVITE = _Link(
     "Create my account",
     {
         "used": "This invitation has been used.",
-        "expired": "This invitation has expired: ask the owner for a new one.",
-        "unknown": "This invitation is not valid.",
+        "expired": "This invitation has expired: ask the server's owner for a new one.",
+        "unknown": "This invitation is not valid (it may have been withdrawn): ask the "
+        "server's owner for a new one.",
     },
 )
 
@@ -159,10 +163,17 @@ def _account_form(link: _Link, token: str, csrf: str, error: str = "", username:
         f"<p>{html.escape(link.intro)}</p>"
         f"{_message(error)}<form method=post action='/{link.kind}/{html.escape(token)}'>"
         f"{_hidden(csrf)}{_field('username', 'Username', value=username)}"
-        f"{_field('new', 'Password (12 characters or more)', 'password')}"
+        f"{_field('new', 'Password', 'password')}"
+        f"<p><small>{_PASSWORD_RULES}</small></p>"
         f"{_field('again', 'Password again', 'password')}"
         f"<button type=submit>{html.escape(link.button)}</button></form>"
     )
+
+
+_PASSWORD_RULES = html.escape(
+    "Username: 2-32 characters, a-z first, then a-z, 0-9, '.', '_' or '-'. "
+    f"Password: {MIN_PASSWORD} characters or more, not containing the username."
+)
 
 
 async def _dead_link(svc: Svc, link: _Link, token: str) -> HTMLResponse | None:
@@ -170,7 +181,7 @@ async def _dead_link(svc: Svc, link: _Link, token: str) -> HTMLResponse | None:
     state = "used" if owner_made else await svc.accounts.link_state(token, link.kind)
     if state == "valid":
         return None
-    body = f"{_message(link.dead[state])}<p><a href=/login>Log in</a></p>"
+    body = f"{_message(link.dead[state])}<p><a href=/login>Log in</a> (with an account)</p>"
     return _page(link.title, body, 404 if state == "unknown" else 410)
 
 
@@ -196,7 +207,13 @@ async def _link_submit(link: _Link, token: str, request: Request, svc: Svc) -> R
     except PaddockError as exc:
         text = _account_form(link, token, csrf, exc.message, form.get("username", ""))
         return _with_login_csrf(request, _page(link.title, text, 400), csrf)
-    return RedirectResponse(f"/login?created={user.username}", 303)
+    # The new account is logged in at once: it just proved its password.
+    address = request.client.host if request.client else "?"
+    try:
+        _, cookie, _ = await svc.accounts.login(address, user.username, form.get("new", ""))
+    except PaddockError:
+        return RedirectResponse(f"/login?created={user.username}", 303)
+    return _logged_in(request, cookie, "/")
 
 
 @router.get("/setup/{token}")
@@ -264,7 +281,12 @@ async def login(request: Request, svc: Svc) -> Response:
         status = 429 if isinstance(exc, TooManyAttempts) else 401
         page = _page("Log in", _login_form(csrf, exc.message, "", username), status)
         return _with_login_csrf(request, page, csrf)
-    done = RedirectResponse(_next(form.get("next", "/")), 303)
+    return _logged_in(request, cookie, _next(form.get("next", "/")))
+
+
+def _logged_in(request: Request, cookie: str, target: str) -> Response:
+    """The answer that starts a session: its cookie set, the login form's CSRF cookie gone."""
+    done = RedirectResponse(target, 303)
     done.set_cookie(
         _name(request, SESSION_COOKIE),
         cookie,

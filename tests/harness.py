@@ -4,6 +4,7 @@ and the real CLI pointed at it. Shared by the integration tests and the benchmar
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -49,14 +50,13 @@ def free_port() -> int:
 
 
 def e2b_env(server: Server) -> dict[str, str]:
-    """What points the official e2b SDKs at `server` (docs/e2b.md). E2B_DOMAIN names no
-    real host, so nothing can leave for E2B's cloud."""
-    return {
-        "E2B_API_URL": server.url + "/e2b",
-        "E2B_SANDBOX_URL": server.url + "/e2b/sandbox",
-        "E2B_DOMAIN": "paddock.invalid",
-        "E2B_API_KEY": server.token,
-    }
+    """What points the official e2b SDKs at `server`: what `paddock e2b env` prints, as
+    docs/e2b.md says to use it (so the SDK suites test the command too). E2B_DOMAIN names
+    no real host, so nothing can leave for E2B's cloud."""
+    found = json.loads(server.cli("e2b", "env", "--with-token", "--json", check=True).stdout)
+    assert found["E2B_SANDBOX_URL"] == server.url + "/e2b/sandbox"
+    assert found["E2B_DOMAIN"] == "paddock.invalid" and found["E2B_API_KEY"] == server.token
+    return dict(found)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,7 @@ COMMANDS = {
     **dict.fromkeys(["auth", "agents"], "auth"),
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
+    "e2b": "e2b",
     "stats": "stats",
     **dict.fromkeys(["members", "token"], "members"),
     **dict.fromkeys(["login", "status", "image"], "server"),

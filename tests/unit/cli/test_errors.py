@@ -17,7 +17,7 @@ from ...cli_commands import runnable
 
 PADDOCK = str(Path(sys.executable).parent / "paddock")
 # Commands that never need the server: they succeed without one.
-LOCAL = {("help",), ("completion", "bash"), ("version",), ("skill",), ("mcp",)}
+LOCAL = {("help",), ("completion", "bash"), ("version",), ("skill",), ("mcp",), ("e2b", "env")}
 # What the others exit with when the server is missing (default: 1, a Paddock error).
 NO_SERVER = {
     ("exec", "nosuchbox", "--", "true"): 125,  # as `docker exec` when Docker fails

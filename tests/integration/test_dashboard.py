@@ -268,12 +268,13 @@ def test_the_network_tab_edits_the_policy_and_shows_refusals_live(
         # The allowlist is checked as it is typed, by the server's rules; a bad one is
         # never sent.
         page.select_option(select, "allowlist")
-        page.fill(area, "allowed.test\nbad_name!\n10.0.0.1/8")
+        page.fill(area, "allowed.test\nbad_name!\n10.0.0.1/8\nhttps://github.com/")
         page.wait_for_selector(f"{problems}:has-text('bad_name!')")
         assert page.locator(problems).all_inner_texts() == [
             "bad_name!: use an IPv4 address or CIDR (10.0.0.0/8), a domain (example.com) "
             "or a wildcard (*.example.com)",
             "10.0.0.1/8: host bits are set (use the network's first address)",
+            "https://github.com/: a URL, not a host: give its host name or a range (github.com)",
         ]
         # The browser's own form check stops the submit (and says why at the field).
         page.click("#panel-network button.primary")

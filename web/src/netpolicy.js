@@ -7,6 +7,13 @@ const DOMAIN = /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/;
 export function checkTarget(raw) {
   const text = raw.trim().toLowerCase().replace(/\.$/, "");
   if (!text) return null;
+  if (text.includes("://")) {
+    const host = text.split("://")[1].split("/")[0].split("@").pop().split(":")[0];
+    return `a URL, not a host: give its host name or a range${host ? ` (${host})` : ""}`;
+  }
+  if (/^[a-z0-9.*-]+:\d{1,5}$/.test(text)) {
+    return `give a host name or range without a port (${text.split(":")[0]}; every port of it is allowed)`;
+  }
   if (text.includes(":")) return "IPv6 targets are not supported (boxes have IPv4 only)";
   const m = text.match(/^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/);
   if (m) {

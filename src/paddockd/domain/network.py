@@ -79,12 +79,26 @@ def name_matches(pattern: str, name: str) -> bool:
     return name == pattern
 
 
+_HOST_PORT_RE = re.compile(r"^[a-z0-9.*-]+:\d{1,5}$")
+
+
 def parse_target(target: str) -> str:
     """An allowlist entry: an IPv4 address or CIDR (host bits must be zero), a domain name,
     or a `*.` wildcard domain."""
     text = target.strip().lower().rstrip(".")
     if not text:
         raise InvalidRequest("an empty allowlist entry")
+    if "://" in text:
+        host = text.partition("://")[2].split("/", 1)[0].rsplit("@", 1)[-1].split(":", 1)[0]
+        raise InvalidRequest(
+            f"{target.strip()!r} is a URL, not a host: give its host name or a range"
+            + (f" ({host})" if host else "")
+        )
+    if _HOST_PORT_RE.match(text):
+        raise InvalidRequest(
+            f"{target.strip()!r}: give a host name or range without a port "
+            f"({text.rsplit(':', 1)[0]}; every port of it is allowed)"
+        )
     if ":" in text:
         raise InvalidRequest(f"{text!r}: IPv6 targets are not supported (boxes have IPv4 only)")
     if is_range(text):

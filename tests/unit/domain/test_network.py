@@ -33,6 +33,8 @@ def test_modes_and_normalisation() -> None:
         ("allowlist", ["-bad.example.com"], "invalid allowlist entry"),
         ("allowlist", ["x" * 64 + ".example.com"], "invalid allowlist entry"),
         ("allowlist", [""], "empty"),
+        ("allowlist", ["https://github.com/"], r"is a URL, not a host: .* \(github\.com\)"),
+        ("allowlist", ["github.com:443"], r"without a port \(github\.com;"),
     ],
 )
 def test_bad_policies(mode: str, allow: list[str], message: str) -> None:

@@ -39,6 +39,7 @@ from .base import (
     LABEL_BOX,
     LABEL_DISK,
     LABEL_VIEWS,
+    STDOUT,
     BoxNetwork,
     ContainerInfo,
     ContainerSpec,
@@ -52,7 +53,7 @@ from .base import (
     VolumeInfo,
 )
 from .drivefs import DriveFs
-from .exec_start import StartChecked
+from .exec_start import DIAGNOSE, StartChecked, diagnosis
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
@@ -741,7 +742,7 @@ class DockerRuntime:
 
     # -- exec -------------------------------------------------------------------------
     async def exec(self, cid: str, spec: ExecSpec) -> StartChecked:
-        def work() -> StartChecked:
+        def work(spec: ExecSpec) -> _DockerExec:
             created = self.api.exec_create(
                 cid,
                 spec.cmd,
@@ -750,14 +751,32 @@ class DockerRuntime:
                 stdin=spec.stdin,
                 tty=spec.tty,
                 environment=spec.env or None,
-                workdir=spec.workdir,
+                workdir=spec.workdir or None,
                 user=spec.user,
             )
             exec_id = created["Id"]
             sock = self.api.exec_start(exec_id, tty=spec.tty, socket=True)
-            return StartChecked(_DockerExec(self, exec_id, sock, spec.tty))
+            return _DockerExec(self, exec_id, sock, spec.tty)
 
-        return await self._run(work)
+        async def diagnose() -> tuple[int, str] | None:
+            # The engine lost why it could not start the command: the box's own shell
+            # says, as root with the exec's environment (the engine's report, rebuilt).
+            argv = ["/bin/sh", "-c", DIAGNOSE, "sh", spec.user or "", spec.workdir or ""]
+            check = ExecSpec([*argv, spec.cmd[0] if spec.cmd else ""], spec.env, "", "root")
+            proc = StartChecked(await self._run(lambda: work(check)))
+            out = b""
+            try:
+                with anyio.move_on_after(10):  # the box's shell may be anything: bounded
+                    async for kind, data in proc.output():
+                        if kind == STDOUT and len(out) < 4096:
+                            out += data
+                    return diagnosis(out) if await proc.wait() == 0 else None
+                await proc.kill()
+                return None
+            finally:
+                await proc.close()
+
+        return StartChecked(await self._run(lambda: work(spec)), diagnose)
 
     async def open_network(self, cid: str) -> NetNamespace:
         def pid_of() -> int:
@@ -966,6 +985,10 @@ class _DockerExec:
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
         async for kind, data in attach.output(self._raw, self._tty):
             yield kind, data
+
+    async def never_started(self) -> bool:
+        data = await self._rt._run(lambda: self._rt.api.exec_inspect(self._id))
+        return not data.get("Pid")
 
     async def wait(self) -> int:
         def work() -> int:

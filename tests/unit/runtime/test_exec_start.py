@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
 
 from paddockd.runtime.base import STDERR, STDOUT
-from paddockd.runtime.exec_start import StartChecked, start_failure
+from paddockd.runtime.exec_start import DIAGNOSE, StartChecked, diagnosis, start_failure
 
 RUNC = "OCI runtime exec failed: exec failed: unable to start container process: "
 
@@ -74,3 +75,76 @@ async def test_only_a_start_failure_is_rewritten(anyio_backend: str) -> None:
     assert (await gathered(StartChecked(chatty)))[0] == [(STDOUT, c) for c in chatty.chunks]  # type: ignore[arg-type]
     own = Proc([b"unable to find user x: no matching entries in passwd file\n"], 3)
     assert await gathered(StartChecked(own)) == ([(STDOUT, own.chunks[0])], 3)  # type: ignore[arg-type]
+
+
+class Lost(Proc):
+    """An exec as the engine leaves one whose report it lost: no output, 126, no pid (or a
+    command of its own that exited 126 silently: a pid)."""
+
+    def __init__(self, chunks: list[bytes], code: int, pid: int) -> None:
+        super().__init__(chunks, code)
+        self.pid = pid
+
+    async def never_started(self) -> bool:
+        return not self.pid
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_lost_report_is_found_out_in_the_box(anyio_backend: str) -> None:
+    asked: list[int] = []
+
+    async def diagnose() -> tuple[int, str] | None:
+        asked.append(1)
+        return 126, "no user bob in the box"
+
+    checked = StartChecked(Lost([], 126, 0), diagnose)  # type: ignore[arg-type]
+    assert await gathered(checked) == ([(STDERR, b"no user bob in the box\n")], 126)
+    # A command that ran and exited 126 without a word is its own answer.
+    assert await gathered(StartChecked(Lost([], 126, 4242), diagnose)) == ([], 126)  # type: ignore[arg-type]
+    assert asked == [1]
+
+
+@pytest.mark.parametrize(
+    ("user", "workdir", "prog", "expected"),
+    [
+        ("nobodyx", "", "ls", (126, "no user nobodyx in the box")),
+        ("nobodyx:nogroup", "", "ls", (126, "no user nobodyx in the box")),
+        ("4242", "", "ls", None),  # a numeric uid needs no passwd entry
+        (
+            "root",
+            "/nope",
+            "ls",
+            (126, "cannot use /nope as the working directory: no such file or directory"),
+        ),
+        (
+            "",
+            "/etc/passwd",
+            "ls",
+            (126, "cannot use /etc/passwd as the working directory: not a directory"),
+        ),
+        ("", "", "nosuchprog", (127, "nosuchprog: command not found")),
+        ("", "", "/no/such/prog", (127, "/no/such/prog: no such file or directory")),
+        ("", "", "/tmp", (126, "/tmp: permission denied")),
+        ("", "/tmp", "ls", None),
+    ],
+)
+def test_the_diagnosis_script_names_each_cause(
+    user: str, workdir: str, prog: str, expected: tuple[int, str] | None
+) -> None:
+    # The script the box's own /bin/sh runs, run here by this machine's.
+    done = subprocess.run(
+        ["/bin/sh", "-c", DIAGNOSE, "sh", user, workdir, prog],
+        capture_output=True,
+        timeout=10,
+        check=True,
+    )
+    assert (diagnosis(done.stdout) if done.stdout else None) == expected
+
+
+@pytest.mark.parametrize(
+    "output",
+    [b"", b"0 fine", b"126", b"999 no", b"126 \x1b[2Jcleared", b"x" * 10_000],
+)
+def test_a_diagnosis_is_read_as_untrusted(output: bytes) -> None:
+    assert diagnosis(output) is None

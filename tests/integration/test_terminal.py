@@ -74,3 +74,34 @@ def test_shell_runs_commands_typed_into_it(server: Server, box: str) -> None:
     keys = b"echo OK-$((6*7)); exit 7\n"
     code, out = run_in_pty(server, ["shell", box], keys=keys, after=b"$ ")
     assert "OK-42" in out and code == 7, out
+
+
+def test_a_client_that_leaves_at_once_is_no_error_in_the_log(server: Server, box: str) -> None:
+    # Tabs closed mid-handshake, refusals nobody waited for (a stopped box), sessions
+    # dropped while they stream: each ends quietly, with no traceback in paddockd's log.
+    import json
+
+    from websockets.sync.client import connect
+
+    log = server.dir / "paddockd.log"
+    before = log.read_text(errors="replace").count("Traceback")
+    with server.client() as c:
+        c.create_box("leaves-stopped")
+        c.stop_box("leaves-stopped")
+    base = server.url.replace("http://", "ws://") + "/v1/boxes"
+    headers = {"Authorization": f"Bearer {server.token}"}
+    firsts = {
+        "terminal/ws": json.dumps({"key": "gone", "cols": 80, "rows": 24}),
+        "exec/ws": json.dumps({"cmd": ["cat"], "tty": True}),
+    }
+    for target in (box, "leaves-stopped"):
+        for wait in (0.0, 0.05, 0.5):
+            for path, first in firsts.items():
+                with connect(f"{base}/{target}/{path}", additional_headers=headers) as ws:
+                    ws.send(first)
+                    time.sleep(wait)
+    time.sleep(1)
+    text = log.read_text(errors="replace")
+    assert text.count("Traceback") == before, text[-4000:]
+    with server.client() as c:
+        c.delete_box("leaves-stopped", force=True)

@@ -3,10 +3,13 @@ each error class maps to exactly one status."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -98,3 +101,18 @@ def install(app: FastAPI) -> None:
         return JSONResponse(
             error_body("internal", "internal server error; see the paddockd log"), 500
         )
+
+
+def client_may_leave(
+    endpoint: Callable[..., Awaitable[None]],
+) -> Callable[..., Awaitable[None]]:
+    """A WebSocket endpoint whose client may go at any moment (a closed tab, a dropped
+    line, a refusal it did not wait for): that ends the endpoint quietly, never with a
+    traceback in the log. Every other failure is reported as before."""
+
+    @functools.wraps(endpoint)
+    async def quiet(*args: Any, **kwargs: Any) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            await endpoint(*args, **kwargs)
+
+    return quiet

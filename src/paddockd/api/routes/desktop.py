@@ -21,6 +21,7 @@ from ...desktop.viewonly import ViewOnlyFilter
 from ...domain.errors import PaddockError
 from ...services.desktop import parse_size
 from ..deps import Caller, Svc, services
+from ..errors import client_may_leave
 
 router = APIRouter(prefix="/boxes", tags=["desktop"])
 ws_router = APIRouter(prefix="/boxes", tags=["desktop"])
@@ -80,6 +81,7 @@ async def desktop_page(box_id: str, request: Request, token: str = "") -> HTMLRe
 
 
 @ws_router.websocket("/{ref}/desktop/ws")
+@client_may_leave
 async def desktop_bridge(ws: WebSocket, ref: str, token: str = "") -> None:
     """Bytes between the browser (noVNC) and the box's VNC socket, both ways; a view-only
     link's input never reaches the box."""

@@ -19,7 +19,7 @@ from ...domain.errors import PaddockError
 from ...services.boxes import BoxProcess, in_background
 from ...services.desktop import detached
 from ..deps import Caller, Svc, authenticate, services
-from ..errors import error_body
+from ..errors import client_may_leave, error_body
 
 router = APIRouter(prefix="/boxes", tags=["exec"])
 _EXEC_REQUEST = TypeAdapter(ExecRequest)
@@ -78,6 +78,7 @@ async def exec_command(
 
 
 @ws_router.websocket("/{ref}/exec/ws")
+@client_may_leave
 async def exec_session(ws: WebSocket, ref: str) -> None:
     """First message: an ExecRequest (JSON). Then binary messages are stdin; text messages
     are controls: {"type": "resize", "cols", "rows"} or {"type": "eof"}."""

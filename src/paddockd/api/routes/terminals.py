@@ -14,7 +14,7 @@ from paddock.wire import frames as _frames
 from ...domain.errors import InvalidRequest, PaddockError
 from ...services.terminals import Attachment
 from ..deps import authenticate, services
-from ..errors import error_body
+from ..errors import client_may_leave, error_body
 
 ws_router = APIRouter(prefix="/boxes", tags=["exec"])
 
@@ -27,6 +27,7 @@ def _size(first: dict[str, object]) -> tuple[int, int] | None:
 
 
 @ws_router.websocket("/{ref}/terminal/ws")
+@client_may_leave
 async def terminal(ws: WebSocket, ref: str) -> None:
     """First message (JSON): {"key": the browser's name for this terminal, "cols", "rows"}.
     The same key attaches again to the shell (its recent output replayed first) while it

@@ -107,6 +107,11 @@ def sh(server: Server, box: str, script: str) -> str:
 
 def create_in_dialog(page: Any, name: str) -> None:
     page.click("text=New box")
+    # Types in the CLI's units: "small — 1 CPU, 1 GiB", never "1.1 GB".
+    page.wait_for_selector("dialog select[name=type] option", state="attached")
+    options = page.locator("dialog select[name=type] option").all_text_contents()
+    assert any(o.endswith(", 1 GiB") for o in options), options
+    assert not any("GB" in o for o in options), options
     page.fill("dialog input[name=name]", name)
     page.select_option("dialog select[name=ttl]", "3600")
     page.click("dialog button.primary")
@@ -425,12 +430,22 @@ def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: 
         cap = status.capacity
         assert shown["CPUs"] == f"{cap.cpus_used:g} of {cap.cpus_total:g} given to boxes"
         assert shown["Memory"].endswith(" given to boxes") and " of " in shown["Memory"]
-        assert re.fullmatch(r"\d+ running, \d+ stopped", shown["Boxes"])
-        assert int(shown["Boxes"].split()[0]) >= 1
-        assert shown["Disk"].startswith(f"{status.data_root}: ") and " free of " in shown["Disk"]
+        # One unit system, the CLI's: powers of 1024, as box types are set.
+        assert re.fullmatch(r"\d+(\.\d)? [MG]iB of \d+(\.\d)? GiB given to boxes", shown["Memory"])
+        assert re.search(r"free of \d+(\.\d)? [GT]iB$", shown["Disk"]), shown["Disk"]
         # The image rebuild is the owner's.
         assert ada.locator("text=Rebuild box image").count() == 1
         assert bob.locator("text=Rebuild box image").count() == 0
+        # The list shows what a running box uses now.
+        ada.goto(f"{dash.url}/#/")
+        cell = f"tr[data-box='{name}'] td[data-label=Memory]"
+        ada.wait_for_function(
+            f'() => /^\\d+(\\.\\d)? [KMG]iB$/.test(document.querySelector("{cell}")?.textContent)',
+            timeout=20_000,
+        )
+        assert re.fullmatch(r"\d+ running, \d+ stopped", shown["Boxes"])
+        assert int(shown["Boxes"].split()[0]) >= 1
+        assert shown["Disk"].startswith(f"{status.data_root}: ") and " free of " in shown["Disk"]
         assert ada.errors == [] and bob.errors == []
     finally:
         ada.context.close()

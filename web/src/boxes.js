@@ -1,7 +1,7 @@
 // The Boxes page: every box the caller sees, live (server-sent events from /v1/events),
 // with CPU and memory from /v1/stats every few seconds, filter, sort, and actions.
 import { get, post, del, enc, isOwner, ApiError } from "./api.js";
-import { h, clear, when, duration, bytes, toast, dialog, confirmed, field } from "./dom.js";
+import { h, clear, when, duration, bytes, toast, dialog, confirmed, field, mib } from "./dom.js";
 import { networkEditor } from "./netpolicy.js";
 
 const STATS_EVERY = 5000;
@@ -59,7 +59,7 @@ async function createDialog() {
   const [types, agents, drives] = await Promise.all([get("/types"), get("/agents").catch(() => ({ agents: [] })), get("/drives")]);
   const net = networkEditor({ mode: "" }, { allowDefault: true });
   const typeSel = h("select", { name: "type" }, types.types.map((t) => h("option", { value: t.name, selected: t.name === types.default },
-    `${t.name} — ${t.cpus} CPU, ${bytes(t.memory_mb * 1e6)}`)));
+    `${t.name} — ${t.cpus} CPU, ${mib(t.memory_mb)}`)));
   const fields = [
     field("Name", h("input", { name: "name", placeholder: "(chosen for you)", autocomplete: "off" })),
     field("Type", typeSel),

@@ -1,6 +1,6 @@
 // The Details tab (type, limits, runtime, TTL extend) and the Previews tab.
 import { get, post, del, enc } from "./api.js";
-import { h, clear, table, when, bytes, toast, confirmed, field } from "./dom.js";
+import { h, clear, table, when, bytes, toast, confirmed, field, mib } from "./dom.js";
 
 export function detailsTab(panel, box) {
   const dl = h("dl.details");
@@ -15,7 +15,7 @@ export function detailsTab(panel, box) {
   function paint() {
     const rows = [
       ["Name", box.name], ["Id", box.id], ["State", `${box.state} (wanted: ${box.desired_state})`],
-      ["Type", box.type], ...(type ? [["Limits", `${type.cpus} CPU, ${bytes(type.memory_mb * 1e6)} memory, ${type.pids} processes${type.disk_mb ? `, ${bytes(type.disk_mb * 1e6)} disk` : ""}`]] : []),
+      ["Type", box.type], ...(type ? [["Limits", `${type.cpus} CPU, ${mib(type.memory_mb)} memory, ${type.pids} processes${type.disk_mb ? `, ${mib(type.disk_mb)} disk` : ""}`]] : []),
       ["Runtime profile", box.profile], ["Image", box.image], ["Owner", box.owner || "–"],
       ["Created", when(box.created_at)], ["Started", when(box.started_at)],
       ["Expires", box.expires_at ? `${when(box.expires_at)} (then: ${box.ttl_action})` : "never"],

@@ -37,12 +37,19 @@ export function clear(el, ...children) {
   return append(el, children);
 }
 
+// Powers of 1024, as the CLI says them and as box types are set (1 GiB, not "1.1 GB").
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
+
 export function bytes(n) {
   if (n === null || n === undefined) return "–";
-  const units = ["B", "KB", "MB", "GB", "TB"];
   let i = 0;
-  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
-  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+  while (n >= 1024 && i < UNITS.length - 1) { n /= 1024; i++; }
+  return i < 3 ? `${Math.round(n)} ${UNITS[i]}` : `${Number.isInteger(n) ? n : n.toFixed(1)} ${UNITS[i]}`;
+}
+
+/** A size given in MiB (box types, limits, capacity). */
+export function mib(n) {
+  return n === null || n === undefined ? "–" : bytes(n * 1024 * 1024);
 }
 
 export function when(iso) {

@@ -1,7 +1,7 @@
 // The account-wide pages: Drives, Previews, Credentials, Tokens, Members (the owner's),
 // Server.
 import { get, post, put, del, enc, isOwner } from "./api.js";
-import { h, clear, table, when, bytes, toast, dialog, confirmed, field } from "./dom.js";
+import { h, clear, table, when, bytes, toast, dialog, confirmed, field, mib } from "./dom.js";
 import { previewTable } from "./details.js";
 import { ndjson } from "./stream.js";
 
@@ -97,7 +97,7 @@ export function membersPage(main) {
     { label: "Joined", cell: (m) => when(m.created_at) },
     { label: "Boxes", cell: (m) => String(m.boxes) },
     { label: "Limits", cell: (m) => [m.limits.max_boxes != null ? `${m.limits.max_boxes} boxes` : null, m.limits.max_cpus != null ? `${m.limits.max_cpus} CPU` : null,
-      m.limits.max_memory_mb != null ? bytes(m.limits.max_memory_mb * 1e6) : null].filter(Boolean).join(", ") || "none" },
+      m.limits.max_memory_mb != null ? mib(m.limits.max_memory_mb) : null].filter(Boolean).join(", ") || "none" },
     { label: "", cell: (m) => m.role === "owner" ? "" : h("span.actions", {},
       h("button.small", { type: "button", "aria-label": `Limits of ${m.username}`, on: { click: async () => {
         const num = (name, value, step) => h("input", { name, type: "number", min: 0, step, value: value ?? "", placeholder: "none" });
@@ -131,7 +131,7 @@ export function serverPage(main) {
       ["Engine", s.engine.reachable ? `reachable${s.engine.version ? ", Docker " + s.engine.version : ""}${s.engine.profile ? ", profile " + s.engine.profile : ""}` : `unreachable: ${s.engine.error || ""}`],
       ["Box image", `${s.engine.image}${s.engine.image_present ? "" : " (not built)"}`],
       ["CPUs", `${s.capacity.cpus_used} of ${s.capacity.cpus_total} given to boxes`],
-      ["Memory", `${bytes(s.capacity.memory_used_mb * 1e6)} of ${bytes(s.capacity.memory_total_mb * 1e6)} given to boxes`],
+      ["Memory", `${mib(s.capacity.memory_used_mb)} of ${mib(s.capacity.memory_total_mb)} given to boxes`],
       ["Boxes", `${s.boxes_running} running, ${s.boxes_stopped} stopped`],
       ["Disk", s.data_root ? `${s.data_root}: ${bytes(s.data_root_free_bytes)} free of ${bytes(s.data_root_total_bytes)}` : "–"],
       ...(s.disk_limits ? [["Box disks", s.disk_limits]] : []),

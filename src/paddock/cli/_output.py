@@ -58,16 +58,9 @@ def until(when: datetime | None) -> str:
     return "in " + duration(left) if left > 0 else "now"
 
 
-def size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
-
-
 def binary_size(n: float) -> str:
-    """Bytes in powers of 1024, as memory limits are set ("512 MiB", "1.0 GiB")."""
+    """Bytes in powers of 1024, as memory limits are set ("512 MiB", "1.0 GiB"): the one
+    unit system of the CLI and the dashboard, transfers included."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit in ("B", "KiB", "MiB") else f"{n:.1f} {unit}"
@@ -95,10 +88,10 @@ class ProgressLine:
 
     def _draw(self, now: float) -> None:
         rate = self.done / max(now - self._start, 1e-6)
-        text = f"{self.verb} {size(self.done)}"
+        text = f"{self.verb} {binary_size(self.done)}"
         if self.total:
-            text += f" / {size(self.total)} {100 * self.done / self.total:3.0f}%"
-        sys.stderr.write(f"\r{text}  {size(rate)}/s   ")
+            text += f" / {binary_size(self.total)} {100 * self.done / self.total:3.0f}%"
+        sys.stderr.write(f"\r{text}  {binary_size(rate)}/s   ")
         sys.stderr.flush()
 
     def finish(self) -> float:

@@ -7,7 +7,7 @@ import os
 
 from .._placement import RULES
 from ._common import UsageError, add_json, box_ref, client, examples
-from ._output import ProgressLine, emit_json, note, size
+from ._output import ProgressLine, binary_size, emit_json, note
 
 PULL_SAFETY = (
     "A pull never writes outside DEST nor through a link; links are kept as links, as the "
@@ -160,7 +160,7 @@ def _push(args: argparse.Namespace, box: str, sources: list[str], dest: str) -> 
     if args.json:
         emit_json(result)
     else:
-        note(f"pushed {size(progress.done)} to {result.path} in {elapsed:.1f}s")
+        note(f"pushed {binary_size(progress.done)} to {result.path} in {elapsed:.1f}s")
     return 0
 
 

@@ -7,7 +7,7 @@ import argparse
 
 from ..wire.models import Drive
 from ._common import add_json, client, examples, megabytes, nested
-from ._output import binary_size, emit_json, note, size, table
+from ._output import binary_size, emit_json, note, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,7 +76,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def _used(d: Drive) -> str:
     if d.capacity_mb is None:
-        return size(d.size_bytes)
+        return binary_size(d.size_bytes)
     # One kind of unit in a cell: the size was given in MiB/GiB, so the use is too.
     return f"{binary_size(d.size_bytes)} of {binary_size(d.capacity_mb << 20)}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ._common import add_json, box_ref, client, nested
-from ._output import emit_json, note, since, size, table
+from ._output import binary_size, emit_json, note, since, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -82,7 +82,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     else:
         print(snap.id)
         label = f" ({snap.label})" if snap.label else ""
-        note(f"snapshot {snap.id}{label} taken, {size(snap.size_bytes)}")
+        note(f"snapshot {snap.id}{label} taken, {binary_size(snap.size_bytes)}")
     return 0
 
 
@@ -106,7 +106,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
             s.label or "-",
             s.kind,
             since(s.created_at),
-            size(s.size_bytes),
+            binary_size(s.size_bytes),
         ]
         for s in snaps
     ]

@@ -178,6 +178,9 @@ fi
 ln -sf "$VENV/bin/paddock" /usr/local/bin/paddock
 ln -sf "$VENV/bin/paddockd" /usr/local/bin/paddockd
 
+step "Clients for laptops (served at /clients: the Python package, the TypeScript SDK)"
+PADDOCK_PYTHON="$VENV/bin/python" "$HERE/scripts/build-clients" /var/lib/paddock/clients
+
 step "Configuration ($CONFIG)"
 mkdir -p /etc/paddock "$LOG_DIR"
 # Logs are root's alone (older installs left them readable by every local user).

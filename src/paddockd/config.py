@@ -178,6 +178,11 @@ class Config:
         return self.data_dir / "boxes"
 
     @property
+    def clients_dir(self) -> Path:
+        """The clients paddockd hands out at /clients (scripts/build-clients writes them)."""
+        return self.data_dir / "clients"
+
+    @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 

@@ -20,6 +20,7 @@ from .preview_proxy import PreviewProxy
 from .routes import (
     auth,
     boxes,
+    clients,
     dashboard,
     desktop,
     devices,
@@ -117,6 +118,7 @@ def create_app(
     app.include_router(events.router, prefix=API, responses=errors.ERROR_RESPONSES)
     app.include_router(terminals.ws_router, prefix=API)
     app.include_router(dashboard.router)
+    app.include_router(clients.router)
     # Accounts' pages (setup, login, account) check their own session and forms.
     app.include_router(web.router)
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")

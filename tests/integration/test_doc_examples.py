@@ -30,7 +30,9 @@ def python_blocks() -> list[tuple[str, str]]:
 def test_example_runs(server: Server, tmp_path: Path, where: str, code: str) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    (project / "package.json").write_text(json.dumps({"scripts": {"test": "echo tests pass"}}))
+    # A project as the README's reader has one: `npm ci && npm test` works in it, offline.
+    for name in ("package.json", "package-lock.json", ".npmrc", "math.js", "math.test.js"):
+        (project / name).write_bytes((ROOT / "examples" / "node-pass" / name).read_bytes())
     current = f"doc-{uuid.uuid4().hex[:6]}"
     server.cli("new", "--name", current, "--ttl", "600", check=True)
     settings = tmp_path / "cli.json"
@@ -48,6 +50,8 @@ def test_example_runs(server: Server, tmp_path: Path, where: str, code: str) -> 
             timeout=300,
         )
         assert done.returncode == 0, f"{where} failed:\n{done.stdout}\n{done.stderr}"
+        if "npm ci && npm test" in code:  # what it prints is what the reader expects
+            assert done.stdout.startswith("0 "), done.stdout
     finally:
         with server.client() as c:
             for box in c.list_boxes():

@@ -191,6 +191,46 @@ def test_the_owner_works_a_box_from_the_dashboard(
         assert row.count() == 1 and row.locator("img").count() == 0
         assert page.alerts == []
 
+        # A text file opens in an editor, and is saved back (its mode kept); an image is
+        # shown; the folder is in the URL, so a reload stays in it.
+        sh(
+            dash,
+            name,
+            "printf 'echo one\\n' > /config/proj/run.sh && chmod 755 /config/proj/run.sh",
+        )
+        sh(
+            dash,
+            name,
+            'python3 -c "import base64,sys; sys.stdout.buffer.write(base64.b64decode('
+            "'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=='))\" "
+            "> /config/proj/dot.png",
+        )
+        page.click("#panel-files button.link:text-is('proj/')")
+        page.wait_for_selector("#panel-files tr[data-name='run.sh']")
+        assert page.url.endswith(f"#/box/{name}/files/config/proj")
+        page.click("[aria-label='Open run.sh']")
+        editor = page.locator("dialog textarea.editor")
+        assert editor.input_value() == "echo one\n"
+        editor.fill("echo two\n")
+        page.click("dialog button.primary:text-is('Save')")
+        page.wait_for_selector(".toast:has-text('saved run.sh')")
+        assert (
+            sh(dash, name, "cat /config/proj/run.sh; stat -c %a /config/proj/run.sh")
+            == "echo two\n755\n"
+        )
+        page.click("[aria-label='Open dot.png']")
+        page.wait_for_function(
+            "() => document.querySelector('dialog img.preview')?.naturalWidth === 1"
+        )
+        page.click("dialog button.primary:text-is('Close')")
+        page.reload()
+        page.wait_for_selector("#panel-files tr[data-name='dot.png']")
+        # A file's delete does not speak of what is in it.
+        page.click("[aria-label='Delete dot.png']")
+        assert page.locator("dialog h2").inner_text() == "Delete /config/proj/dot.png?"
+        page.click("dialog button:text-is('Cancel')")
+        page.click("#panel-files button:text-is('↑ Up')")
+
         # Snapshots: take one, change a file, restore, the change is gone.
         page.click("#tab-snapshots")
         page.click("#panel-snapshots >> text=Take snapshot")

@@ -8,6 +8,16 @@ import { h, clear, bytes, toast, dialog, confirmed, field } from "./dom.js";
 import { pack } from "./tar.js";
 
 const HOME = "/config";
+const TEXT_MAX = 1 << 20; // shown, and editable, up to this size
+const IMAGE_MAX = 16 << 20;
+const IMAGE = /\.(png|jpe?g|gif|webp|svg|bmp|ico)$/i;
+
+/** The folder the URL names (`#/box/NAME/files/config/project`), so a reload stays there. */
+function dirFromHash() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/");
+  return parts[0] === "box" && parts[2] === "files" && parts.length > 3
+    ? "/" + parts.slice(3).filter(Boolean).map(decodeURIComponent).join("/") : HOME;
+}
 
 function join(dir, name) { return dir === "/" ? `/${name}` : `${dir}/${name}`; }
 function parent(dir) { return dir === "/" ? "/" : dir.replace(/\/[^/]+$/, "") || "/"; }
@@ -45,7 +55,8 @@ async function dropped(items) {
 }
 
 export function filesTab(panel, box) {
-  let dir = HOME;
+  let dir = dirFromHash();
+  const running = box.state === "running";
   const pathInput = h("input", { type: "text", value: dir, "aria-label": "Folder in the box", spellcheck: false });
   const listingBox = h("div.listing");
   const progress = h("progress", { max: 1, value: 0, hidden: true, "aria-label": "Upload progress" });
@@ -59,9 +70,9 @@ export function filesTab(panel, box) {
       pathInput, h("button.small", { type: "submit" }, "Go"),
       h("button.small", { type: "button", on: { click: () => open(dir) } }, "Refresh")),
     h("div.toolbar", {},
-      h("button.small", { type: "button", on: { click: () => fileInput.click() } }, "Upload files"),
-      h("button.small", { type: "button", on: { click: () => folderInput.click() } }, "Upload folder"),
-      h("button.small", { type: "button", on: { click: mkdir } }, "New folder"),
+      h("button.small", { type: "button", disabled: !running, on: { click: () => fileInput.click() } }, "Upload files"),
+      h("button.small", { type: "button", disabled: !running, on: { click: () => folderInput.click() } }, "Upload folder"),
+      h("button.small", { type: "button", disabled: !running, on: { click: mkdir } }, "New folder"),
       progress, progressText, fileInput, folderInput),
     drop, listingBox);
 
@@ -71,6 +82,7 @@ export function filesTab(panel, box) {
       const found = await listing(box, next);
       dir = next;
       pathInput.value = dir;
+      history.replaceState(null, "", `#/box/${enc(box.name)}/files${dir === "/" ? "/" : dir.split("/").map(enc).join("/")}`);
       render(found);
     } catch (err) {
       toast(err.message, "err");
@@ -83,7 +95,7 @@ export function filesTab(panel, box) {
       const path = join(dir, r.name);
       const nameCell = r.folder
         ? h("button.link", { type: "button", on: { click: () => open(path) } }, r.name + "/")
-        : h("span", {}, r.name);
+        : h("button.link", { type: "button", "aria-label": `Open ${r.name}`, on: { click: () => view(r, path) } }, r.name);
       const link = r.type === "symlink" ? h("span.note", {}, ` → ${r.target}`) : null;
       return h("tr", { dataset: { name: r.name } },
         h("td", { dataset: { label: "Name" } }, nameCell, link),
@@ -93,7 +105,7 @@ export function filesTab(panel, box) {
           !(r.folder || r.type === "file" || r.target_type === "file") ? null : h("button.small", { type: "button", "aria-label": `Download ${r.name}`,
             title: r.folder ? "as a zip" : undefined, on: { click: () => download(r, path) } }, r.folder ? "Download zip" : "Download"),
           h("button.small", { type: "button", "aria-label": `Rename ${r.name}`, on: { click: () => rename(r.name) } }, "Rename"),
-          h("button.small.danger", { type: "button", "aria-label": `Delete ${r.name}`, on: { click: () => remove(r.name) } }, "Delete")));
+          h("button.small.danger", { type: "button", "aria-label": `Delete ${r.name}`, on: { click: () => remove(r) } }, "Delete")));
     }));
     clear(listingBox, h("table.files", {},
       h("thead", {}, h("tr", {}, ["Name", "Size", "Modified", "Actions"].map((l) => h("th", { scope: "col" }, l)))), tbody),
@@ -126,9 +138,59 @@ export function filesTab(panel, box) {
       join(dir, name), join(dir, v.name)], `renamed to ${v.name}`);
   }
 
-  async function remove(name) {
-    if (!(await confirmed(`Delete ${join(dir, name)} (and everything in it)?`))) return;
-    await step(["rm", "-rf", "--", join(dir, name)], `deleted ${name}`);
+  async function remove(row) {
+    const what = join(dir, row.name);
+    if (!(await confirmed(row.type === "dir" ? `Delete ${what} and everything in it?` : `Delete ${what}?`))) return;
+    await step(["rm", "-rf", "--", what], `deleted ${row.name}`);
+  }
+
+  // A file opened from the list: an image is shown, a text file shown in an editor (saved
+  // back through the same upload as a push); anything else is for Download.
+  async function view(row, path) {
+    const image = IMAGE.test(row.name);
+    if (row.size > (image ? IMAGE_MAX : TEXT_MAX)) {
+      toast(`${row.name} is ${bytes(row.size)}: too large to show here; use Download`, "err");
+      return;
+    }
+    let data;
+    try {
+      const res = await fetch(`/v1/boxes/${enc(box.name)}/files/download?path=${enc(path)}`, { credentials: "same-origin" });
+      if (!res.ok) throw new Error((await res.json().catch(() => null))?.error?.message || `HTTP ${res.status}`);
+      data = await res.blob();
+    } catch (err) {
+      toast(err.message, "err");
+      return;
+    }
+    if (image) {
+      const url = URL.createObjectURL(data.slice(0, data.size, row.name.endsWith(".svg") ? "image/svg+xml" : data.type));
+      await dialog(row.name, [h("img.preview", { src: url, alt: row.name })], { submit: "Close" });
+      URL.revokeObjectURL(url);
+      return;
+    }
+    const raw = new Uint8Array(await data.arrayBuffer());
+    let text;
+    try {
+      if (raw.includes(0)) throw new Error("binary");
+      text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+    } catch {
+      toast(`${row.name} is not text: use Download`, "err");
+      return;
+    }
+    const editor = h("textarea.editor", { name: "text", rows: 20, spellcheck: false, "aria-label": `Contents of ${row.name}` });
+    editor.value = text;
+    // A link is shown, not written: saving would put a file in its place.
+    const editable = running && row.type === "file";
+    const saved = await dialog(path, [editor], { submit: editable ? "Save" : "Close" });
+    if (!saved || !editable || saved.text === text) return;
+    try {
+      const file = new File([saved.text], row.name, { lastModified: Date.now() });
+      await upload(`/boxes/${enc(box.name)}/files?path=${enc(dir)}`,
+        pack([{ path: row.name, file, mode: row.mode & 0o7777 }]), () => {});
+      toast(`saved ${row.name}`);
+    } catch (err) {
+      toast(err.message, "err");
+    }
+    await open(dir);
   }
 
   // The browser fetches it itself (the session's cookie goes along): it streams to disk

@@ -44,16 +44,16 @@ function entryParts(path, size, mode, mtime, type) {
   return parts;
 }
 
-/** entries: [{path, file?: File}] (no file: a folder) -> a Blob of a tar archive */
+/** entries: [{path, file?: File, mode?}] (no file: a folder) -> a Blob of a tar archive */
 export function pack(entries) {
   const parts = [];
-  for (const { path, file } of entries) {
+  for (const { path, file, mode } of entries) {
     const mtime = (file?.lastModified ?? Date.now()) / 1000;
     if (!file) {
       parts.push(...entryParts(path.replace(/\/?$/, "/"), 0, 0o755, mtime, "5"));
       continue;
     }
-    parts.push(...entryParts(path, file.size, 0o644, mtime, "0"), file, new Uint8Array((512 - (file.size % 512)) % 512));
+    parts.push(...entryParts(path, file.size, mode ?? 0o644, mtime, "0"), file, new Uint8Array((512 - (file.size % 512)) % 512));
   }
   parts.push(new Uint8Array(1024));
   return new Blob(parts, { type: "application/x-tar" });

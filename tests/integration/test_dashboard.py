@@ -251,6 +251,15 @@ def test_the_owner_works_a_box_from_the_dashboard(
         page.wait_for_selector("#panel-desktop[data-desktop=connected]", timeout=120_000)
         page.wait_for_timeout(1500)
         assert page.evaluate(CANVAS) > 20, "the desktop's canvas is blank"
+
+        # Logs: what the box's init and services wrote, as `paddock logs` shows it.
+        page.click("#tab-logs")
+        page.wait_for_function(
+            "() => (document.querySelector('#panel-logs pre.log')?.textContent || '').length > 20"
+        )
+        shown = page.locator("#panel-logs pre.log").inner_text()
+        said = dash.cli("logs", name, check=True).stdout.strip()
+        assert said.splitlines()[-1] in shown if said else shown.startswith("Nothing yet")
         assert page.alerts == [] and page.errors == []
     finally:
         page.context.close()
@@ -486,6 +495,8 @@ def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: 
         assert re.fullmatch(r"\d+ running, \d+ stopped", shown["Boxes"])
         assert int(shown["Boxes"].split()[0]) >= 1
         assert shown["Disk"].startswith(f"{status.data_root}: ") and " free of " in shown["Disk"]
+        if status.pool is not None:  # the warm pool, as `paddock status` says it
+            assert shown["Warm pool"] == "off" or " ready, holding CPU " in shown["Warm pool"]
         assert ada.errors == [] and bob.errors == []
     finally:
         ada.context.close()

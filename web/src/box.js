@@ -7,7 +7,7 @@ import { filesTab } from "./files.js";
 import { snapshotsTab } from "./snapshots.js";
 import { networkTab } from "./network.js";
 import { agentsTab } from "./agents.js";
-import { previewsTab, detailsTab } from "./details.js";
+import { previewsTab, detailsTab, logsTab } from "./details.js";
 
 const TABS = [
   ["terminal", "Terminal", (panel, box) => import("./terminal.js").then((m) => m.terminalTab(panel, box))],
@@ -17,6 +17,7 @@ const TABS = [
   ["network", "Network", networkTab],
   ["agents", "Agents", agentsTab],
   ["previews", "Previews", previewsTab],
+  ["logs", "Logs", logsTab],
   ["details", "Details", detailsTab],
 ];
 

@@ -7,6 +7,7 @@ import { networkEditor } from "./netpolicy.js";
 const STATS_EVERY = 5000;
 const TTLS = [["", "server default"], ["0", "none"], ["3600", "1 hour"], ["28800", "8 hours"],
   ["86400", "1 day"], ["604800", "7 days"]];
+const IDLE = [["", "server default"], ["0", "never"], ["900", "15 minutes"], ["3600", "1 hour"], ["14400", "4 hours"]];
 
 export function stateBadge(state) {
   return h(`span.state.s-${state}`, {}, state);
@@ -64,6 +65,8 @@ async function createDialog() {
     field("Name", h("input", { name: "name", placeholder: "(chosen for you)", autocomplete: "off" })),
     field("Type", typeSel),
     field("Time to live", h("select", { name: "ttl" }, TTLS.map(([v, l]) => h("option", { value: v }, l))), "then it stops"),
+    field("Idle stop", h("select", { name: "idle_stop" }, IDLE.map(([v, l]) => h("option", { value: v }, l))),
+      "stop it after this long without use (commands, terminals, a desktop viewer)"),
     h("fieldset", {}, h("legend", {}, "Drives"),
       drives.drives.filter((d) => d.mine).length
         ? drives.drives.filter((d) => d.mine).map((d) => h("label.check", {}, h("input", { type: "checkbox", name: "drive:" + d.name }), ` ${d.name} (/mnt/${d.name})`))
@@ -81,6 +84,7 @@ async function createDialog() {
       name: v.name || null, type: v.type, ttl: v.ttl === "" ? null : Number(v.ttl),
       drives: Object.keys(v).filter((k) => k.startsWith("drive:")).map((k) => k.slice(6)),
       network: mode || null, allow, agent: v.agent || null,
+      ...(v.idle_stop === "" ? {} : { idle_stop: Number(v.idle_stop) }),
     };
     try {
       const box = await post("/boxes", body);

@@ -1,5 +1,5 @@
-// The Details tab (type, limits, runtime, TTL extend) and the Previews tab.
-import { get, post, del, enc } from "./api.js";
+// The Details tab (type, limits, runtime, TTL extend), the Logs tab and the Previews tab.
+import { get, post, del, enc, call } from "./api.js";
 import { h, clear, table, when, bytes, toast, confirmed, field, mib } from "./dom.js";
 
 export function detailsTab(panel, box) {
@@ -28,6 +28,23 @@ export function detailsTab(panel, box) {
   }
   paint();
   get("/types").then(({ types }) => { type = types.find((t) => t.name === box.type) || null; paint(); }).catch(() => {});
+  return null;
+}
+
+/** What the box's init and services wrote (`paddock logs`): the last lines, on demand. */
+export function logsTab(panel, box) {
+  const log = h("pre.log", { tabindex: "0", "aria-label": `Logs of ${box.name}` });
+  const tail = h("select", { "aria-label": "Lines" }, [["200", "last 200 lines"], ["2000", "last 2000 lines"], ["0", "all"]].map(([v, l]) => h("option", { value: v }, l)));
+  async function load() {
+    try {
+      const text = await (await call("GET", `/boxes/${enc(box.name)}/logs?tail=${tail.value}`, undefined, { raw: true })).text();
+      log.textContent = text || "Nothing yet: the box's init and services have written nothing.";
+      log.scrollTop = log.scrollHeight;
+    } catch (err) { log.textContent = err.message; }
+  }
+  tail.addEventListener("change", load);
+  clear(panel, h("div.toolbar", {}, tail, h("button.small", { type: "button", on: { click: load } }, "Refresh")), log);
+  load();
   return null;
 }
 

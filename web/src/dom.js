@@ -90,13 +90,13 @@ export function toast(text, kind = "ok") {
 }
 
 /** A modal dialog with a form; resolves to the form's values, or null if cancelled. */
-export function dialog(title, fields, { submit = "OK", danger = false, note } = {}) {
+export function dialog(title, fields, { submit = "OK", danger = false, note, cancel = true } = {}) {
   return new Promise((resolve) => {
     const form = h("form", { method: "dialog" });
     const dlg = h("dialog", { "aria-labelledby": "dlg-title" },
       h("h2#dlg-title", {}, title), note ? h("p", {}, note) : null, form);
     append(form, [fields, h("div.actions", {},
-      h("button", { type: "button", value: "cancel", on: { click: () => dlg.close("cancel") } }, "Cancel"),
+      cancel ? h("button", { type: "button", value: "cancel", on: { click: () => dlg.close("cancel") } }, "Cancel") : null,
       h(`button${danger ? ".danger" : ".primary"}`, { type: "submit", value: "ok" }, submit))]);
     dlg.addEventListener("close", () => {
       const ok = dlg.returnValue === "ok";

@@ -163,7 +163,7 @@ export function filesTab(panel, box) {
     }
     if (image) {
       const url = URL.createObjectURL(data.slice(0, data.size, row.name.endsWith(".svg") ? "image/svg+xml" : data.type));
-      await dialog(row.name, [h("img.preview", { src: url, alt: row.name })], { submit: "Close" });
+      await dialog(row.name, [h("img.preview", { src: url, alt: row.name })], { submit: "Close", cancel: false });
       URL.revokeObjectURL(url);
       return;
     }

@@ -26,7 +26,8 @@ export function networkTab(panel, box) {
     try {
       const done = await put(`/boxes/${enc(box.name)}/network`, spec);
       editor.set(done.mode, done.allow);
-      toast(`network: ${done.mode}${done.allow.length ? ` (${done.allow.length} entries)` : ""}`);
+      const n = done.allow.length;
+      toast(`network: ${done.mode}${n ? ` (${n} ${n === 1 ? "entry" : "entries"})` : ""}`);
     } catch (err) {
       toast(err.message, "err");
     }

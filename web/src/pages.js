@@ -33,8 +33,13 @@ export function drivesPage(main) {
     } } }, "Delete") },
   ], (await get("/drives")).drives, { empty: "No drives. A drive is a folder kept across boxes, at /mnt/NAME." }),
   (refresh) => h("button.primary", { type: "button", on: { click: async () => {
-    const v = await dialog("New drive", [field("Name", h("input", { name: "name", required: true, autocomplete: "off" }))], { submit: "Create" });
-    if (v && await attempt(() => post("/drives", { name: v.name }), `drive ${v.name} created`)) refresh();
+    const v = await dialog("New drive", [
+      field("Name", h("input", { name: "name", required: true, autocomplete: "off" })),
+      field("Size (GiB, optional)", h("input", { name: "size_gib", type: "number", min: "1", step: "1", placeholder: "grows within the server's disk" }),
+        "The most it holds; empty: no limit of its own."),
+    ], { submit: "Create" });
+    const body = v && { name: v.name, ...(v.size_gib ? { capacity_mb: Number(v.size_gib) * 1024 } : {}) };
+    if (v && await attempt(() => post("/drives", body), `drive ${v.name} created`)) refresh();
   } } }, "New drive"));
 }
 
@@ -67,7 +72,7 @@ export function credentialsPage(main) {
 export function tokensPage(main) {
   page(main, "API tokens", async (refresh) => table([
     { label: "Name", cell: (t) => t.name },
-    ...(isOwner ? [{ label: "User", cell: (t) => t.user || "–" }] : []),
+    ...(isOwner ? [{ label: "User", cell: (t) => t.user || "(server)" }] : []),
     { label: "Created", cell: (t) => when(t.created_at) },
     { label: "Last used", cell: (t) => when(t.last_used_at) },
     { label: "Expires", cell: (t) => (t.expires_at ? when(t.expires_at) : "never") },
@@ -84,7 +89,7 @@ export function tokensPage(main) {
     try {
       const t = await post("/tokens", { name: v.name, expires_in: v.expires_in ? Number(v.expires_in) : null });
       await dialog("Your new token", [h("input.secret", { readonly: true, value: t.token, "aria-label": "Token", on: { focus: (e) => e.target.select() } })],
-        { submit: "Done", note: "Copy it now: it is not shown again." });
+        { submit: "Done", note: "Copy it now: it is not shown again.", cancel: false });
     } catch (err) { toast(err.message, "err"); }
     refresh();
   } } }, "New token"));
@@ -122,6 +127,14 @@ export function membersPage(main) {
   } } }, "Invite"));
 }
 
+/** The warm pool as `paddock status` says it. */
+function poolLine(pool) {
+  if (!pool.max_boxes || !pool.types.length) return "off";
+  const ready = pool.types.map((t) => `${t.ready}/${t.size} ${t.type}${t.making ? ` (+${t.making} starting)` : ""}`).join(", ");
+  const line = `${ready} ready, holding CPU ${pool.cpus} and ${mib(pool.memory_mb)}`;
+  return pool.note ? `${line}; ${pool.note}` : line;
+}
+
 export function serverPage(main) {
   const buildLog = h("pre.log", { hidden: true, tabindex: "0", "aria-label": "Image build" });
   page(main, "Server", async () => {
@@ -135,6 +148,7 @@ export function serverPage(main) {
       ["Boxes", `${s.boxes_running} running, ${s.boxes_stopped} stopped`],
       ["Disk", s.data_root ? `${s.data_root}: ${bytes(s.data_root_free_bytes)} free of ${bytes(s.data_root_total_bytes)}` : "–"],
       ...(s.disk_limits ? [["Box disks", s.disk_limits]] : []),
+      ...(s.pool ? [["Warm pool", poolLine(s.pool)]] : []),
       ...(s.problems.length ? [["Problems", s.problems.join("; ")]] : []),
     ];
     return h("div", {}, h("dl.details", {}, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])), buildLog);

@@ -87,7 +87,7 @@ class CredentialService:
     async def hint(self, box: Box, caller: User | None, name: str) -> str:
         """How the box's owner's missing key gets set, as told to `caller`."""
         if caller is None or await self._box_holder(box) == caller.holder:
-            return f"run `paddock auth set {name}`"
+            return f"set it on the dashboard's Credentials page, or run `paddock auth set {name}`"
         whose = (await self._accounts.owners()).get(box.owner_id, "its removed owner")
         return f"box {box.name} gets only its owner's keys, and {whose} has not set one"
 

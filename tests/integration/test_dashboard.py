@@ -251,6 +251,9 @@ def test_the_owner_works_a_box_from_the_dashboard(
         page.wait_for_selector("#panel-desktop[data-desktop=connected]", timeout=120_000)
         page.wait_for_timeout(1500)
         assert page.evaluate(CANVAS) > 20, "the desktop's canvas is blank"
+        # The clipboard is folded away: the desktop starts near the top, not below the fold.
+        assert page.locator("#panel-desktop details.clipboard").count() == 1
+        assert page.locator("#screen").bounding_box()["y"] < 300
 
         # Logs: what the box's init and services wrote, as `paddock logs` shows it.
         page.click("#tab-logs")
@@ -260,6 +263,13 @@ def test_the_owner_works_a_box_from_the_dashboard(
         shown = page.locator("#panel-logs pre.log").inner_text()
         said = dash.cli("logs", name, check=True).stdout.strip()
         assert said.splitlines()[-1] in shown if said else shown.startswith("Nothing yet")
+
+        # Details: what the box uses, as a line over the last minutes.
+        page.click("#tab-details")
+        page.wait_for_selector("#panel-details .spark-row[data-usage=cpu] polyline")
+        page.wait_for_selector(
+            "#panel-details .spark-row[data-usage=memory] .spark-now:has-text('iB of ')"
+        )
         assert page.alerts == [] and page.errors == []
     finally:
         page.context.close()

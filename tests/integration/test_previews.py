@@ -74,10 +74,11 @@ def make(
     return dict(made.json())
 
 
-def wait_up(url: str, client: httpx.Client) -> httpx.Response:
+def wait_up(url: str, client: httpx.Client, **options: Any) -> httpx.Response:
+    """The answer once the box's app answers (paddockd's own redirects need no app)."""
     deadline = time.monotonic() + 60
     while True:
-        answer = client.get(url)
+        answer = client.get(url, **options)
         if answer.status_code not in (502, 503) or time.monotonic() > deadline:
             return answer
         time.sleep(0.3)
@@ -104,8 +105,10 @@ def test_a_private_preview_needs_its_secret_then_keeps_it_in_a_cookie(
         )
         cookie = first.headers["set-cookie"]
         assert "HttpOnly" in cookie and f"Path=/preview/{preview['box_id']}/{PORT}/" in cookie
-        seen = browser.get(
+        # The redirect came from paddockd: the app in the box may not be up yet.
+        seen = wait_up(
             bare + "headers?x=1",
+            browser,
             headers={
                 "Cookie": cookie.split(";")[0] + "; paddock_session=stolen; mine=kept",
                 "Authorization": f"Bearer {server.token}",

@@ -16,10 +16,11 @@ export function desktopTab(panel, box) {
     h("label.check", {}, viewOnly, " View only"),
     h("button.small", { type: "button", on: { click: () => screen.requestFullscreen?.() } }, "Full screen"),
     h("a.button.small", { href: `/v1/boxes/${enc(box.name)}/desktop/screenshot`, download: `${box.name}.png` }, "Screenshot"),
+    // Folded away: open, it would push the desktop below the fold on a laptop's screen.
+    h("details.clipboard", {}, h("summary", {}, "Clipboard"), clip,
+      h("button.small", { type: "button", on: { click: () => rfb?.clipboardPasteFrom(clip.value) } }, "Send to box")),
     status);
-  const clipRow = h("div.toolbar", {}, clip,
-    h("button.small", { type: "button", on: { click: () => rfb?.clipboardPasteFrom(clip.value) } }, "Send to box"));
-  clear(panel, tools, clipRow, screen);
+  clear(panel, tools, screen);
   viewOnly.addEventListener("change", () => { if (rfb) rfb.viewOnly = viewOnly.checked; });
 
   async function connect() {

@@ -10,7 +10,8 @@ export function detailsTab(panel, box) {
     e.preventDefault();
     try { Object.assign(box, await post(`/boxes/${enc(box.name)}/extend`, { ttl: Number(ttl.value) })); toast("time to live set"); paint(); } catch (err) { toast(err.message, "err"); }
   } } }, h("span", {}, "Time to live from now: "), ttl, h("button.small", { type: "submit" }, "Set"));
-  clear(panel, dl, h("h2", {}, "Extend"), extend);
+  const usage = h("div.usage");
+  clear(panel, dl, h("h2", {}, "Usage"), usage, h("h2", {}, "Extend"), extend);
   let type = null;
   function paint() {
     const rows = [
@@ -28,7 +29,46 @@ export function detailsTab(panel, box) {
   }
   paint();
   get("/types").then(({ types }) => { type = types.find((t) => t.name === box.type) || null; paint(); }).catch(() => {});
-  return null;
+  return usageHistory(usage, box);
+}
+
+const SAMPLES = 60; // five minutes, a sample every five seconds
+
+/** CPU and memory over the last minutes, sampled from the stats API while the tab is open. */
+function usageHistory(el, box) {
+  const cpu = [], mem = [];
+  async function sample() {
+    if (document.hidden) return;
+    try {
+      const s = await get(`/boxes/${enc(box.name)}/stats`);
+      if (s.cpu_percent == null) { clear(el, h("p.empty", {}, `${box.name} is ${s.state}: no usage to show.`)); return; }
+      cpu.push(s.cpu_percent / Math.max(s.cpus, 0.01));
+      mem.push(s.memory_limit_bytes ? (100 * s.memory_bytes) / s.memory_limit_bytes : 0);
+      if (cpu.length > SAMPLES) { cpu.shift(); mem.shift(); }
+      clear(el,
+        spark("CPU", cpu, `${s.cpu_percent.toFixed(0)}% (of ${s.cpus} CPU)`),
+        spark("Memory", mem, `${bytes(s.memory_bytes)}${s.memory_limit_bytes ? ` of ${bytes(s.memory_limit_bytes)}` : ""}`));
+    } catch { /* the next sample tries again */ }
+  }
+  sample();
+  const timer = setInterval(sample, 5000);
+  return () => clearInterval(timer);
+}
+
+/** A small line of percentages (0-100), newest on the right, with its label and figure. */
+function spark(label, values, now) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${SAMPLES - 1} 100`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `${label} over the last minutes`);
+  const line = document.createElementNS(ns, "polyline");
+  const start = SAMPLES - values.length;
+  line.setAttribute("points", values.map((v, i) => `${start + i},${100 - Math.min(Math.max(v, 0), 100)}`).join(" "));
+  svg.append(line);
+  return h("div.spark-row", { dataset: { usage: label.toLowerCase() } }, h("span.spark-label", {}, label), svg, h("span.spark-now", {}, now));
 }
 
 /** What the box's init and services wrote (`paddock logs`): the last lines, on demand. */

@@ -17,7 +17,14 @@ from ..cli_commands import runnable
 from .conftest import PADDOCK, Server
 
 # Commands that need no token: they succeed whatever it is.
-NO_TOKEN_NEEDED = {("help",), ("completion", "bash"), ("version",), ("skill",), ("mcp",), ("e2b", "env")}
+NO_TOKEN_NEEDED = {
+    ("help",),
+    ("completion", "bash"),
+    ("version",),
+    ("skill",),
+    ("mcp",),
+    ("e2b", "env"),
+}
 # What the others exit with when the server refuses the token (default: 1).
 REFUSED = {
     ("exec", "nosuchbox", "--", "true"): 125,

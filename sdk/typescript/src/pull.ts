@@ -417,19 +417,11 @@ class Settle {
     if (top) await this.check(src, name, dst, to, there);
     const here = (await src.lstat(name))!;
     if (here.isDirectory() && there.isDirectory()) {
-      const inner = await src.child(name);
-      const into = await dst.child(to).catch(async (err: unknown) => {
-        await inner.close();
-        throw err;
-      });
-      try {
+      await both(src, name, dst, to, async (inner, into) => {
         for (const child of await inner.names()) await this.move(inner, child, into, child);
         // A folder merged into keeps its own mode.
         if (!(top && this.merge)) await into.stamp(here.mode, here.mtimeMs / 1000);
-      } finally {
-        await inner.close();
-        await into.close();
-      }
+      });
       return;
     }
     await remove(dst, to);
@@ -439,20 +431,12 @@ class Settle {
   private async check(src: Dir, name: string, dst: Dir, to: string, there: Stats): Promise<void> {
     const here = (await src.lstat(name))!;
     if (here.isDirectory() && there.isDirectory()) {
-      const inner = await src.child(name);
-      const into = await dst.child(to).catch(async (err: unknown) => {
-        await inner.close();
-        throw err;
-      });
-      try {
+      await both(src, name, dst, to, async (inner, into) => {
         for (const child of await inner.names()) {
           const found = await into.lstat(child);
           if (found) await this.check(inner, child, into, child, found);
         }
-      } finally {
-        await inner.close();
-        await into.close();
-      }
+      });
       return;
     }
     const where = join(dst.path, to);
@@ -460,6 +444,27 @@ class Settle {
       throw new Conflict(`${where} is a directory; it would be replaced by a file`);
     }
     if (!this.force) throw new Conflict(`${where} already exists; use force to overwrite`);
+  }
+}
+
+/** `fn` with the folders `src/name` and `dst/to` open, closed again after it. */
+async function both(
+  src: Dir,
+  name: string,
+  dst: Dir,
+  to: string,
+  fn: (inner: Dir, into: Dir) => Promise<void>,
+): Promise<void> {
+  const inner = await src.child(name);
+  try {
+    const into = await dst.child(to);
+    try {
+      await fn(inner, into);
+    } finally {
+      await into.close();
+    }
+  } finally {
+    await inner.close();
   }
 }
 

@@ -266,7 +266,10 @@ def test_the_owner_works_a_box_from_the_dashboard(
 
         # Details: what the box uses, as a line over the last minutes.
         page.click("#tab-details")
-        page.wait_for_selector("#panel-details .spark-row[data-usage=cpu] polyline")
+        # (an idle box's line lies flat on the axis: there, not "visible" to Playwright)
+        page.wait_for_selector(
+            "#panel-details .spark-row[data-usage=cpu] polyline[points]", state="attached"
+        )
         page.wait_for_selector(
             "#panel-details .spark-row[data-usage=memory] .spark-now:has-text('iB of ')"
         )

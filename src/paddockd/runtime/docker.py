@@ -981,6 +981,7 @@ class _DockerExec:
         self._sock = sock
         self._raw: socket.socket = getattr(sock, "_sock", sock)
         self._tty = tty
+        self._code: int | None = None
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
         async for kind, data in attach.output(self._raw, self._tty):
@@ -1000,7 +1001,13 @@ class _DockerExec:
                 time.sleep(0.01)
             return -1
 
-        return await self._rt._run(work)
+        # Asked twice for a silent command (the start check, then its caller): once is enough.
+        if self._code is not None:
+            return self._code
+        code = await self._rt._run(work)
+        if code != -1:  # not yet recorded: a later call asks again
+            self._code = code
+        return code
 
     async def write(self, data: bytes) -> None:
         self._raw.setblocking(False)

@@ -655,6 +655,28 @@ class _Base:
         }
         return Call(_Request("POST", _box(ref) + "/fork", json=body, slow=True), _model("Box"))
 
+    @operation
+    def fork_boxes(
+        self,
+        ref: str,
+        count: int,
+        name_prefix: str | None = None,
+        snapshot: str | int | None = None,
+        *,
+        box_type: str | None = None,
+    ) -> Call[list[Box]]:
+        """`count` new boxes from this one's files at once, named NAME_PREFIX-1 .. -N (or
+        generated names): all are made, or none (a refusal for capacity comes before
+        anything is copied)."""
+        body = {
+            "count": count,
+            "name_prefix": name_prefix,
+            "snapshot": str(snapshot) if snapshot is not None else None,
+            "type": box_type,
+        }
+        req = _Request("POST", _box(ref) + "/forks", json=body, slow=True)
+        return Call(req, _model("ForkList", "boxes"))
+
     # -- drives -------------------------------------------------------------------------
     @operation
     def create_drive(self, name: str, *, capacity_mb: int | None = None) -> Call[Drive]:

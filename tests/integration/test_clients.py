@@ -90,7 +90,10 @@ def test_the_server_hands_out_clients_that_install_and_run(
     npm = ["npm", "install", "--no-audit", "--no-fund", "--no-update-notifier"]
     # A registry that is nowhere: the install needs none, and must not reach one.
     dead = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
-    dead |= {"npm_config_registry": "http://127.0.0.1:9/", "npm_config_cache": str(tmp_path / "npm")}
+    dead |= {
+        "npm_config_registry": "http://127.0.0.1:9/",
+        "npm_config_cache": str(tmp_path / "npm"),
+    }
     done = subprocess.run(
         [*npm, f"{srv.url}/clients/typescript.tgz"],
         env=dead,

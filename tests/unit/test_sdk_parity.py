@@ -38,6 +38,7 @@ OPERATIONS = {
     ("GET", "/v1/boxes/{ref}/files/list"): "list_files",
     ("GET", "/v1/boxes/{ref}/files/download"): "download",
     ("POST", "/v1/boxes/{ref}/fork"): "fork_box",
+    ("POST", "/v1/boxes/{ref}/forks"): "fork_boxes",
     ("POST", "/v1/boxes/{ref}/restore"): "restore_box",
     ("GET", "/v1/boxes/{ref}/snapshots"): "list_snapshots",
     ("POST", "/v1/boxes/{ref}/snapshots"): "snapshot_box",

@@ -61,6 +61,7 @@ import type {
   DeviceCode,
   DeviceToken,
   Snapshot,
+  ForkList,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -339,6 +340,24 @@ export class Client {
       type: options.type ?? null,
     };
     return this.#call({ method: "POST", path: `${this.#box(ref)}/fork`, json, wait: "slow" });
+  }
+
+  /** `count` new boxes from this one's files at once, named `namePrefix`-1 .. -N (or
+   * generated names): all are made, or none. */
+  async forkBoxes(
+    ref: string,
+    count: number,
+    options: { namePrefix?: string; snapshot?: string | number; type?: string } = {},
+  ): Promise<Box[]> {
+    const json = {
+      count,
+      name_prefix: options.namePrefix ?? null,
+      snapshot: options.snapshot === undefined ? null : String(options.snapshot),
+      type: options.type ?? null,
+    };
+    const path = `${this.#box(ref)}/forks`;
+    const list: ForkList = await this.#call({ method: "POST", path, json, wait: "slow" });
+    return list.boxes;
   }
 
   // -- drives ---------------------------------------------------------------------------

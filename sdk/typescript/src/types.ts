@@ -11,6 +11,7 @@ export type BoxStats = Schemas["BoxStats"];
 export type BoxType = Schemas["BoxType"];
 export type BoxTypeList = Schemas["BoxTypeList"];
 export type Snapshot = Schemas["Snapshot"];
+export type ForkList = Schemas["ForkList"];
 export type Drive = Schemas["Drive"];
 export type NetworkSpec = Schemas["NetworkSpec"];
 export type EgressEvent = Schemas["EgressEvent"];

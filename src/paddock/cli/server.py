@@ -165,6 +165,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"disk size: {st.disk_limits}")
     if st.pool is not None:
         print(f"pool:      {_pool_line(st.pool)}")
+    if st.snapshots is not None:
+        how = (
+            "copies of each box's disk (copy-on-write, milliseconds)"
+            if st.snapshots == "copy"
+            else "engine commits (they copy every changed byte)"
+        )
+        print(f"snapshots: {how}")
     for problem in st.problems:
         print(f"problem:   {problem}")
     return 0 if e.reachable else 1

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_json, box_ref, client, nested
+from ..wire.models import Box
+from ._common import UsageError, add_json, box_ref, client, nested
 from ._output import binary_size, emit_json, note, since, table
 
 
@@ -70,6 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--name", help="name of the new box (generated if absent)")
     p.add_argument("--snapshot", metavar="SNAP", help="fork from this snapshot instead")
     p.add_argument("--type", metavar="TYPE", help="box type of the fork (default: the source's)")
+    p.add_argument(
+        "--count",
+        type=int,
+        metavar="N",
+        help="make N forks at once, all or none (named PREFIX-1 .. PREFIX-N)",
+    )
+    p.add_argument("--name-prefix", metavar="PREFIX", help="with --count: the forks' names' prefix")
     add_json(p)
     p.set_defaults(run=cmd_fork)
 
@@ -107,10 +115,14 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
             s.kind,
             since(s.created_at),
             binary_size(s.size_bytes),
+            "-" if s.own_bytes is None else binary_size(s.own_bytes),
+            "-" if s.shared_bytes is None else binary_size(s.shared_bytes),
         ]
         for s in snaps
     ]
-    table(["  ID", "LABEL", "KIND", "CREATED", "SIZE"], rows)
+    # OWN: what removing it frees; SHARED: what it has in common with the box's disk,
+    # its other snapshots and forks (copies of a disk share blocks until one changes).
+    table(["  ID", "LABEL", "KIND", "CREATED", "SIZE", "OWN", "SHARED"], rows)
     if not snaps:
         note("no snapshots yet: `paddock stop` or `paddock snapshot` takes one")
     return 0
@@ -128,7 +140,17 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     source = box_ref(args.box)
+    if args.count is None:
+        if args.name_prefix is not None:
+            raise UsageError("--name-prefix goes with --count (one fork takes --name)")
+    elif args.name is not None:
+        raise UsageError("--count makes several forks: name them with --name-prefix")
     with client(args) as c:
+        if args.count is not None:
+            forks = c.fork_boxes(
+                source, args.count, args.name_prefix, args.snapshot, box_type=args.type
+            )
+            return _forked(args, source, forks)
         box = c.fork_box(source, args.name, args.snapshot, box_type=args.type)
     if args.json:
         emit_json(box)
@@ -136,4 +158,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
         print(box.name)
         # The current box stays: a script that forks to try something keeps its footing.
         note(f"box {box.name} forked from {source}; switch to it with `paddock use {box.name}`")
+    return 0
+
+
+def _forked(args: argparse.Namespace, source: str, forks: list[Box]) -> int:
+    if args.json:
+        emit_json(forks)
+        return 0
+    for box in forks:
+        print(box.name)
+    note(f"{len(forks)} boxes forked from {source}")
     return 0

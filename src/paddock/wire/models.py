@@ -218,6 +218,12 @@ class Snapshot:
     image: str
     label: str | None = None
     current: bool = False  # the box's files were last saved here
+    # A copy of the box's disk (snapshots at the speed of metadata), or an engine commit.
+    method: Literal["copy", "commit"] = "commit"
+    # For a copy: the bytes it holds alone (what removing it frees), and those it shares
+    # with the box's disk, its other snapshots and its forks.
+    own_bytes: int | None = None
+    shared_bytes: int | None = None
 
 
 @dataclass
@@ -241,6 +247,22 @@ class ForkRequest:
     name: str | None = None
     snapshot: str | None = None  # id or label; absent: the box as it is now
     type: str | None = None  # the fork's box type; absent: the source's
+
+
+@dataclass
+class ForksRequest:
+    """`count` forks at once, all or none. Named PREFIX-1 .. PREFIX-N with a prefix,
+    else generated names."""
+
+    count: int
+    name_prefix: str | None = None
+    snapshot: str | None = None  # id or label; absent: the box as it is now
+    type: str | None = None  # the forks' box type; absent: the source's
+
+
+@dataclass
+class ForkList:
+    boxes: list[Box]
 
 
 @dataclass
@@ -442,6 +464,9 @@ class ServerStatus:
     disk_limits: str | None = None  # how boxes' disks are limited, in words
     data_root_total_bytes: int | None = None
     pool: PoolStatus | None = None
+    # How snapshots, restores and forks are made here: "copy", copies of a box's disk at
+    # the speed of metadata (reflinks); "commit", engine commits that copy every change.
+    snapshots: Literal["copy", "commit"] | None = None
 
 
 @dataclass

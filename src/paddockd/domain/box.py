@@ -81,6 +81,7 @@ class Box:
     container_id: str | None = None
     message: str | None = None
     current_snapshot: str | None = None
+    current_disk: str | None = None  # with current_snapshot as its base image
     drives: tuple[str, ...] = ()  # "name" or "name:ro", mounted at /mnt/<name>
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     agent: str | None = None  # default agent of `paddock prompt` in this box

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from .box import Box
 from .errors import InvalidRequest
 
 DRIVE_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # whole names only (fullmatch)
@@ -23,10 +24,19 @@ class Snapshot:
     created_at: datetime
     size: int = 0
     label: str | None = None
+    # A copy of the box's disk (a saved disk's name, runtime/base.py); `image` is then the
+    # image its container is made from. None: `image` is an engine commit of the box.
+    disk: str | None = None
 
     @property
     def automatic(self) -> bool:
         return self.kind == "stop"
+
+    def holds(self, box: Box) -> bool:
+        """Whether this is what the box's container is (re)made from."""
+        if self.disk is not None:
+            return self.disk == box.current_disk
+        return box.current_disk is None and self.image == box.current_snapshot
 
     def matches(self, ref: str) -> bool:
         return ref == str(self.seq) or (self.label is not None and ref == self.label)

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
+from . import diskcopy
+
+DiskUsage = diskcopy.Usage
+
 Profile = Literal["sysbox", "userns", "plain"]
 
 STDOUT = 1
@@ -77,6 +81,7 @@ class ContainerSpec:
     mounts: tuple[Mount, ...] = ()
     disk_mb: int = 0  # the root filesystem's size, where the engine enforces sizes
     disk_mbps: int = 0  # its disks' read and write rate cap (runtime/oci.py); 0: none
+    disk: str | None = None  # a saved disk its own disk starts as a copy of (see save_disk)
 
 
 @dataclass(frozen=True)
@@ -278,6 +283,30 @@ class Runtime(Protocol):
     async def commit(self, cid: str, repository: str, tag: str) -> str: ...
 
     async def layer_size(self, ref: str) -> int: ...
+
+    # -- saved disks: copies of a box's own disk, at the speed of metadata ----------------
+    async def copies_disks(self) -> bool:
+        """Whether boxes' disks are copied here (reflinks) rather than committed."""
+        ...
+
+    async def save_disk(self, cid: str, key: str) -> bool:
+        """Copy the container's own disk (consistent: a running box is frozen for the
+        copy's milliseconds) as the saved disk `key` (`FOLDER/NAME`, lowercase letters and
+        digits); False if the container has no disk of its own."""
+        ...
+
+    async def copy_disk(self, source: str, key: str) -> None: ...
+
+    async def drop_disk(self, key: str) -> None:
+        """Remove a saved disk (`FOLDER/*`: all in the folder); what it alone held is
+        freed, what other copies share stays theirs."""
+        ...
+
+    async def saved_disks(self) -> set[str]: ...
+
+    async def disk_usage(self, keys: list[str]) -> dict[str, DiskUsage]:
+        """Each saved disk's bytes: its own, and those it shares with other copies."""
+        ...
 
     async def create_volume(
         self, name: str, labels: dict[str, str], size: int | None = None

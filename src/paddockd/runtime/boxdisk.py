@@ -18,6 +18,7 @@ lie in the engine's layer folder; nothing a box names is followed.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import diskcopy
 from .drivefs import KEEP_SPARSE, locked, make_ext4, run
 
 log = logging.getLogger("paddockd.disks")
@@ -33,6 +35,11 @@ log = logging.getLogger("paddockd.disks")
 _CID = re.compile(r"[0-9a-f]{64}")
 _IMAGE = ".ext4"
 _LAYER = ".layer"  # the layer folder it mounts on, as the engine named it
+_ENGINE = ".engine"  # the engine's own files of a layer whose disk is a copy (see `attach`)
+_ENGINE_FILES = ("link", "lower")
+# A saved disk (a snapshot's, or one taken for forks): FOLDER/NAME, both paddockd's words.
+_KEY = re.compile(r"[0-9a-z]{1,64}/[0-9a-z]{1,64}")
+SAVED = "saved"
 _THREADS = threading.Lock()
 
 
@@ -69,20 +76,90 @@ class BoxDisks:
             with locked(self.root):
                 yield
 
-    def attach(self, cid: str, upper_dir: str, size: int) -> None:
-        """Give a container that has not run yet its own filesystem of `size` bytes."""
+    def saved(self, key: str) -> Path:
+        """Where the saved disk `key` lives (on the layers' filesystem: copies share)."""
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"not a saved disk's name: {key!r}")
+        return self.root / SAVED / (key + _IMAGE)
+
+    def attach(self, cid: str, upper_dir: str, size: int, source: str | None = None) -> None:
+        """Give a container that has not run yet its own filesystem of `size` bytes: a new
+        one, or a copy of the saved disk `source` (grown to `size` if it is smaller)."""
         layer = self._layer(upper_dir)
         image, note = self._paths(cid)
         with self._locked():
             if image.exists():
                 return
-            # inline_data: a small folder lives in its inode, no block needed. The engine
-            # makes folders in the layer each time it mounts the box's root (`merged`,
-            # overlayfs's `work/work`); on a full disk, without this, the box could not
-            # be stopped, snapshotted, resumed or copied from again.
-            make_ext4(image, size, source=layer, features=("inline_data",))
             note.write_text(str(layer))
+            if source is None:
+                # inline_data: a small folder lives in its inode, no block needed. The
+                # engine makes folders in the layer each time it mounts the box's root
+                # (`merged`, overlayfs's `work/work`); on a full disk, without this, the
+                # box could not be stopped, snapshotted, resumed or copied from again.
+                make_ext4(image, size, source=layer, features=("inline_data",))
+            else:
+                # The copy holds the engine's files of the layer it was taken from; the
+                # engine's own for this layer (its short name, its lower layers) are kept
+                # aside and put back over them at every mount.
+                files = {n: (layer / n).read_text() for n in _ENGINE_FILES}
+                image.with_name(cid + _ENGINE).write_text(json.dumps(files))
+                diskcopy.clone(self.saved(source), image)
             self._mount(image, layer)
+            if source is not None and image.stat().st_size < size:
+                _grow(image, layer, size)
+
+    def save(self, cid: str, key: str) -> None:
+        """Copy the container's disk to the saved disk `key`: under a freeze of at most
+        diskcopy.FREEZE_LIMIT seconds while it is mounted, so the copy is consistent."""
+        image, note = self._paths(cid)
+        dest = self.saved(key)
+        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._locked():
+            if not image.exists():
+                raise FileNotFoundError(f"container {cid[:12]} has no disk of its own")
+            if self._mounted_at(note):
+                diskcopy.frozen_copy(self._noted(note), image, dest)
+            else:
+                diskcopy.clone(image, dest)
+
+    def copy_saved(self, source: str, key: str) -> None:
+        dest = self.saved(key)
+        with self._locked():
+            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            diskcopy.clone(self.saved(source), dest)
+
+    def drop_saved(self, key: str) -> None:
+        """Remove a saved disk; `FOLDER/*` removes the folder's all."""
+        folder, _, name = key.partition("/")
+        if name == "*":
+            target = self.saved(folder + "/x").parent
+            for path in target.glob("*" + _IMAGE + "*"):
+                path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                target.rmdir()
+            return
+        self.saved(key).unlink(missing_ok=True)
+
+    def saved_keys(self) -> set[str]:
+        base = self.root / SAVED
+        return {f"{p.parent.name}/{p.name.removesuffix(_IMAGE)}" for p in base.glob("*/*" + _IMAGE)}
+
+    def saved_usage(self, key: str) -> diskcopy.Usage:
+        return diskcopy.usage(self.saved(key))
+
+    def usage(self, cid: str) -> diskcopy.Usage | None:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return diskcopy.usage(self._paths(cid)[0])
+        return None
+
+    def thaw_idle(self) -> None:
+        """Thaw every layer left frozen (a copier and its watchdog both killed); a layer
+        being copied now is left be (its copier holds the lock)."""
+        with self._locked():
+            for note in self.root.glob("*" + _LAYER):
+                with contextlib.suppress(OSError, ValueError):
+                    if self._mounted_at(note) and diskcopy.thaw(self._noted(note)):
+                        log.warning("thawed the disk at %s, left frozen", self._noted(note))
 
     def ensure(self, cid: str) -> bool:
         """Mount the container's layer filesystem if it is not mounted; whether it has one."""
@@ -120,8 +197,11 @@ class BoxDisks:
                 if cid not in keep and _CID.fullmatch(cid):
                     log.warning("removing the disk of container %s, which is gone", cid[:12])
                     self._release(image, image.with_name(cid + _LAYER))
-            for partial in self.root.glob("*" + _IMAGE + ".new"):
-                partial.unlink(missing_ok=True)  # a crash mid-format; made again on use
+            for partial in (
+                *self.root.glob("*" + _IMAGE + ".new"),
+                *self.root.glob(f"{SAVED}/*/*{_IMAGE}.new"),
+            ):
+                partial.unlink(missing_ok=True)  # a crash mid-format or mid-copy
 
     def cids(self) -> set[str]:
         return {p.name.removesuffix(_IMAGE) for p in self.root.glob("*" + _IMAGE)}
@@ -140,6 +220,7 @@ class BoxDisks:
                 run("umount", str(self._noted(note)))
         image.unlink(missing_ok=True)
         note.unlink(missing_ok=True)
+        image.with_name(image.name.removesuffix(_IMAGE) + _ENGINE).unlink(missing_ok=True)
 
     @staticmethod
     def _mount(image: Path, layer: Path) -> None:
@@ -153,3 +234,25 @@ class BoxDisks:
         os.chmod(layer, st.st_mode & 0o7777)
         with contextlib.suppress(OSError):
             (layer / "lost+found").rmdir()  # host root's, and no use to anyone
+        engine = image.with_name(image.name.removesuffix(_IMAGE) + _ENGINE)
+        with contextlib.suppress(FileNotFoundError):
+            for name, text in json.loads(engine.read_text()).items():
+                if name in _ENGINE_FILES:
+                    (layer / name).write_text(text)
+
+
+def _grow(image: Path, layer: Path, size: int) -> None:
+    """Grow a mounted layer filesystem (a copy given to a box of a larger type)."""
+    device = None
+    with open("/proc/self/mountinfo") as table:
+        for line in table:
+            fields = line.split()
+            source = fields[fields.index("-") + 2]
+            if fields[4] == str(layer) and source.startswith("/dev/loop"):
+                device = source
+    if device is None:
+        raise OSError(f"no loop device holds {image}")
+    with open(image, "r+b") as handle:
+        handle.truncate(size)
+    run("losetup", "-c", device)
+    run("resize2fs", device)

@@ -43,6 +43,7 @@ from .base import (
     BoxNetwork,
     ContainerInfo,
     ContainerSpec,
+    DiskUsage,
     EngineInfo,
     ExecSpec,
     FileInfo,
@@ -467,9 +468,15 @@ class DockerRuntime:
         try:
             await self._run(volumes)
             cid = await self._run(work)
+            if spec.disk and not (spec.disk_mb and not self._sizes and self._storage.can_size()):
+                with anyio.CancelScope(shield=True):
+                    await self.remove(cid)
+                raise InvalidState("a box made from a saved disk needs a disk of its own here")
             if spec.disk_mb and not self._sizes and self._storage.can_size():
                 try:
-                    await self._run(lambda: self._storage.give_disk(cid, spec.disk_mb << 20))
+                    await self._run(
+                        lambda: self._storage.give_disk(cid, spec.disk_mb << 20, spec.disk)
+                    )
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         await self.remove(cid)
@@ -676,6 +683,25 @@ class DockerRuntime:
         """Bytes the image's top layer adds (what a snapshot costs on disk)."""
         history = await self._run(lambda: self.api.history(ref))
         return int(history[0].get("Size", 0)) if history else 0
+
+    # -- saved disks (runtime/boxdisk.py, diskcopy.py) ---------------------------------
+    async def copies_disks(self) -> bool:
+        return await self._run(self._storage.copies_disks)
+
+    async def save_disk(self, cid: str, key: str) -> bool:
+        return await self._run(lambda: self._storage.save_disk(cid, key))
+
+    async def copy_disk(self, source: str, key: str) -> None:
+        await self._run(lambda: self._storage.copy_disk(source, key))
+
+    async def drop_disk(self, key: str) -> None:
+        await self._run(lambda: self._storage.drop_disk(key))
+
+    async def saved_disks(self) -> set[str]:
+        return await self._run(self._storage.saved_disks)
+
+    async def disk_usage(self, keys: list[str]) -> dict[str, DiskUsage]:
+        return await self._run(lambda: self._storage.disk_usage(keys))
 
     # -- volumes ----------------------------------------------------------------------
     async def create_volume(

@@ -16,6 +16,7 @@ from .base import (
     STDOUT,
     ContainerInfo,
     ContainerSpec,
+    DiskUsage,
     EngineInfo,
     ExecSpec,
     FileInfo,
@@ -92,6 +93,8 @@ class FakeRuntime:
         self.stale: set[str] = set()  # containers whose views died with an old LXCFS
         # An image's id is its name, unless a test "rebuilt" it (name -> new id).
         self.image_ids: dict[str, str] = {}
+        self.copies = False  # whether boxes' disks are copied (reflinks) here
+        self.saved: dict[str, str] = {}  # saved disk -> the container (or disk) copied
         self._n = 0
 
     def _maybe_fail(self, op: str) -> None:
@@ -129,6 +132,8 @@ class FakeRuntime:
         self._maybe_fail("create")
         if spec.image not in self.images:
             raise NotFound(f"no such image: {spec.image}")
+        if spec.disk is not None and spec.disk not in self.saved:
+            raise NotFound(f"no saved disk {spec.disk}")
         if any(c["labels"][LABEL_BOX] == spec.box_id for c in self.by_id.values()):
             # The engine's container names are per box (paddock-<box id>).
             raise InvalidRequest(f'the container name "/paddock-{spec.box_id}" is already in use')
@@ -224,6 +229,35 @@ class FakeRuntime:
 
     async def layer_size(self, ref: str) -> int:
         return 4096 if ref in self.images else 0
+
+    async def copies_disks(self) -> bool:
+        return self.copies
+
+    async def save_disk(self, cid: str, key: str) -> bool:
+        self._maybe_fail("save_disk")
+        self._get(cid)
+        if not self.copies:
+            return False
+        self.saved[key] = cid
+        return True
+
+    async def copy_disk(self, source: str, key: str) -> None:
+        self._maybe_fail("copy_disk")
+        if source not in self.saved:
+            raise NotFound(f"no saved disk {source}")
+        self.saved[key] = self.saved[source]
+
+    async def drop_disk(self, key: str) -> None:
+        folder, _, name = key.partition("/")
+        every = name == "*"
+        for gone in [k for k in self.saved if k == key or (every and k.startswith(folder + "/"))]:
+            del self.saved[gone]
+
+    async def saved_disks(self) -> set[str]:
+        return set(self.saved)
+
+    async def disk_usage(self, keys: list[str]) -> dict[str, DiskUsage]:
+        return {k: DiskUsage(4096, 1 << 20) for k in keys if k in self.saved}
 
     async def create_volume(
         self, name: str, labels: dict[str, str], size: int | None = None

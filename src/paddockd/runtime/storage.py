@@ -14,17 +14,18 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker.errors
 
 from ..domain.errors import PaddockError, SnapshotTooLarge
-from . import drivefs, runfs
+from . import diskcopy, drivefs, runfs
 from .base import LABEL_SIZE
 from .boxdisk import BoxDisks
 from .drivefs import DriveFs
 
 log = logging.getLogger("paddockd.runtime")
+_T = TypeVar("_T")
 
 
 def _gib(n: int) -> str:
@@ -46,6 +47,7 @@ class BoxStorage:
         self._drives = drives
         self._disks_root = disks
         self._disks: BoxDisks | None = None  # once the engine said where its layers are
+        self._copies: bool | None = None
         self._userns_base = userns_base
 
     def can_size(self) -> bool:
@@ -89,8 +91,59 @@ class BoxStorage:
             self._disks = BoxDisks(self._disks_root, root / "overlay2")
         return self._disks
 
-    def give_disk(self, cid: str, size: int) -> None:
-        """Put the new container's writable layer on a filesystem of `size` bytes."""
+    def copies_disks(self) -> bool:
+        """Whether boxes get disks of their own here that copy at the speed of metadata
+        (a filesystem with reflinks under them): snapshots, restores and forks are then
+        copies of a box's disk, not engine commits."""
+        if self._copies is None:
+            disks = self._box_disks() if self.can_size() else None
+            if disks is None:
+                self._copies = False
+            else:
+                disks.root.mkdir(mode=0o700, exist_ok=True)
+                self._copies = diskcopy.reflinks(disks.root)
+        return self._copies
+
+    def _saved(self, what: str, work: Callable[[BoxDisks], _T]) -> _T:
+        disks = self._box_disks()
+        if disks is None:
+            raise PaddockError(f"{what}: boxes have no disks of their own on this server")
+        try:
+            return work(disks)
+        except (OSError, ValueError) as exc:
+            raise PaddockError(f"{what}: {exc}") from exc
+
+    def save_disk(self, cid: str, key: str) -> bool:
+        """Copy the container's disk as the saved disk `key`; False if it has none."""
+        disks = self._box_disks()
+        if disks is None or not disks.size(cid):
+            return False
+        self._saved("could not copy the box's disk", lambda d: d.save(cid, key))
+        return True
+
+    def copy_disk(self, source: str, key: str) -> None:
+        self._saved("could not copy a saved disk", lambda d: d.copy_saved(source, key))
+
+    def drop_disk(self, key: str) -> None:
+        if self._box_disks() is not None:
+            self._saved("could not remove a saved disk", lambda d: d.drop_saved(key))
+
+    def saved_disks(self) -> set[str]:
+        disks = self._box_disks()
+        return disks.saved_keys() if disks is not None else set()
+
+    def disk_usage(self, keys: list[str]) -> dict[str, diskcopy.Usage]:
+        disks = self._box_disks()
+        found: dict[str, diskcopy.Usage] = {}
+        for key in keys:
+            with contextlib.suppress(OSError, ValueError):
+                if disks is not None:
+                    found[key] = disks.saved_usage(key)
+        return found
+
+    def give_disk(self, cid: str, size: int, source: str | None = None) -> None:
+        """Put the new container's writable layer on a filesystem of `size` bytes: a new
+        one, or a copy of the saved disk `source`."""
         disks = self._box_disks()
         assert disks is not None
         driver = self._api().inspect_container(cid).get("GraphDriver") or {}
@@ -101,7 +154,7 @@ class BoxStorage:
                 "boxes cannot have disk sizes (set the box types' disk_mb to 0)"
             )
         try:
-            disks.attach(cid, str(upper), size)
+            disks.attach(cid, str(upper), size, source)
         except (OSError, ValueError) as exc:
             raise PaddockError(f"could not give the box a disk of its own: {exc}") from exc
 
@@ -168,6 +221,8 @@ class BoxStorage:
         api = self._api()
         try:
             disks = self._box_disks()
+            if disks is not None and disks.root.is_dir():
+                disks.thaw_idle()
             if disks is not None and disks.root.is_dir() and disks.cids():
                 disks.sweep(lambda: [str(c["Id"]) for c in api.containers(all=True)])
             if self._drives is not None and self._drives.present():

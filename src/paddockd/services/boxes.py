@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import posixpath
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from .. import faults
@@ -224,13 +224,14 @@ class BoxService:
         agent: str | None = None,
         caller: User | None = None,
         idle_stop: int | None = None,
+        disk: str | None = None,
     ) -> Box:
-        """Admit a box (validation, capacity, name) and bring it up; `image` is for forks.
-        It is `caller`'s box."""
+        """Admit a box (validation, capacity, name) and bring it up; `image` (and `disk`,
+        a saved disk it gets a copy of) are for forks. It is `caller`'s box."""
         idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
         if network is not None:
             network = await self.reachable(network)
-        box_type = self._type_named(type_name)
+        box_type = self.type_named(type_name)
         type_name = box_type.name
         ttl = validate_ttl(self._cfg.default_ttl if ttl is None else ttl)
         action = TtlAction(ttl_action) if ttl_action else self._cfg.ttl_action
@@ -282,6 +283,8 @@ class BoxService:
         if pooled:
             faults.point("pool.claimed")
         try:
+            if disk is not None:
+                box = await self._reconciler.adopt(box, box.image, disk)
             async with self._pool.user_work():
                 created = await self._reconciler.reconcile(box.id)
         except PaddockError:
@@ -318,7 +321,7 @@ class BoxService:
         result = await self._reconciler.reconcile(box.id)
         return result if result is not None else wanted
 
-    def _type_named(self, type_name: str | None) -> BoxType:
+    def type_named(self, type_name: str | None) -> BoxType:
         box_type = self._cfg.types.get(type_name or self._cfg.default_type)
         if box_type is None:
             known = ", ".join(sorted(self._cfg.types))
@@ -326,12 +329,19 @@ class BoxService:
         return box_type
 
     async def admissible(
-        self, name: str | None, type_name: str | None, caller: User | None
+        self, names: Sequence[str | None], type_name: str | None, caller: User | None
     ) -> None:
-        """Whether `create` would admit this box now, asked before costly work (a fork's
-        snapshot) so that a refusal leaves nothing behind. `create` asks again."""
-        box_type = self._type_named(type_name)
-        await self._admit(await self._repo.all(), name, box_type, caller, "a fork")
+        """Whether `create` would admit these boxes now, all together, asked before costly
+        work (a fork's copy) so that a refusal leaves nothing behind. `create` asks again."""
+        box_type = self.type_named(type_name)
+        given = [n for n in names if n is not None]
+        if len(set(given)) != len(given):
+            raise InvalidRequest("the forks' names must differ from each other")
+        boxes = await self._repo.all()
+        what = "a fork" if len(names) == 1 else f"{len(names)} forks"
+        for i, name in enumerate(names):
+            name = await self._admit(boxes, name, box_type, caller, what)
+            boxes.append(_planned(f"planned{i}", name, box_type, caller))
 
     async def _admit(
         self, boxes: list[Box], name: str | None, box_type: BoxType, caller: User | None, what: str
@@ -356,7 +366,8 @@ class BoxService:
         mine = [
             b.name
             for b in boxes
-            if b.desired == Desired.RUNNING and (caller is None or b.owner_id == me)
+            # (Not the boxes `admissible` plans beside them, which have no image yet.)
+            if b.desired == Desired.RUNNING and b.image and (caller is None or b.owner_id == me)
         ]
         fits = [
             t.name
@@ -730,3 +741,23 @@ class _InUse(ExecWrapper):
             if self._open:
                 self._open = False
                 self._busy.__exit__(None, None, None)
+
+
+def _planned(box_id: str, name: str, box_type: BoxType, caller: User | None) -> Box:
+    """A box `admissible` counts as made already, to admit the next one beside it."""
+    return Box(
+        id=box_id,
+        name=name,
+        type=box_type.name,
+        image="",
+        state=BoxState.CREATING,
+        desired=Desired.RUNNING,
+        created_at=datetime.now(timezone.utc),
+        ttl=0,
+        ttl_action=TtlAction.STOP,
+        cpus=box_type.cpus,
+        memory_mb=box_type.memory_mb,
+        pids=box_type.pids,
+        disk_mb=box_type.disk_mb,
+        owner_id=caller.stored_id if caller else None,
+    )

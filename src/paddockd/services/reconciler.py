@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import shutil
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine
@@ -41,6 +42,16 @@ from ..store.boxes import BoxRepository
 log = logging.getLogger("paddockd.reconciler")
 
 SNAPSHOT_REPO = "paddock-snapshots/{box_id}"
+
+
+def disk_key(box_id: str, seq: int) -> str:
+    """The saved disk of a box's snapshot `seq` (runtime/base.py `save_disk`)."""
+    return f"{box_id}/{seq}"
+
+
+def _current(snap: Snapshot) -> dict[str, str | None]:
+    """The box fields that make `snap` what its container is (re)made from."""
+    return {"current_snapshot": snap.image, "current_disk": snap.disk}
 
 
 def drive_volume(name: str, holder: str | None = None) -> str:
@@ -84,7 +95,8 @@ class Reconciler:
         self._tasks: set[asyncio.Task[None]] = set()
         # Boxes whose isolation the last network sync could not apply (id -> why).
         self.isolation_failures: dict[str, str] = {}
-        # Snapshot images being committed now, whose rows are not written yet.
+        # Snapshot images being committed and disks being saved now, whose rows are not
+        # written yet (the sweeps leave them be).
         self.committing: set[str] = set()
         # Running boxes that see the host's /proc rather than their own (id -> why).
         self.view_problems: dict[str, str] = {}
@@ -298,14 +310,20 @@ class Reconciler:
                 # which a resume starts again; only the snapshot is not taken.
                 message = f"stopped without a snapshot: {exc.message}"
             else:
-                box = await self._save(box, current_snapshot=snap.image)
+                box = await self._save(box, **_current(snap))
                 await self._prune(box)
         return await self._save(box, state=BoxState.STOPPED, expires_at=None, message=message)
 
     async def _commit(self, box: Box, cid: str, kind: SnapshotKind, label: str | None) -> Snapshot:
-        """Commit the container as the box's next snapshot. A failed commit leaves no row and
-        no half-made image behind; the error says why (e.g. the disk is full)."""
+        """The box's next snapshot: a copy of its disk where disks copy at the speed of
+        metadata (runtime/diskcopy.py), else an engine commit of the container. A failed
+        one leaves no row and nothing half-made behind; the error says why (e.g. the disk
+        is full)."""
         seq = await self._repo.next_snapshot_seq(box.id)
+        if await self._rt.copies_disks():
+            copied = await self._copy(box, cid, seq, kind, label)
+            if copied is not None:
+                return copied
         repository = SNAPSHOT_REPO.format(box_id=box.id)
         image = f"{repository}:{seq}"
         self.committing.add(image)  # the image sweep leaves it be until its row is written
@@ -325,6 +343,45 @@ class Reconciler:
             return snap
         finally:
             self.committing.discard(image)
+
+    async def _copy(
+        self, box: Box, cid: str, seq: int, kind: SnapshotKind, label: str | None
+    ) -> Snapshot | None:
+        """The snapshot as a copy of the container's disk; None if it has none of its own."""
+        info = await self._rt.inspect(cid)
+        if info is None:
+            raise InvalidState(f"box {box.name} has no container to snapshot right now")
+        key = disk_key(box.id, seq)
+        self.committing.add(key)
+        try:
+            try:
+                if not await self._rt.save_disk(cid, key):
+                    return None
+            except PaddockError as exc:
+                raise PaddockError(f"could not snapshot box {box.name}: {exc.message}") from exc
+            try:
+                faults.point(f"{'snapshot' if kind == 'live' else kind}.committed")
+                usage = (await self._rt.disk_usage([key])).get(key)
+                size = usage.own + usage.shared if usage else 0
+                # The container's image by id: a rebuilt box image moves its tag, and the
+                # copy belongs on the layers it was made over.
+                base = info.image_id or info.image
+                snap = Snapshot(box.id, seq, base, kind, self._now(), size, label, disk=key)
+                await self._repo.add_snapshot(snap)
+            except Exception:
+                await self._rt.drop_disk(key)
+                raise
+            return snap
+        finally:
+            self.committing.discard(key)
+
+    async def forget(self, snap: Snapshot) -> None:
+        """Remove what holds a snapshot's files (its row is the caller's): its disk copy,
+        or its image unless a box stands on it."""
+        if snap.disk is not None:
+            await self._rt.drop_disk(snap.disk)
+        elif snap.image not in await self.images_needed():
+            await self.release_image(snap.image)
 
     async def images_needed(self, except_box: str | None = None) -> set[str]:
         """Images a box is (or would be) created from, and those containers run on now:
@@ -347,7 +404,10 @@ class Reconciler:
         automatic = [s for s in await self._repo.snapshots(box.id) if s.automatic]
         needed = await self.images_needed()
         for snap in automatic[self._retention :]:
-            if snap.image not in needed:
+            if snap.disk is not None and snap.disk != box.current_disk:
+                await self._repo.delete_snapshot(box.id, snap.seq)
+                await self._rt.drop_disk(snap.disk)
+            elif snap.disk is None and snap.image not in needed:
                 await self.release_image(snap.image)
                 await self._repo.delete_snapshot(box.id, snap.seq)
 
@@ -374,7 +434,10 @@ class Reconciler:
         await self._remove_files(box.id)
         # A fork may have been made from one of these images: those stay until it goes.
         in_use = await self.images_needed(except_box=box.id)
-        mine = await self._repo.snapshot_images(box.id)
+        # Disk copies are the box's alone (a fork copies, never shares, a file); their
+        # images are the bases of other boxes too, and go only by the image sweep.
+        await self._rt.drop_disk(f"{box.id}/*")
+        mine = [s.image for s in await self._repo.snapshots(box.id) if s.disk is None]
         # A fork's base is another box's snapshot: it stays while that box lists it.
         in_use |= await self._repo.all_snapshot_images() - set(mine)
         if box.image.startswith("paddock-snapshots/"):
@@ -436,11 +499,54 @@ class Reconciler:
             if box.state not in (BoxState.RUNNING, BoxState.STOPPED):
                 raise InvalidState(f"box {box.name} is {box.state.value}; try again in a moment")
             snap = await self._commit(box, box.container_id, kind, label)
-            await self._save(box, current_snapshot=snap.image)
+            await self._save(box, **_current(snap))
             return snap
 
-    async def rebase(self, box_id: str, image: str) -> Box | None:
-        """Throw the box's container away and recreate it from `image` (restore)."""
+    async def save_for_forks(self, box_id: str) -> tuple[str, str] | None:
+        """A copy of the box's disk now, for forks to copy in turn: (its base image, the
+        saved disk), to be dropped with `drop_saved` once they are made; None where boxes'
+        disks are not copied (the caller commits instead)."""
+        if not await self._rt.copies_disks():
+            return None
+        key = f"forks/{secrets.token_hex(8)}"
+        async with self._locks[box_id]:
+            box = await self._repo.get(box_id)
+            info = await self._container(box) if box is not None else None
+            if box is None or info is None:
+                raise InvalidState("the box has no filesystem to fork right now")
+            self.committing.add(key)
+            try:
+                if not await self._rt.save_disk(info.id, key):
+                    self.committing.discard(key)
+                    return None
+            except BaseException:
+                self.committing.discard(key)
+                raise
+        faults.point("fork.copied")
+        return info.image_id or info.image, key
+
+    async def drop_saved(self, key: str) -> None:
+        try:
+            await self._rt.drop_disk(key)
+        finally:
+            self.committing.discard(key)
+
+    async def adopt(self, box: Box, image: str, disk: str) -> Box:
+        """Give a new box (a fork) a copy of the saved disk `disk` as its first snapshot,
+        which its container is then made from."""
+        async with self._locks[box.id]:
+            key = disk_key(box.id, 1)
+            self.committing.add(key)
+            try:
+                await self._rt.copy_disk(disk, key)
+                snap = Snapshot(box.id, 1, image, "fork", self._now(), 0, None, disk=key)
+                await self._repo.add_snapshot(snap)
+            finally:
+                self.committing.discard(key)
+            return await self._save(box, **_current(snap))
+
+    async def rebase(self, box_id: str, snap: Snapshot) -> Box | None:
+        """Throw the box's container away and recreate it from `snap` (restore)."""
         async with self._locks[box_id]:
             box = await self._repo.get(box_id)
             if box is None:
@@ -456,7 +562,7 @@ class Reconciler:
             await self._save(
                 box,
                 container_id=None,
-                current_snapshot=image,
+                **_current(snap),
                 message=None,
                 state=BoxState.STARTING if running else BoxState.STOPPED,
             )
@@ -485,6 +591,7 @@ class Reconciler:
             disk_mb=box.disk_mb,
             disk_mbps=int(self._disk_mbps_per_cpu * box.cpus),
             run_dir=self.run_dir(box.id),
+            disk=box.current_disk if image == box.source_image else None,
             labels={
                 LABEL_INSTANCE: self._instance,
                 # A pooled container's name is not known yet: it has the pool's labels. A
@@ -518,5 +625,16 @@ class Reconciler:
                 await self._remove_files(info.box_id)  # its Docker volume goes with it
         try:
             await self._rt.sweep()
+            await self._sweep_disks()
         except PaddockError as exc:
             log.error("sweeping what removed containers left: %s", exc.message)
+
+    async def _sweep_disks(self) -> None:
+        """Drop saved disks no snapshot row names: a crash between a copy and its row, or
+        in the middle of a fork. Read in this order: a copy listed and not being made has
+        its row written by the time the rows are read."""
+        saved = await self._rt.saved_disks()
+        making = set(self.committing)
+        for key in saved - making - await self._repo.all_snapshot_disks():
+            log.warning("removing saved disk %s: no snapshot names it", key)
+            await self._rt.drop_disk(key)

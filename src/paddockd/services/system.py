@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Literal
 
 import anyio.to_thread
 
@@ -116,7 +117,14 @@ class SystemService:
                 await anyio.to_thread.run_sync(self._disk_limits) if self._disk_limits else None
             ),
             pool=self._pool.status() if self._pool and admin else None,
+            snapshots=await self._snapshot_method() if engine.reachable else None,
         )
+
+    async def _snapshot_method(self) -> Literal["copy", "commit"]:
+        try:
+            return "copy" if await self._rt.copies_disks() else "commit"
+        except PaddockError:
+            return "commit"
 
     async def _space(self) -> tuple[int | None, int | None]:
         """Free and total bytes of the data root's filesystem (free as a non-root process

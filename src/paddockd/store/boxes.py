@@ -139,6 +139,7 @@ class BoxRepository:
             "kind": snap.kind,
             "created_at": snap.created_at.timestamp(),
             "size": snap.size,
+            "disk": snap.disk,
         }
         await self._db.run(lambda conn: conn.execute(snapshots.insert().values(**row)))
         self._changed(snap.box_id)
@@ -161,6 +162,7 @@ class BoxRepository:
                 label=r.label,
                 created_at=_dt(r.created_at) or datetime.now(timezone.utc),
                 size=r.size,
+                disk=r.disk,
             )
             for r in rows
         ]
@@ -186,6 +188,14 @@ class BoxRepository:
         )
         return int(seq) + 1
 
+    async def all_snapshot_disks(self) -> set[str]:
+        rows = await self._db.run(
+            lambda conn: conn.execute(
+                sa.select(snapshots.c.disk).where(snapshots.c.disk.is_not(None))
+            ).all()
+        )
+        return {row[0] for row in rows}
+
     async def all_snapshot_images(self) -> set[str]:
         rows = await self._db.run(lambda conn: conn.execute(sa.select(snapshots.c.image)).all())
         return {row[0] for row in rows}
@@ -194,12 +204,20 @@ class BoxRepository:
         """Images some box is, or would be, created from (so they must stay). A box being
         deleted will be created from nothing again (its container, gone or going, is
         counted by the engine's listing: Reconciler.images_needed)."""
-        rows = await self._db.run(
-            lambda conn: conn.execute(
+
+        def work(conn: Connection) -> list[sa.Row[Any]]:
+            rows = conn.execute(
                 sa.select(boxes.c.image, boxes.c.current_snapshot).where(
                     boxes.c.id != (except_box or ""),
                     boxes.c.state != BoxState.DELETING.value,
                 )
             ).all()
-        )
-        return {img for row in rows for img in row if img}
+            # A copy of a disk is made into a container of its base image.
+            bases = conn.execute(
+                sa.select(snapshots.c.image).where(
+                    snapshots.c.disk.is_not(None), snapshots.c.box_id != (except_box or "")
+                )
+            ).all()
+            return [*rows, *bases]
+
+        return {img for row in await self._db.run(work) for img in row if img}

@@ -33,6 +33,8 @@ boxes = sa.Table(
     sa.Column("container_id", sa.String(80)),
     sa.Column("message", sa.Text),
     sa.Column("current_snapshot", sa.String(255)),
+    # The saved disk its container is (re)made from, with current_snapshot as its image.
+    sa.Column("current_disk", sa.String(255)),
     sa.Column("drives", sa.Text, nullable=False, server_default="[]"),
     sa.Column("network", sa.Text),
     sa.Column("agent", sa.String(32)),
@@ -52,6 +54,7 @@ snapshots = sa.Table(
     sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("size", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("disk", sa.String(255)),  # a copy of the box's disk; `image` is its base
 )
 
 tokens = sa.Table(
@@ -334,6 +337,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             # Rows of boxes deleted by the reaper or the native API before those deletes
             # took them along (BoxRepository's dependents).
             "DELETE FROM e2b_sandboxes WHERE box_id NOT IN (SELECT id FROM boxes)",
+        ],
+    ),
+    (
+        23,
+        [
+            # Snapshots as copies of a box's disk (runtime/diskcopy.py), not commits.
+            "ALTER TABLE boxes ADD COLUMN current_disk VARCHAR(255)",
+            "ALTER TABLE snapshots ADD COLUMN disk VARCHAR(255)",
         ],
     ),
 ]

@@ -304,6 +304,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/boxes/{ref}/forks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Many new boxes from this one's files at once, all or none */
+        post: operations["fork_boxes_v1_boxes__ref__forks_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boxes/{ref}/logs": {
         parameters: {
             query?: never;
@@ -1396,10 +1413,30 @@ export interface components {
             /** Truncated */
             truncated: boolean;
         };
+        /** ForkList */
+        ForkList: {
+            /** Boxes */
+            boxes: components["schemas"]["Box"][];
+        };
         /** ForkRequest */
         ForkRequest: {
             /** Name */
             name?: string | null;
+            /** Snapshot */
+            snapshot?: string | null;
+            /** Type */
+            type?: string | null;
+        };
+        /**
+         * ForksRequest
+         * @description `count` forks at once, all or none. Named PREFIX-1 .. PREFIX-N with a prefix,
+         *     else generated names.
+         */
+        ForksRequest: {
+            /** Count */
+            count: number;
+            /** Name Prefix */
+            name_prefix?: string | null;
             /** Snapshot */
             snapshot?: string | null;
             /** Type */
@@ -1695,6 +1732,8 @@ export interface components {
             pool?: components["schemas"]["PoolStatus"] | null;
             /** Problems */
             problems?: string[];
+            /** Snapshots */
+            snapshots?: ("copy" | "commit") | null;
             /** Version */
             version: string;
         };
@@ -1721,6 +1760,16 @@ export interface components {
             kind: "stop" | "live" | "fork";
             /** Label */
             label?: string | null;
+            /**
+             * Method
+             * @default commit
+             * @enum {string}
+             */
+            method: "copy" | "commit";
+            /** Own Bytes */
+            own_bytes?: number | null;
+            /** Shared Bytes */
+            shared_bytes?: number | null;
             /** Size Bytes */
             size_bytes: number;
         };
@@ -4763,6 +4812,149 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Box"];
+                };
+            };
+            /** @description invalid_request: a bad name, size, path, TTL or policy */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no token, or a wrong or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the owner's administration, asked by a member */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not_found: no such box, snapshot, drive, run or path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict, invalid_state or capacity_exceeded */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: a body over the route's cap */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_request: the body or parameters do not match the schema */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too_many_attempts: failed logins; retry after details.retry_after seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal: a fault of the server; see its log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description desktop_failed: the box's desktop did not start */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description engine_unavailable or isolation_failed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description storage_low: the engine's disk is nearly full; new boxes and snapshots wait */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    fork_boxes_v1_boxes__ref__forks_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForksRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkList"];
                 };
             };
             /** @description invalid_request: a bad name, size, path, TTL or policy */

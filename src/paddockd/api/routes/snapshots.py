@@ -5,25 +5,36 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from paddock.wire.models import Box as BoxModel
-from paddock.wire.models import ForkRequest, RestoreRequest, SnapshotCreate, SnapshotList
+from paddock.wire.models import (
+    ForkList,
+    ForkRequest,
+    ForksRequest,
+    RestoreRequest,
+    SnapshotCreate,
+    SnapshotList,
+)
 from paddock.wire.models import Snapshot as SnapshotModel
 
 from ...domain.snapshot import Snapshot
+from ...runtime.base import DiskUsage
 from ..deps import Caller, Svc
 from .boxes import present
 
 router = APIRouter(prefix="/boxes", tags=["snapshots"])
 
 
-def _wire(snap: Snapshot, current: str | None) -> SnapshotModel:
+def _wire(snap: Snapshot, current: bool, usage: DiskUsage | None = None) -> SnapshotModel:
     return SnapshotModel(
         id=snap.seq,
         kind=snap.kind,
         created_at=snap.created_at,
-        size_bytes=snap.size,
+        size_bytes=usage.own + usage.shared if usage else snap.size,
         image=snap.image,
         label=snap.label,
-        current=snap.image == current,
+        current=current,
+        method="copy" if snap.disk else "commit",
+        own_bytes=usage.own if usage else None,
+        shared_bytes=usage.shared if usage else None,
     )
 
 
@@ -32,7 +43,11 @@ def _wire(snap: Snapshot, current: str | None) -> SnapshotModel:
 )
 async def list_snapshots(ref: str, svc: Svc, caller: Caller) -> SnapshotList:
     box, snaps = await svc.snapshots.list(ref, caller)
-    return SnapshotList(box=box.name, snapshots=[_wire(s, box.current_snapshot) for s in snaps])
+    usage = await svc.snapshots.usage(snaps)
+    return SnapshotList(
+        box=box.name,
+        snapshots=[_wire(s, s.holds(box), usage.get(s.disk or "")) for s in snaps],
+    )
 
 
 @router.post(
@@ -43,7 +58,7 @@ async def list_snapshots(ref: str, svc: Svc, caller: Caller) -> SnapshotList:
 )
 async def take_snapshot(ref: str, body: SnapshotCreate, svc: Svc, caller: Caller) -> SnapshotModel:
     snap = await svc.snapshots.take(ref, body.label, caller)
-    return _wire(snap, snap.image)
+    return _wire(snap, True)
 
 
 @router.delete("/{ref}/snapshots/{snap}", status_code=204, summary="Delete a snapshot")
@@ -66,3 +81,16 @@ async def restore_box(ref: str, body: RestoreRequest, svc: Svc, caller: Caller) 
 async def fork_box(ref: str, body: ForkRequest, svc: Svc, caller: Caller) -> BoxModel:
     fork = await svc.snapshots.fork(ref, body.name, body.snapshot, caller, body.type)
     return await present(svc, fork, caller)
+
+
+@router.post(
+    "/{ref}/forks",
+    status_code=201,
+    response_model=ForkList,
+    summary="Many new boxes from this one's files at once, all or none",
+)
+async def fork_boxes(ref: str, body: ForksRequest, svc: Svc, caller: Caller) -> ForkList:
+    forks = await svc.snapshots.fork_count(
+        ref, body.count, body.name_prefix, body.snapshot, caller, body.type
+    )
+    return ForkList(boxes=[await present(svc, b, caller) for b in forks])

@@ -301,6 +301,7 @@ def _real_adapters(
         lxcfs=lxcfs_of(cfg.engine),
         drives=DriveFs(Path(cfg.engine.data_root) / "paddock-drives", userns_base),
         disks=Path(cfg.engine.data_root) / "paddock-disks",
+        instance=cfg.instance,
     )
     network = NftablesPolicy(
         bridge,

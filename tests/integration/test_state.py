@@ -32,14 +32,16 @@ def test_snapshot_restore_and_fork(server: Server, box: str) -> None:
         assert server.sh(box, "cat /config/f") == "source\n"
         shown = json.loads(server.cli("show", fork, "--json", check=True).stdout)
         assert shown["type"] == "small" and shown["state"] == "running"
-        # The fork stands on a snapshot of the source: that snapshot cannot be deleted.
-        base = [
-            s
-            for s in json.loads(server.cli("snapshots", box, "--json", check=True).stdout)
-            if s["kind"] == "fork"
-        ]
-        refused = server.cli("snapshots", "rm", box, str(base[0]["id"]))
-        assert refused.returncode == 1 and fork in refused.stderr
+        # Disks copy here: the fork has a copy of its own as its first snapshot, and the
+        # source keeps no snapshot for it.
+        source_snaps = json.loads(server.cli("snapshots", box, "--json", check=True).stdout)
+        assert [s["kind"] for s in source_snaps] == ["live"]
+        assert source_snaps[0]["method"] == "copy"
+        (own,) = json.loads(server.cli("snapshots", fork, "--json", check=True).stdout)
+        assert (own["kind"], own["method"], own["current"]) == ("fork", "copy", True)
+        assert own["shared_bytes"] > 0  # its blocks are the source's until one changes
+        refused = server.cli("snapshots", "rm", fork, "1")
+        assert refused.returncode == 1 and "current files" in refused.stderr
     finally:
         server.cli("rm", "--force", fork, check=True)
 

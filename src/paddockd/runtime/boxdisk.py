@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -40,16 +41,19 @@ _ENGINE_FILES = ("link", "lower")
 # A saved disk (a snapshot's, or one taken for forks): FOLDER/NAME, both paddockd's words.
 _KEY = re.compile(r"[0-9a-z]{1,64}/[0-9a-z]{1,64}")
 SAVED = "saved"
+_INSTANCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _THREADS = threading.Lock()
 
 
 @dataclass(frozen=True)
 class BoxDisks:
     """`root`: where the filesystems' files live (root's alone). `layers`: the engine's
-    overlay2 folder, the only place a layer may be mounted."""
+    overlay2 folder, the only place a layer may be mounted. `instance`: the paddockd whose
+    saved disks these are (several may share one engine; each sweeps only its own)."""
 
     root: Path
     layers: Path
+    instance: str = "default"
 
     def _paths(self, cid: str) -> tuple[Path, Path]:
         if not _CID.fullmatch(cid):
@@ -78,9 +82,9 @@ class BoxDisks:
 
     def saved(self, key: str) -> Path:
         """Where the saved disk `key` lives (on the layers' filesystem: copies share)."""
-        if not _KEY.fullmatch(key):
-            raise ValueError(f"not a saved disk's name: {key!r}")
-        return self.root / SAVED / (key + _IMAGE)
+        if not _KEY.fullmatch(key) or not _INSTANCE.fullmatch(self.instance):
+            raise ValueError(f"not a saved disk's name: {self.instance}:{key!r}")
+        return self.root / SAVED / self.instance / (key + _IMAGE)
 
     def attach(self, cid: str, upper_dir: str, size: int, source: str | None = None) -> None:
         """Give a container that has not run yet its own filesystem of `size` bytes: a new
@@ -104,9 +108,9 @@ class BoxDisks:
                 files = {n: (layer / n).read_text() for n in _ENGINE_FILES}
                 image.with_name(cid + _ENGINE).write_text(json.dumps(files))
                 diskcopy.clone(self.saved(source), image)
+                if image.stat().st_size < size:
+                    _grow(image, size)
             self._mount(image, layer)
-            if source is not None and image.stat().st_size < size:
-                _grow(image, layer, size)
 
     def save(self, cid: str, key: str) -> None:
         """Copy the container's disk to the saved disk `key`: under a freeze of at most
@@ -141,7 +145,7 @@ class BoxDisks:
         self.saved(key).unlink(missing_ok=True)
 
     def saved_keys(self) -> set[str]:
-        base = self.root / SAVED
+        base = self.root / SAVED / self.instance
         return {f"{p.parent.name}/{p.name.removesuffix(_IMAGE)}" for p in base.glob("*/*" + _IMAGE)}
 
     def saved_usage(self, key: str) -> diskcopy.Usage:
@@ -199,7 +203,7 @@ class BoxDisks:
                     self._release(image, image.with_name(cid + _LAYER))
             for partial in (
                 *self.root.glob("*" + _IMAGE + ".new"),
-                *self.root.glob(f"{SAVED}/*/*{_IMAGE}.new"),
+                *self.root.glob(f"{SAVED}/*/*/*{_IMAGE}.new"),
             ):
                 partial.unlink(missing_ok=True)  # a crash mid-format or mid-copy
 
@@ -241,18 +245,14 @@ class BoxDisks:
                     (layer / name).write_text(text)
 
 
-def _grow(image: Path, layer: Path, size: int) -> None:
-    """Grow a mounted layer filesystem (a copy given to a box of a larger type)."""
-    device = None
-    with open("/proc/self/mountinfo") as table:
-        for line in table:
-            fields = line.split()
-            source = fields[fields.index("-") + 2]
-            if fields[4] == str(layer) and source.startswith("/dev/loop"):
-                device = source
-    if device is None:
-        raise OSError(f"no loop device holds {image}")
+def _grow(image: Path, size: int) -> None:
+    """Grow a copied layer filesystem (a fork into a larger type) before it is mounted.
+    The copy was taken of a mounted filesystem: its journal is replayed first."""
     with open(image, "r+b") as handle:
         handle.truncate(size)
-    run("losetup", "-c", device)
-    run("resize2fs", device)
+    checked = subprocess.run(
+        ["e2fsck", "-p", "-E", "journal_only", str(image)], capture_output=True, text=True
+    )
+    if checked.returncode not in (0, 1):  # 1: the journal was replayed
+        raise OSError(f"e2fsck {image}: {(checked.stderr or checked.stdout).strip()}")
+    run("resize2fs", "-f", str(image))

@@ -211,6 +211,7 @@ class DockerRuntime:
         lxcfs: Lxcfs | None = None,
         drives: DriveFs | None = None,
         disks: Path | None = None,
+        instance: str = "default",
     ) -> None:
         self._api = (
             docker.APIClient(
@@ -232,7 +233,7 @@ class DockerRuntime:
         self._streams = anyio.CapacityLimiter(1024)
         self._lxcfs = lxcfs
         self._drives = drives
-        self._storage = BoxStorage(lambda: self.api, drives, disks, userns_base)
+        self._storage = BoxStorage(lambda: self.api, drives, disks, userns_base, instance)
         # Running boxes' cpusets by container id, so placing one box does not inspect all
         # the others every time; the lock keeps two starts from choosing the same CPUs.
         self._cpusets: dict[str, set[int]] = {}

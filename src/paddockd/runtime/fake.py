@@ -130,7 +130,8 @@ class FakeRuntime:
 
     async def create(self, spec: ContainerSpec) -> str:
         self._maybe_fail("create")
-        if spec.image not in self.images:
+        by_id = {f"sha256:{self.image_ids.get(r, r)}": r for r in self.images}
+        if spec.image not in self.images and spec.image not in by_id:
             raise NotFound(f"no such image: {spec.image}")
         if spec.disk is not None and spec.disk not in self.saved:
             raise NotFound(f"no saved disk {spec.disk}")
@@ -144,7 +145,9 @@ class FakeRuntime:
             "running": False,
             "labels": {LABEL_BOX: spec.box_id, **spec.labels},
             "views": self.views,
-            "image_id": f"sha256:{self.image_ids.get(spec.image, spec.image)}",
+            "image_id": spec.image
+            if spec.image in by_id
+            else f"sha256:{self.image_ids.get(spec.image, spec.image)}",
             "hostname": spec.hostname,  # what the box's hostname is now
         }
         return cid

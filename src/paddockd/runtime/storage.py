@@ -42,10 +42,12 @@ class BoxStorage:
         drives: DriveFs | None,
         disks: Path | None,
         userns_base: int | None,
+        instance: str = "default",
     ) -> None:
         self._api = api
         self._drives = drives
         self._disks_root = disks
+        self._instance = instance
         self._disks: BoxDisks | None = None  # once the engine said where its layers are
         self._copies: bool | None = None
         self._userns_base = userns_base
@@ -88,7 +90,7 @@ class BoxStorage:
     def _box_disks(self) -> BoxDisks | None:
         if self._disks is None and self._disks_root is not None:
             root = Path(str(self._api().info()["DockerRootDir"]))
-            self._disks = BoxDisks(self._disks_root, root / "overlay2")
+            self._disks = BoxDisks(self._disks_root, root / "overlay2", self._instance)
         return self._disks
 
     def copies_disks(self) -> bool:

@@ -1,0 +1,137 @@
+"""Snapshots, restores and forks as copies of a box's disk, on the fake engine (where disks
+copy: FakeRuntime.copies). The real copies are tests/integration/test_disk_copies.py's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from paddockd.domain.box import BoxState
+from paddockd.domain.errors import CapacityExceeded, Conflict, EngineUnavailable, InvalidRequest
+
+from ..conftest import World
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def copying(world: World) -> World:
+    world.runtime.copies = True
+    return world
+
+
+def _spec(world: World, cid: str | None):  # type: ignore[no-untyped-def]
+    return world.runtime.by_id[cid or ""]["spec"]
+
+
+async def test_a_snapshot_is_a_copy_of_the_disk_over_the_containers_image(
+    copying: World,
+) -> None:
+    w = copying
+    box = await w.boxes.create("b", None, None, None)
+    snap = await w.services.snapshots.take("b", "one")
+    assert snap.disk == f"{box.id}/1" and w.runtime.saved[snap.disk] == box.container_id
+    assert snap.image == "sha256:paddock-box:latest"  # the image by id, not by tag
+    now = await w.boxes.resolve("b")
+    assert (now.current_disk, now.current_snapshot) == (snap.disk, snap.image)
+    assert "commit" not in w.runtime.calls
+    assert snap.holds(now)
+
+
+async def test_restore_makes_the_container_from_a_copy_of_the_snapshot(copying: World) -> None:
+    w = copying
+    await w.boxes.create("b", None, None, None)
+    first = await w.services.snapshots.take("b", "one")
+    await w.services.snapshots.take("b", "two")
+    restored = await w.services.snapshots.restore("b", "one")
+    assert restored.state == BoxState.RUNNING and restored.current_disk == first.disk
+    spec = _spec(w, restored.container_id)
+    assert (spec.image, spec.disk) == (first.image, first.disk)
+    # Restoring copies: the snapshot stays, and the box's current one cannot go.
+    with pytest.raises(Conflict, match="current files"):
+        await w.services.snapshots.remove("b", "one")
+    await w.services.snapshots.remove("b", "two")
+    assert sorted(w.runtime.saved) == [first.disk]
+
+
+async def test_forks_get_copies_of_their_own_and_the_source_keeps_nothing(
+    copying: World,
+) -> None:
+    w = copying
+    w.boxes.capacity = replace(w.boxes.capacity, memory_mb=8192)
+    src = await w.boxes.create("src", None, None, None)
+    forks = await w.services.snapshots.fork_count("src", 3, "f", None)
+    assert [f.name for f in forks] == ["f-1", "f-2", "f-3"]
+    assert await w.repo.snapshots(src.id) == []  # no snapshot left on the source
+    for fork in forks:
+        (own,) = await w.repo.snapshots(fork.id)
+        assert (own.kind, own.disk) == ("fork", f"{fork.id}/1")
+        assert _spec(w, fork.container_id).disk == own.disk
+    # Only the forks' own copies are left: the one taken of the source went.
+    assert sorted(w.runtime.saved) == sorted(f"{f.id}/1" for f in forks)
+    await w.boxes.delete("f-2", force=True)
+    await w.reconciler.drain()
+    assert f"{forks[1].id}/1" not in w.runtime.saved
+
+
+async def test_many_forks_are_all_or_nothing(copying: World) -> None:
+    w = copying
+    await w.boxes.create("src", None, None, None)  # 1 of 3 GiB taken: two more fit
+    boxes = {b.name for b in await w.repo.all()}
+    with pytest.raises(CapacityExceeded, match="server is full") as refused:
+        await w.services.snapshots.fork_count("src", 3, "f", None)
+    assert "f-1" not in refused.value.message  # the planned ones are no one's to stop
+    assert "save_disk" not in w.runtime.calls  # refused before anything was copied
+    # A fork that fails once copying has begun takes the others back with it.
+    w.runtime.fail_next["start"] = EngineUnavailable("engine down")
+    with pytest.raises(EngineUnavailable):
+        await w.services.snapshots.fork_count("src", 2, "g", None)
+    await w.reconciler.drain()
+    assert {b.name for b in await w.repo.all()} == boxes
+    assert w.runtime.saved == {}
+    with pytest.raises(InvalidRequest, match="count must be 1 to 100"):
+        await w.services.snapshots.fork_count("src", 0, None, None)
+    with pytest.raises(InvalidRequest, match="invalid box name"):
+        await w.services.snapshots.fork_count("src", 1, "Bad Name", None)
+
+
+async def test_retention_and_delete_drop_the_copies(copying: World) -> None:
+    w = copying
+    box = await w.boxes.create("b", None, None, None)
+    for _ in range(4):
+        await w.boxes.stop("b")
+        await w.boxes.resume("b")
+    kept = [s.disk for s in await w.repo.snapshots(box.id)]
+    assert len(kept) == 2 and sorted(w.runtime.saved) == sorted(kept)  # retention=2
+    await w.boxes.delete("b", force=True)
+    await w.reconciler.drain()
+    assert w.runtime.saved == {}
+    assert "paddock-box:latest" in w.runtime.images  # the copies' base is not theirs
+
+
+async def test_the_sweep_drops_copies_no_row_names(copying: World) -> None:
+    w = copying
+    box = await w.boxes.create("b", None, None, None)
+    snap = await w.services.snapshots.take("b", None)
+    w.runtime.saved["forks/abc"] = box.container_id or ""  # a crash mid-fork
+    w.runtime.saved[f"{box.id}/9"] = box.container_id or ""  # a crash before its row
+    w.reconciler.committing.add("forks/def")
+    w.runtime.saved["forks/def"] = box.container_id or ""  # being made now
+    await w.reconciler.reconcile_all()
+    assert sorted(w.runtime.saved) == sorted([snap.disk or "", "forks/def"])
+
+
+async def test_a_lost_container_comes_back_from_its_copy(copying: World) -> None:
+    w = copying
+    box = await w.boxes.create("b", None, None, None)
+    snap = await w.services.snapshots.take("b", None)
+    w.runtime.by_id.clear()
+    back = await w.reconciler.reconcile(box.id)
+    assert back is not None and back.state == BoxState.RUNNING
+    assert _spec(w, back.container_id).disk == snap.disk

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -264,6 +265,8 @@ class Server:
                 with contextlib.suppress(docker.errors.APIError):
                     api.remove_volume(name, force=True)
                     self.drives.remove(name)  # a sized one's filesystem
+        # Its saved disks (snapshots' copies): the folder is this instance's alone.
+        shutil.rmtree(self.drives.root.parent / "paddock-disks" / "saved" / self.instance, True)
         # This server's own nftables table: its sets name box addresses that later boxes
         # of other servers may get.
         for family in ("inet", "bridge", "arp"):

@@ -260,6 +260,12 @@ class Runtime(Protocol):
 
     async def remove(self, cid: str) -> None: ...
 
+    async def retire(self, cid: str) -> None:
+        """Give a container that is to go its box's name back at once (a new container of
+        the box may be made beside it); `remove` it after. Its box's run folder is the new
+        container's from now on: the removal leaves it be."""
+        ...
+
     async def sweep(self) -> None:
         """Drop what containers removed behind paddockd's back (or mid-crash) left."""
         ...

@@ -112,17 +112,19 @@ class BoxDisks:
                     _grow(image, size)
             self._mount(image, layer)
 
-    def save(self, cid: str, key: str) -> None:
-        """Copy the container's disk to the saved disk `key`: under a freeze of at most
-        diskcopy.FREEZE_LIMIT seconds while it is mounted, so the copy is consistent."""
+    def save(self, cid: str, key: str, running: bool = True) -> None:
+        """Copy the container's disk to the saved disk `key`: of a running box, under a
+        freeze of at most diskcopy.FREEZE_LIMIT seconds, so the copy is consistent."""
         image, note = self._paths(cid)
         dest = self.saved(key)
-        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._locked():
+            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not image.exists():
                 raise FileNotFoundError(f"container {cid[:12]} has no disk of its own")
-            if self._mounted_at(note):
+            if self._mounted_at(note) and running:
                 diskcopy.frozen_copy(self._noted(note), image, dest)
+            elif self._mounted_at(note):
+                diskcopy.synced_copy(self._noted(note), image, dest)
             else:
                 diskcopy.clone(image, dest)
 
@@ -134,6 +136,10 @@ class BoxDisks:
 
     def drop_saved(self, key: str) -> None:
         """Remove a saved disk; `FOLDER/*` removes the folder's all."""
+        with self._locked():
+            self._drop_saved(key)
+
+    def _drop_saved(self, key: str) -> None:
         folder, _, name = key.partition("/")
         if name == "*":
             target = self.saved(folder + "/x").parent
@@ -142,7 +148,10 @@ class BoxDisks:
             with contextlib.suppress(OSError):
                 target.rmdir()
             return
-        self.saved(key).unlink(missing_ok=True)
+        path = self.saved(key)
+        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # once it is the folder's last
 
     def saved_keys(self) -> set[str]:
         base = self.root / SAVED / self.instance

@@ -20,6 +20,7 @@ Stdlib only: it is run as a program for every snapshot.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
@@ -46,6 +47,9 @@ _BATCH = 256
 FREEZE_LIMIT = 5.0
 _FAULT = "PADDOCKD_FAULT"
 _PROGRAM = "paddockd.runtime.diskcopy"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class CopyFailed(OSError):
@@ -146,6 +150,19 @@ def frozen_copy(mount: Path, source: Path, dest: Path, limit: float = FREEZE_LIM
             dest.unlink()
         why = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise CopyFailed(errno.EIO, why[0])
+
+
+def synced_copy(mount: Path, source: Path, dest: Path) -> None:
+    """Copy the disk mounted at `mount` of a box that is not running (nothing writes to
+    it): its filesystem flushed first, no freeze needed."""
+    fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if _libc.syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"syncfs {mount}: {os.strerror(code)}")
+    finally:
+        os.close(fd)
+    clone(source, dest)
 
 
 def _watchdog(mount: Path, limit: float) -> int:

@@ -611,12 +611,17 @@ class DockerRuntime:
 
         await self._run(work)
 
+    async def retire(self, cid: str) -> None:
+        await self._run(lambda: self.api.rename(cid, f"paddock-retired-{cid[:12]}"))
+
     async def remove(self, cid: str) -> None:
         def work() -> None:
             try:
-                run = _run_bind(self.api.inspect_container(cid))
+                data = self.api.inspect_container(cid)
             except docker.errors.NotFound:
                 return
+            retired = str(data.get("Name") or "").startswith("/paddock-retired-")
+            run = None if retired else _run_bind(data)
             with contextlib.suppress(docker.errors.NotFound):
                 self.api.remove_container(cid, force=True, v=True)
             self._storage.release(cid, run)

@@ -135,7 +135,7 @@ class FakeRuntime:
             raise NotFound(f"no such image: {spec.image}")
         if spec.disk is not None and spec.disk not in self.saved:
             raise NotFound(f"no saved disk {spec.disk}")
-        if any(c["labels"][LABEL_BOX] == spec.box_id for c in self.by_id.values()):
+        if any(c.get("name") == f"paddock-{spec.box_id}" for c in self.by_id.values()):
             # The engine's container names are per box (paddock-<box id>).
             raise InvalidRequest(f'the container name "/paddock-{spec.box_id}" is already in use')
         self._n += 1
@@ -149,6 +149,7 @@ class FakeRuntime:
             if spec.image in by_id
             else f"sha256:{self.image_ids.get(spec.image, spec.image)}",
             "hostname": spec.hostname,  # what the box's hostname is now
+            "name": f"paddock-{spec.box_id}",
         }
         return cid
 
@@ -177,6 +178,10 @@ class FakeRuntime:
     async def remove(self, cid: str) -> None:
         self._maybe_fail("remove")
         self.by_id.pop(cid, None)
+
+    async def retire(self, cid: str) -> None:
+        self._maybe_fail("retire")
+        self._get(cid)["name"] = f"retired-{cid}"
 
     async def sweep(self) -> None:
         self.swept += 1

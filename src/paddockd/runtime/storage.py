@@ -120,7 +120,9 @@ class BoxStorage:
         disks = self._box_disks()
         if disks is None or not disks.size(cid):
             return False
-        self._saved("could not copy the box's disk", lambda d: d.save(cid, key))
+        state = self._api().inspect_container(cid).get("State") or {}
+        running = bool(state.get("Running"))
+        self._saved("could not copy the box's disk", lambda d: d.save(cid, key, running))
         return True
 
     def copy_disk(self, source: str, key: str) -> None:

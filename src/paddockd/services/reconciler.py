@@ -98,6 +98,8 @@ class Reconciler:
         # Snapshot images being committed and disks being saved now, whose rows are not
         # written yet (the sweeps leave them be).
         self.committing: set[str] = set()
+        # Containers a restore replaced, being removed in the background.
+        self._retiring: set[str] = set()
         # Running boxes that see the host's /proc rather than their own (id -> why).
         self.view_problems: dict[str, str] = {}
 
@@ -261,7 +263,7 @@ class Reconciler:
         It never ran (a start follows the row), so nothing of the user's is in it."""
         labels = {LABEL_INSTANCE: self._instance, LABEL_BOX: box.id}
         for info in await self._rt.containers(labels):
-            if info.id != box.container_id:
+            if info.id != box.container_id and info.id not in self._retiring:
                 log.warning(
                     "box %s: removing container %s it never recorded", box.name, info.id[:12]
                 )
@@ -568,8 +570,18 @@ class Reconciler:
             )
             faults.point("restore.saved")
             if box.container_id:
-                await self._rt.remove(box.container_id)
+                # The old container goes beside the new one's making: a running box's
+                # takes the engine as long to kill as the new one takes to start.
+                await self._rt.retire(box.container_id)
+                self._retiring.add(box.container_id)
+                self._background(self._retired(box.container_id))
         return await self.reconcile(box_id)
+
+    async def _retired(self, cid: str) -> None:
+        try:
+            await self._rt.remove(cid)
+        finally:
+            self._retiring.discard(cid)
 
     async def _spec(
         self, box: Box, image: str, pool_labels: dict[str, str] | None = None

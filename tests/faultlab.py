@@ -26,7 +26,7 @@ import docker
 
 from paddock import Client
 
-from .harness import ENGINE_SOCKET, Server
+from .harness import DRIVES, ENGINE_SOCKET, Server
 
 ACKED = "/config/acked"
 POLICY = "198.18.1.0/24"
@@ -274,6 +274,23 @@ def _keep_is(state: str) -> Callable[[Lab], None]:
 def _fork_absent(lab: Lab) -> None:
     # Crashed before its row: never acknowledged, so it must not half-exist.
     assert "forked" not in lab.box_names()
+    _copies_match_rows(lab)
+
+
+def _copies_match_rows(lab: Lab) -> None:
+    """Where disks copy: every saved disk is a snapshot's (none taken for a fork, none
+    whose row the crash kept from being written)."""
+    folder = DRIVES.root.parent / "paddock-disks" / "saved" / lab.srv.instance
+    with lab.client() as c:
+        rows = {
+            f"{box.id}/{s.id}"
+            for box in c.list_boxes()
+            for s in c.list_snapshots(box.id)
+            if s.method == "copy"
+        }
+    assert {
+        str(p.relative_to(folder)).removesuffix(".ext4") for p in folder.glob("*/*.ext4")
+    } == rows
 
 
 def _two_snapshots(lab: Lab) -> None:
@@ -376,8 +393,8 @@ SCENARIOS = [
     Scenario("resume: started, state not saved", "container.started",
              _sdk(lambda c, lab: c.resume_box(lab.keep)), _stopped, _keep_is("running")),
     Scenario("snapshot: committed, no row yet", "snapshot.committed",
-             _sdk(lambda c, lab: c.snapshot_box(lab.keep)), _running),
-    Scenario("fork: committed, no row yet", "fork.committed",
+             _sdk(lambda c, lab: c.snapshot_box(lab.keep)), _running, _copies_match_rows),
+    Scenario("fork: source's disk copied, no fork's row", "fork.copied",
              _sdk(lambda c, lab: c.fork_box(lab.keep, "forked")), _running, _fork_absent),
     Scenario("restore: row saved, old container not removed", "restore.saved",
              _restore_older, _two_snapshots, _restored),

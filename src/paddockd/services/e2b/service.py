@@ -4,6 +4,7 @@ metadata, env vars) in its own table. No second implementation of boxes lives he
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -197,18 +198,20 @@ class E2BService:
             raise InvalidRequest("timeout must be a positive number of seconds")
         source = await self.get(caller, sandbox_id)
         snap = await self.snapshots.take(caller, source.box, None)
-        made: list[Sandbox | PaddockError] = []
-        for _ in range(count):
+
+        async def one() -> Sandbox | PaddockError:
             try:
                 box = await self.snapshots.fork(caller, source.box, snap)
                 if timeout is not None:
                     box = await self._boxes.extend(box.id, timeout, caller)
                 extras = replace(source.extras, box_id=box.id)
                 await self._repo.put(extras)
-                made.append(Sandbox(box, extras))
+                return Sandbox(box, extras)
             except PaddockError as exc:
-                made.append(exc)
-        return made
+                return exc
+
+        # Side by side: where disks copy, each is a copy of the snapshot's and a start.
+        return list(await asyncio.gather(*(one() for _ in range(count))))
 
     async def snapshot(self, caller: User, sandbox_id: str, name: str | None) -> Snapshot:
         box = await self._resolve(caller, sandbox_id)

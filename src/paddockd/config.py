@@ -133,6 +133,9 @@ class Config:
     ttl_action: TtlAction = TtlAction.STOP
     stop_timeout: int = 10
     snapshot_retention: int = 5  # automatic (stop) snapshots kept per box
+    # The most snapshots one box keeps: a copy costs nothing when made, but holds what the
+    # box overwrites after it, up to the box's disk size each (docs/server.md).
+    snapshot_limit: int = 50
     # Each box's disk reads and writes are capped at this many MB/s (and 20x that in
     # operations/s) per CPU of its type, so one box's I/O cannot stall the host's disk for
     # every other box (bench.neighbours); 0: no cap.

@@ -191,7 +191,7 @@ def wire(
     )
 
     stats = StatsService(boxes, runtime)
-    snapshots = SnapshotService(repo, runtime, reconciler, boxes)
+    snapshots = SnapshotService(repo, runtime, reconciler, boxes, limit=cfg.snapshot_limit)
     services = Services(
         config=cfg,
         boxes=boxes,

@@ -301,3 +301,23 @@ def test_concurrent_snapshots_and_forks_leave_nothing_behind(copies: Server, tin
     keys = {k for k in _saved(copies) if not k.startswith("forks/")}
     assert len([k for k in keys if k.startswith(box_id)]) == len(_snaps(copies, tiny)) == 4
     assert not [k for k in _saved(copies) if k.startswith("forks/")]
+
+
+def test_a_write_in_flight_cannot_hold_a_freeze_past_its_limit(copies: Server, tiny: str) -> None:
+    """FIFREEZE waits for the box's writes in flight: one huge write() at the box's disk
+    rate could hold it off. The snapshot answers within the limit (made or refused), and
+    the box is never left frozen."""
+    from paddockd.runtime.diskcopy import FREEZE_LIMIT
+
+    copies.sh(
+        tiny,
+        "nohup python3 -c \"import os; fd = os.open('/config/huge', os.O_WRONLY | os.O_CREAT); "
+        "[os.write(fd, b'x' * (256 << 20)) for _ in range(8)]\" >/dev/null 2>&1 & sleep 0.5",
+    )
+    started = time.monotonic()
+    done = copies.cli("snapshot", tiny)
+    assert time.monotonic() - started < FREEZE_LIMIT + 10
+    assert done.returncode == 0 or "freeze" in done.stderr, done.stderr
+    started = time.monotonic()
+    copies.sh(tiny, "echo thawed > /config/after")
+    assert time.monotonic() - started < FREEZE_LIMIT + 10

@@ -29,18 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import diskcopy
-from .drivefs import KEEP_SPARSE, locked, make_ext4, run
+from .drivefs import KEEP_SPARSE, locked, locked_file, make_ext4, run
 
 log = logging.getLogger("paddockd.disks")
 
 _CID = re.compile(r"[0-9a-f]{64}")
 _IMAGE = ".ext4"
 _LAYER = ".layer"  # the layer folder it mounts on, as the engine named it
+_LOCK = ".lock"  # held by a copy of the disk and its watchdog (diskcopy.py)
 _ENGINE = ".engine"  # the engine's own files of a layer whose disk is a copy (see `attach`)
 _ENGINE_FILES = ("link", "lower")
 # A saved disk (a snapshot's, or one taken for forks): FOLDER/NAME, both paddockd's words.
 _KEY = re.compile(r"[0-9a-z]{1,64}/[0-9a-z]{1,64}")
 SAVED = "saved"
+_GROW_TIMEOUT = 120
 _INSTANCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _THREADS = threading.Lock()
 
@@ -107,9 +109,15 @@ class BoxDisks:
                 # aside and put back over them at every mount.
                 files = {n: (layer / n).read_text() for n in _ENGINE_FILES}
                 image.with_name(cid + _ENGINE).write_text(json.dumps(files))
-                diskcopy.clone(self.saved(source), image)
-                if image.stat().st_size < size:
-                    _grow(image, size)
+                partial = image.with_name(image.name + ".new")  # swept if a crash leaves it
+                diskcopy.clone(self.saved(source), partial)
+                try:
+                    if partial.stat().st_size < size:
+                        _grow(partial, size)
+                    partial.rename(image)
+                except BaseException:
+                    partial.unlink(missing_ok=True)
+                    raise
             self._mount(image, layer)
 
     def save(self, cid: str, key: str, running: bool = True) -> None:
@@ -121,10 +129,15 @@ class BoxDisks:
             dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not image.exists():
                 raise FileNotFoundError(f"container {cid[:12]} has no disk of its own")
-            if self._mounted_at(note) and running:
-                diskcopy.frozen_copy(self._noted(note), image, dest)
-            elif self._mounted_at(note):
-                diskcopy.synced_copy(self._noted(note), image, dest)
+            mount = self._noted(note) if self._mounted_at(note) else None
+        # Not under the folder's lock: a freeze may wait on the box; the disk's own lock
+        # (taken by the copier) keeps its copies one at a time.
+        if mount is not None and running:
+            diskcopy.frozen_copy(mount, image, dest, image.with_name(cid + _LOCK))
+            return
+        with locked_file(image.with_name(cid + _LOCK)):
+            if mount is not None:
+                diskcopy.synced_copy(mount, image, dest)
             else:
                 diskcopy.clone(image, dest)
 
@@ -170,9 +183,13 @@ class BoxDisks:
         being copied now is left be (its copier holds the lock)."""
         with self._locked():
             for note in self.root.glob("*" + _LAYER):
-                with contextlib.suppress(OSError, ValueError):
-                    if self._mounted_at(note) and diskcopy.thaw(self._noted(note)):
-                        log.warning("thawed the disk at %s, left frozen", self._noted(note))
+                self._thaw(note)
+
+    def _thaw(self, note: Path) -> None:
+        lock = note.with_name(note.name.removesuffix(_LAYER) + _LOCK)
+        with contextlib.suppress(OSError, ValueError):
+            if self._mounted_at(note) and diskcopy.try_thaw(self._noted(note), lock):
+                log.warning("thawed the disk at %s, left frozen", self._noted(note))
 
     def ensure(self, cid: str) -> bool:
         """Mount the container's layer filesystem if it is not mounted; whether it has one."""
@@ -180,6 +197,7 @@ class BoxDisks:
         if not image.exists():
             return False
         if self._mounted_at(note):
+            self._thaw(note)  # a box left frozen would hang its start
             return True
         with self._locked():
             if image.exists() and not self._mounted_at(note):
@@ -211,7 +229,7 @@ class BoxDisks:
                     log.warning("removing the disk of container %s, which is gone", cid[:12])
                     self._release(image, image.with_name(cid + _LAYER))
             for partial in (
-                *self.root.glob("*" + _IMAGE + ".new"),
+                *self.root.glob("*" + _IMAGE + ".new*"),
                 *self.root.glob(f"{SAVED}/*/*/*{_IMAGE}.new"),
             ):
                 partial.unlink(missing_ok=True)  # a crash mid-format or mid-copy
@@ -233,7 +251,8 @@ class BoxDisks:
                 run("umount", str(self._noted(note)))
         image.unlink(missing_ok=True)
         note.unlink(missing_ok=True)
-        image.with_name(image.name.removesuffix(_IMAGE) + _ENGINE).unlink(missing_ok=True)
+        for suffix in (_ENGINE, _LOCK):
+            image.with_name(image.name.removesuffix(_IMAGE) + suffix).unlink(missing_ok=True)
 
     @staticmethod
     def _mount(image: Path, layer: Path) -> None:
@@ -259,9 +278,15 @@ def _grow(image: Path, size: int) -> None:
     The copy was taken of a mounted filesystem: its journal is replayed first."""
     with open(image, "r+b") as handle:
         handle.truncate(size)
-    checked = subprocess.run(
-        ["e2fsck", "-p", "-E", "journal_only", str(image)], capture_output=True, text=True
-    )
-    if checked.returncode not in (0, 1):  # 1: the journal was replayed
-        raise OSError(f"e2fsck {image}: {(checked.stderr or checked.stdout).strip()}")
-    run("resize2fs", "-f", str(image))
+    _bounded(["e2fsck", "-p", "-E", "journal_only", str(image)], ok=(0, 1))  # 1: replayed
+    _bounded(["resize2fs", "-f", str(image)], ok=(0,))
+
+
+def _bounded(argv: list[str], ok: tuple[int, ...]) -> None:
+    # Bounded in time: the filesystem's metadata is the box's making (through the kernel).
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_GROW_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        raise OSError(f"{argv[0]} took over {_GROW_TIMEOUT} s") from exc
+    if done.returncode not in ok:
+        raise OSError(f"{argv[0]}: {(done.stderr or done.stdout).strip()}")

@@ -9,10 +9,12 @@ it and holds every writer, so the copy is the filesystem as a clean unmount leav
 
 A freeze that outlived its copy would hang the box (and everything that waits on it), so
 it is never held by paddockd: `frozen_copy` runs this module as a program of its own,
-which freezes, copies and thaws, with a watchdog process beside it that thaws the
-filesystem after a hard time limit whatever became of the program or of paddockd (both
-killed, the box blocking in its own filesystem). The watchdog is a separate process of
-its own session, so a signal to paddockd's process group does not reach it.
+which flushes, freezes, copies and thaws, with a watchdog process beside it that thaws
+the filesystem as soon as the program exits, and from the time limit on until it does,
+whatever became of the program or of paddockd (killed; the box holding the freeze off
+with a long write in flight). The watchdog is in a session of its own and ignores the
+signals a service stop sends. Both hold the disk's lock file while they live, so no other
+copy of that disk starts meanwhile and no sweep thaws it under them (`try_thaw`).
 
 Stdlib only: it is run as a program for every snapshot.
 """
@@ -24,12 +26,13 @@ import ctypes
 import errno
 import fcntl
 import os
+import select
 import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +67,9 @@ class Usage:
     shared: int
 
 
-def clone(source: Path, dest: Path) -> None:
-    """`dest` becomes a reflink copy of `source`; it has its name only once complete."""
+def clone(source: Path, dest: Path, durable: bool = True) -> None:
+    """`dest` becomes a reflink copy of `source`; it has its name only once complete.
+    `durable`: on disk before it is named (else the caller syncs it, see `_sync`)."""
     partial = dest.with_name(dest.name + ".new")
     try:
         src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -77,7 +81,8 @@ def clone(source: Path, dest: Path) -> None:
             )
             try:
                 fcntl.ioctl(out, FICLONE, src)
-                os.fsync(out)
+                if durable:
+                    os.fsync(out)
             finally:
                 os.close(out)
         finally:
@@ -89,6 +94,14 @@ def clone(source: Path, dest: Path) -> None:
         if exc.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL):
             raise CopyFailed(exc.errno, f"{source}: no copy-on-write copies here") from exc
         raise
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def reflinks(folder: Path) -> bool:
@@ -121,40 +134,45 @@ def thaw(mount: Path) -> bool:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def _frozen(mount: Path) -> Iterator[None]:
-    fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        fcntl.ioctl(fd, FIFREEZE, 0)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):  # EINVAL: the watchdog thawed it already
-                fcntl.ioctl(fd, FITHAW, 0)
-    finally:
-        os.close(fd)
-
-
-def frozen_copy(mount: Path, source: Path, dest: Path, limit: float = FREEZE_LIMIT) -> None:
+def frozen_copy(
+    mount: Path, source: Path, dest: Path, lock: Path, limit: float = FREEZE_LIMIT
+) -> None:
     """Copy `source` (the disk mounted at `mount`) to `dest` under a freeze of at most
-    `limit` seconds, in a program of its own (see the module's docstring)."""
-    done = subprocess.run(
-        [sys.executable, "-m", _PROGRAM, "copy", *map(str, (mount, source, dest, limit))],
-        capture_output=True,
+    `limit` seconds, in a program of its own that holds `lock` (the disk's) for as long as
+    it or its watchdog lives (see the module's docstring). Waits `limit` and a little
+    more: a copier stuck past that (FIFREEZE waits for the box's writes in flight) is
+    killed and left to its watchdog, which thaws the disk the moment the freeze lands."""
+    argv = [sys.executable, "-P", "-s", "-m", _PROGRAM, "copy"]
+    proc = subprocess.Popen(
+        [*argv, *map(str, (mount, source, dest, lock, limit))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=limit + 30,
         env={k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", _FAULT)},
     )
-    if done.returncode != 0:
+    try:
+        _, err = proc.communicate(timeout=limit + 5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        threading.Thread(target=proc.wait, daemon=True).start()  # reaped when it returns
+        raise CopyFailed(
+            errno.ETIMEDOUT, f"the box's disk did not freeze within {limit:g} s"
+        ) from None
+    if proc.returncode != 0:
         with contextlib.suppress(OSError):
             dest.unlink()
-        why = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        why = (err or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         raise CopyFailed(errno.EIO, why[0])
 
 
 def synced_copy(mount: Path, source: Path, dest: Path) -> None:
     """Copy the disk mounted at `mount` of a box that is not running (nothing writes to
     it): its filesystem flushed first, no freeze needed."""
+    _syncfs(mount)
+    clone(source, dest)
+
+
+def _syncfs(mount: Path) -> None:
     fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if _libc.syncfs(fd) != 0:
@@ -162,40 +180,75 @@ def synced_copy(mount: Path, source: Path, dest: Path) -> None:
             raise OSError(code, f"syncfs {mount}: {os.strerror(code)}")
     finally:
         os.close(fd)
-    clone(source, dest)
+
+
+def try_thaw(mount: Path, lock: Path) -> bool:
+    """Thaw the disk at `mount` unless a copier (or its watchdog) holds its `lock`;
+    whether it was frozen."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return thaw(mount)
+    finally:
+        os.close(fd)
 
 
 def _watchdog(mount: Path, limit: float) -> int:
-    """A process of its own session that thaws `mount` after `limit` seconds unless it is
-    killed first; its pid."""
+    """A process of its own session, deaf to the signals a service stop sends, that thaws
+    `mount` once its parent (the copier) exits, and from `limit` seconds on every 50 ms
+    until it does (a freeze that lands late is undone at once). It shares the copier's
+    lock, so no other copy of the disk starts before it is done. Its pid."""
+    pidfd = os.pidfd_open(os.getpid())
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child only sleeps and thaws
+    if pid == 0:  # pragma: no cover - the child only waits and thaws
         code = 0
         try:
             os.setsid()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            time.sleep(limit)
-            if thaw(mount):
-                print(f"thawed {mount} after {limit:g} s", file=sys.stderr)
+            null = os.open(os.devnull, os.O_RDWR)
+            for stream in (0, 1, 2):  # paddockd reads the copier's, not its watchdog's
+                os.dup2(null, stream)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
+            if not select.select([pidfd], [], [], limit)[0]:
+                while not select.select([pidfd], [], [], 0.05)[0]:
+                    with contextlib.suppress(OSError):
+                        thaw(mount)
+            with contextlib.suppress(OSError):
+                thaw(mount)  # the copier is gone: whatever it left frozen
         except BaseException:
             code = 1
         os._exit(code)
+    os.close(pidfd)
     return pid
 
 
-def _copy_program(mount: Path, source: Path, dest: Path, limit: float) -> None:
-    guard = _watchdog(mount, limit)
+def _copy_program(mount: Path, source: Path, dest: Path, lock: Path, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    held = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    _syncfs(mount)  # most of what the box wrote goes out before the freeze: a short one
+    _watchdog(mount, limit)  # it lives on after this program: it is not waited for
+    fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fcntl.ioctl(fd, FIFREEZE, 0)
     try:
-        with _frozen(mount):
-            if os.environ.get(_FAULT) == "snapshot.frozen":
-                # The fault suite's worst case: the copier dies with the freeze held.
-                os.kill(os.getpid(), signal.SIGKILL)
-            clone(source, dest)
+        if os.environ.get(_FAULT) == "snapshot.frozen":
+            # The fault suite's worst case: the copier dies with the freeze held.
+            os.kill(os.getpid(), signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise CopyFailed(errno.ETIMEDOUT, f"the disk took over {limit:g} s to freeze")
+        clone(source, dest, durable=False)
     finally:
-        with contextlib.suppress(OSError):
-            os.kill(guard, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.waitpid(guard, 0)
+        try:
+            fcntl.ioctl(fd, FITHAW, 0)
+        except OSError as exc:
+            # Thawed already: by the watchdog, so the copy may not be of one moment.
+            with contextlib.suppress(OSError):
+                dest.unlink()
+            raise CopyFailed(errno.ETIMEDOUT, f"the freeze outlasted {limit:g} s") from exc
+    _sync(dest)
 
 
 def usage(path: Path) -> Usage:
@@ -227,14 +280,15 @@ def usage(path: Path) -> Usage:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 5 and argv[0] == "copy":
+    if len(argv) == 6 and argv[0] == "copy":
         try:
-            _copy_program(Path(argv[1]), Path(argv[2]), Path(argv[3]), float(argv[4]))
+            paths = [Path(a) for a in argv[1:5]]
+            _copy_program(paths[0], paths[1], paths[2], paths[3], float(argv[5]))
         except OSError as exc:
             print(f"copying {argv[2]}: {exc.strerror or exc}", file=sys.stderr)
             return 1
         return 0
-    print(f"usage: python -m {_PROGRAM} copy MOUNT SOURCE DEST LIMIT", file=sys.stderr)
+    print(f"usage: python -m {_PROGRAM} copy MOUNT SOURCE DEST LOCK LIMIT", file=sys.stderr)
     return 2
 
 

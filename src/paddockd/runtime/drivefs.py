@@ -61,7 +61,14 @@ def mounted() -> set[str]:
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """Hold `folder`'s lock file: one change at a time to what is in it, across processes."""
-    fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with locked_file(folder / _LOCK):
+        yield
+
+
+@contextlib.contextmanager
+def locked_file(path: Path) -> Iterator[None]:
+    """Hold the lock file at `path` (made if missing), across processes."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

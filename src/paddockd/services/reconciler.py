@@ -15,6 +15,7 @@ import secrets
 import shutil
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import anyio.to_thread
 from .. import faults
 from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState, Desired
-from ..domain.errors import InvalidState, PaddockError, SnapshotTooLarge
+from ..domain.errors import Conflict, InvalidState, NotFound, PaddockError, SnapshotTooLarge
 from ..domain.snapshot import Snapshot, SnapshotKind, parse_drive
 from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime.base import (
@@ -45,8 +46,9 @@ SNAPSHOT_REPO = "paddock-snapshots/{box_id}"
 
 
 def disk_key(box_id: str, seq: int) -> str:
-    """The saved disk of a box's snapshot `seq` (runtime/base.py `save_disk`)."""
-    return f"{box_id}/{seq}"
+    """A new saved disk for a box's snapshot `seq` (runtime/base.py `save_disk`). Never
+    one a deleted snapshot had: a removal still under way must not take a new copy."""
+    return f"{box_id}/{seq}r{secrets.token_hex(4)}"
 
 
 def _current(snap: Snapshot) -> dict[str, str | None]:
@@ -118,7 +120,11 @@ class Reconciler:
             running = [
                 info
                 for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
-                if info.running and info.ip and info.box_id in boxes
+                if info.running
+                and info.ip
+                and info.box_id in boxes
+                # A restore's old container, going: its box's rules are the new one's.
+                and info.id not in self._retiring
             ]
             enforced = [
                 BoxAddress(i.box_id, i.ip, boxes[i.box_id].network, i.id, i.mac) for i in running
@@ -377,6 +383,22 @@ class Reconciler:
         finally:
             self.committing.discard(key)
 
+    async def remove_snapshot(self, box_id: str, seq: int) -> None:
+        """Delete a snapshot, under the box's lock (a restore to it cannot slip between
+        the check and the removal): never the one the box's files stand on."""
+        async with self._locks[box_id]:
+            box = await self._repo.get(box_id)
+            snap = next((s for s in await self._repo.snapshots(box_id) if s.seq == seq), None)
+            if box is None or snap is None:
+                raise NotFound("the snapshot was deleted meanwhile")
+            if snap.holds(box) or (snap.disk is None and snap.image == box.image):
+                raise Conflict(
+                    f"snapshot {snap.seq} holds box {box.name}'s current files; "
+                    "take a newer snapshot or restore another one first"
+                )
+            await self._repo.delete_snapshot(box_id, seq)
+            await self.forget(snap)
+
     async def forget(self, snap: Snapshot) -> None:
         """Remove what holds a snapshot's files (its row is the caller's): its disk copy,
         or its image unless a box stands on it."""
@@ -542,10 +564,11 @@ class Reconciler:
             try:
                 await self._rt.copy_disk(disk, key)
                 snap = Snapshot(box.id, 1, image, "fork", self._now(), 0, None, disk=key)
-                await self._repo.add_snapshot(snap)
+                # One write: a fork whose row named no disk would come up empty.
+                await self._repo.add_snapshot(snap, current=True)
             finally:
                 self.committing.discard(key)
-            return await self._save(box, **_current(snap))
+            return replace(box, current_snapshot=snap.image, current_disk=snap.disk)
 
     async def rebase(self, box_id: str, snap: Snapshot) -> Box | None:
         """Throw the box's container away and recreate it from `snap` (restore)."""
@@ -630,6 +653,15 @@ class Reconciler:
         for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
             if info.labels.get(LABEL_POOL) and info.box_id not in known:
                 continue  # the warm pool's (it adopts or removes them), or just claimed
+            if info.box_id in known and info.id not in self._retiring:
+                owner = await self._repo.get(info.box_id)
+                if owner is not None and owner.container_id not in (None, info.id):
+                    # A restore's old container whose removal a crash or a failure cut
+                    # short: aside first, so its removal leaves the box's run folder be.
+                    log.warning("removing container %s, replaced by a restore", info.id[:12])
+                    await self._rt.retire(info.id)
+                    await self._rt.remove(info.id)
+                continue
             # Reread: a box created after the listing above is not an orphan.
             if info.box_id not in known and await self._repo.get(info.box_id) is None:
                 log.warning("removing orphan container %s (box %s)", info.id[:12], info.box_id)

@@ -21,8 +21,14 @@ MAX_FORKS = 100  # in one call; capacity is the real bound
 
 class SnapshotService:
     def __init__(
-        self, repo: BoxRepository, runtime: Runtime, reconciler: Reconciler, boxes: BoxService
+        self,
+        repo: BoxRepository,
+        runtime: Runtime,
+        reconciler: Reconciler,
+        boxes: BoxService,
+        limit: int = 50,
     ) -> None:
+        self._limit = limit
         self._repo = repo
         self._rt = runtime
         self._reconciler = reconciler
@@ -48,9 +54,15 @@ class SnapshotService:
         """Snapshot a box now; a running box is paused only while its layer is written."""
         box = await self._boxes.resolve(ref, caller)
         self._boxes.capacity.check_disk("a snapshot")
+        snaps = await self._repo.snapshots(box.id)
+        if len(snaps) >= self._limit:
+            raise Conflict(
+                f"box {box.name} has {len(snaps)} snapshots, the most a box keeps here; "
+                f"delete some first (`paddock snapshots rm {box.name} ID`)"
+            )
         if label is not None:
             validate_label(label)
-            if any(s.label == label for s in await self._repo.snapshots(box.id)):
+            if any(s.label == label for s in snaps):
                 raise Conflict(f"box {box.name} already has a snapshot labelled {label!r}")
         return await self._reconciler.snapshot(box.id, "live", label)
 
@@ -69,13 +81,7 @@ class SnapshotService:
                 f"snapshot {snap.seq} of {box.name} is the base of box(es) {', '.join(users)}",
                 details={"boxes": users},
             )
-        if snap.holds(box) or (snap.disk is None and snap.image == box.image):
-            raise Conflict(
-                f"snapshot {snap.seq} holds box {box.name}'s current files; "
-                "take a newer snapshot or restore another one first"
-            )
-        await self._repo.delete_snapshot(box.id, snap.seq)
-        await self._reconciler.forget(snap)
+        await self._reconciler.remove_snapshot(box.id, snap.seq)
 
     async def restore(self, ref: str, snap_ref: str, caller: User | None = None) -> Box:
         """Rewind the box's filesystem to a snapshot. Name, type, TTL, drives (and their

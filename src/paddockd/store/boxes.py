@@ -130,7 +130,8 @@ class BoxRepository:
         await self._db.run(work)
         self._changed(box_id)
 
-    async def add_snapshot(self, snap: Snapshot) -> None:
+    async def add_snapshot(self, snap: Snapshot, current: bool = False) -> None:
+        """`current`: it is what the box's container is (re)made from, in the same write."""
         row = {
             "box_id": snap.box_id,
             "seq": snap.seq,
@@ -141,7 +142,17 @@ class BoxRepository:
             "size": snap.size,
             "disk": snap.disk,
         }
-        await self._db.run(lambda conn: conn.execute(snapshots.insert().values(**row)))
+
+        def work(conn: Connection) -> None:
+            conn.execute(snapshots.insert().values(**row))
+            if current:
+                conn.execute(
+                    boxes.update()
+                    .where(boxes.c.id == snap.box_id)
+                    .values(current_snapshot=snap.image, current_disk=snap.disk)
+                )
+
+        await self._db.run(work)
         self._changed(snap.box_id)
 
     async def snapshots(self, box_id: str) -> list[Snapshot]:

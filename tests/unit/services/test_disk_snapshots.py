@@ -36,7 +36,8 @@ async def test_a_snapshot_is_a_copy_of_the_disk_over_the_containers_image(
     w = copying
     box = await w.boxes.create("b", None, None, None)
     snap = await w.services.snapshots.take("b", "one")
-    assert snap.disk == f"{box.id}/1" and w.runtime.saved[snap.disk] == box.container_id
+    assert (snap.disk or "").startswith(f"{box.id}/1r")  # never a deleted one's name again
+    assert w.runtime.saved[snap.disk or ""] == box.container_id
     assert snap.image == "sha256:paddock-box:latest"  # the image by id, not by tag
     now = await w.boxes.resolve("b")
     assert (now.current_disk, now.current_snapshot) == (snap.disk, snap.image)
@@ -71,13 +72,13 @@ async def test_forks_get_copies_of_their_own_and_the_source_keeps_nothing(
     assert await w.repo.snapshots(src.id) == []  # no snapshot left on the source
     for fork in forks:
         (own,) = await w.repo.snapshots(fork.id)
-        assert (own.kind, own.disk) == ("fork", f"{fork.id}/1")
+        assert own.kind == "fork" and (own.disk or "").startswith(f"{fork.id}/1r")
         assert _spec(w, fork.container_id).disk == own.disk
     # Only the forks' own copies are left: the one taken of the source went.
-    assert sorted(w.runtime.saved) == sorted(f"{f.id}/1" for f in forks)
+    assert sorted(k.split("/")[0] for k in w.runtime.saved) == sorted(f.id for f in forks)
     await w.boxes.delete("f-2", force=True)
     await w.reconciler.drain()
-    assert f"{forks[1].id}/1" not in w.runtime.saved
+    assert not [k for k in w.runtime.saved if k.startswith(forks[1].id)]
 
 
 async def test_many_forks_are_all_or_nothing(copying: World) -> None:
@@ -125,6 +126,16 @@ async def test_the_sweep_drops_copies_no_row_names(copying: World) -> None:
     w.runtime.saved["forks/def"] = box.container_id or ""  # being made now
     await w.reconciler.reconcile_all()
     assert sorted(w.runtime.saved) == sorted([snap.disk or "", "forks/def"])
+
+
+async def test_a_box_keeps_at_most_its_limit_of_snapshots(copying: World) -> None:
+    w = copying
+    w.services.snapshots._limit = 2
+    await w.boxes.create("b", None, None, None)
+    await w.services.snapshots.take("b", None)
+    await w.services.snapshots.take("b", None)
+    with pytest.raises(Conflict, match="2 snapshots, the most a box keeps"):
+        await w.services.snapshots.take("b", None)
 
 
 async def test_a_lost_container_comes_back_from_its_copy(copying: World) -> None:

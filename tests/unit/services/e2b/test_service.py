@@ -17,8 +17,9 @@ async def test_each_fork_succeeds_or_fails_on_its_own(world: World) -> None:
     src = await e2b.create(caller, "base", 600, {"k": "v"}, {"E": "1"}, None, None)
     # The fake server has room for three small boxes: the source and two forks.
     made = await e2b.fork(caller, src.box.id, 60, 3)
-    assert isinstance(made[2], CapacityExceeded)
-    forks = [m for m in made[:2] if not isinstance(m, Exception)]
+    # Made side by side: which one finds the server full is the race's.
+    assert sum(isinstance(m, CapacityExceeded) for m in made) == 1
+    forks = [m for m in made if not isinstance(m, Exception)]
     assert len(forks) == 2
     for f in forks:
         assert (f.extras.metadata, f.extras.env_vars) == ({"k": "v"}, {"E": "1"})

@@ -7,6 +7,7 @@ import re
 import secrets
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from .errors import InvalidRequest, InvalidState
 from .network import NetworkPolicy
@@ -88,6 +89,28 @@ class Box:
     disk_mb: int = 0  # from its type; enforced where the engine's filesystem has quotas
     owner_id: str | None = None  # the user whose box it is; None: the owner's
     idle_stop: int = 0  # seconds without use after which it stops (0: never)
+
+    @classmethod
+    def of_type(
+        cls, box_id: str, name: str, box_type: BoxType, image: str, now: datetime, **rest: Any
+    ) -> Box:
+        """A new box of `box_type`, not made yet (`rest`: any other field)."""
+        return cls(
+            id=box_id,
+            name=name,
+            type=box_type.name,
+            image=image,
+            state=BoxState.CREATING,
+            desired=Desired.RUNNING,
+            created_at=now,
+            ttl=0,
+            ttl_action=TtlAction.STOP,
+            cpus=box_type.cpus,
+            memory_mb=box_type.memory_mb,
+            pids=box_type.pids,
+            disk_mb=box_type.disk_mb,
+            **rest,
+        )
 
     @property
     def source_image(self) -> str:

@@ -744,20 +744,7 @@ class _InUse(ExecWrapper):
 
 
 def _planned(box_id: str, name: str, box_type: BoxType, caller: User | None) -> Box:
-    """A box `admissible` counts as made already, to admit the next one beside it."""
-    return Box(
-        id=box_id,
-        name=name,
-        type=box_type.name,
-        image="",
-        state=BoxState.CREATING,
-        desired=Desired.RUNNING,
-        created_at=datetime.now(timezone.utc),
-        ttl=0,
-        ttl_action=TtlAction.STOP,
-        cpus=box_type.cpus,
-        memory_mb=box_type.memory_mb,
-        pids=box_type.pids,
-        disk_mb=box_type.disk_mb,
-        owner_id=caller.stored_id if caller else None,
-    )
+    """A box `admissible` counts as made already, to admit the next one beside it (no
+    image: `_when_full` names none of these)."""
+    owner = caller.stored_id if caller else None
+    return Box.of_type(box_id, name, box_type, "", datetime.now(timezone.utc), owner_id=owner)

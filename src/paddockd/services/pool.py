@@ -34,7 +34,7 @@ from typing import Any
 
 from paddock.wire.models import PoolStatus, PoolTypeStatus
 
-from ..domain.box import Box, BoxState, BoxType, Desired, TtlAction, new_box_id
+from ..domain.box import Box, BoxType, new_box_id
 from ..domain.errors import PaddockError, StorageLow
 from ..runtime.base import (
     LABEL_INSTANCE,
@@ -351,21 +351,7 @@ class WarmPool:
         """Make the box reserved as `box_id`; ready unless its room was taken meanwhile."""
         key = pool_key(box_type, engine.profile)
         # Named by its id: the claim gives it its name.
-        box = Box(
-            id=box_id,
-            name=box_id,
-            type=box_type.name,
-            image=self._image,
-            state=BoxState.CREATING,
-            desired=Desired.RUNNING,
-            created_at=self._now(),
-            ttl=0,
-            ttl_action=TtlAction.STOP,
-            cpus=box_type.cpus,
-            memory_mb=box_type.memory_mb,
-            pids=box_type.pids,
-            disk_mb=box_type.disk_mb,
-        )
+        box = Box.of_type(box_id, box_id, box_type, self._image, self._now())
         try:
             info = await self._reconciler.create_pooled(
                 box, {LABEL_POOL: box_type.name, LABEL_POOL_KEY: key}

@@ -281,6 +281,15 @@ describe(
       await c.exec(BOX, "echo three > /config/state.txt");
       assert.equal((await c.exec(FORK, "cat /config/state.txt")).stdout, "one\n");
       await c.deleteBox(FORK, { force: true });
+      const many = await c.forkBoxes(BOX, 2, { namePrefix: FORK });
+      assert.deepEqual(
+        many.map((b) => b.name),
+        [`${FORK}-1`, `${FORK}-2`],
+      );
+      for (const b of many) {
+        assert.equal((await c.exec(b.name, "cat /config/state.txt")).stdout, "three\n");
+        await c.deleteBox(b.name, { force: true });
+      }
     });
 
     test("desktop: a PNG screenshot, input, a link, a program on the desktop", async () => {

@@ -118,16 +118,19 @@ class E2BService:
             raise Unauthorized("the API key was not accepted (wrong, or revoked)")
         return user
 
-    async def _template(self, caller: User, template: str) -> tuple[str | None, str | None]:
-        """(box type, image) a template names: `base` is the server's default box, another
-        name a box type, `BOX:SEQ` one of the caller's snapshots (its box's type)."""
+    async def _template(
+        self, caller: User, template: str
+    ) -> tuple[str | None, str | None, str | None]:
+        """(box type, image, saved disk) a template names: `base` is the server's default
+        box, another name a box type, `BOX:SEQ` one of the caller's snapshots (its box's
+        type; its disk, where snapshots are copies of one)."""
         if template == DEFAULT_TEMPLATE:
-            return None, None
+            return None, None, None
         if template in self._cfg.types:
-            return template, None
+            return template, None, None
         if parse_snapshot_id(template) is not None:
             box, snap = await self.snapshots.find(caller, template)
-            return box.type, snap.image
+            return box.type, snap.image, snap.disk
         known = ", ".join([DEFAULT_TEMPLATE, *sorted(self._cfg.types)])
         raise NotFound(
             f"template {template!r} not found; templates here: {known}, or a snapshot id"
@@ -149,7 +152,7 @@ class E2BService:
         for key, value in env_vars.items():
             if not key.isidentifier() or "\x00" in value:
                 raise InvalidRequest(f"invalid environment variable {key!r}")
-        type_name, image = await self._template(caller, template)
+        type_name, image, disk = await self._template(caller, template)
         net = network_policy(allow_internet_access, network)
         box = await self._boxes.create(
             None,
@@ -161,6 +164,7 @@ class E2BService:
             image=image,
             network=net,
             caller=caller,
+            disk=disk,
         )
         extras = SandboxExtras(box.id, template, dict(metadata), dict(env_vars))
         await self._repo.put(extras)

@@ -173,11 +173,6 @@ class BoxDisks:
     def saved_usage(self, key: str) -> diskcopy.Usage:
         return diskcopy.usage(self.saved(key))
 
-    def usage(self, cid: str) -> diskcopy.Usage | None:
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            return diskcopy.usage(self._paths(cid)[0])
-        return None
-
     def thaw_idle(self) -> None:
         """Thaw every layer left frozen (a copier and its watchdog both killed); a layer
         being copied now is left be (its copier holds the lock)."""

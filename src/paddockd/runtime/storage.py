@@ -139,10 +139,11 @@ class BoxStorage:
     def disk_usage(self, keys: list[str]) -> dict[str, diskcopy.Usage]:
         disks = self._box_disks()
         found: dict[str, diskcopy.Usage] = {}
+        if disks is None:
+            return found
         for key in keys:
-            with contextlib.suppress(OSError, ValueError):
-                if disks is not None:
-                    found[key] = disks.saved_usage(key)
+            with contextlib.suppress(OSError, ValueError):  # removed meanwhile: not shown
+                found[key] = disks.saved_usage(key)
         return found
 
     def give_disk(self, cid: str, size: int, source: str | None = None) -> None:

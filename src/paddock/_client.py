@@ -82,6 +82,18 @@ if TYPE_CHECKING:
     BoxEvent = tuple[str, Any]
 
 
+BOX_FILE_TYPE = "application/vnd.paddock.box+zstd"
+
+
+def _file_chunks(source: str | Path, progress: Progress | None) -> Iterator[bytes]:
+    """A local file's bytes as a request body, read as it is sent."""
+    with open(source, "rb") as f:
+        while chunk := f.read(1 << 20):
+            yield chunk
+            if progress is not None:
+                progress(len(chunk))
+
+
 class _Request:
     __slots__ = ("body", "content_type", "json", "method", "params", "path", "slow", "untimed")
 
@@ -515,15 +527,18 @@ class _Base:
         allow: Sequence[str] | None = None,
         agent: str | None = None,
         idle_stop: int | None = None,
+        keep: int | None = None,
     ) -> Call[Box]:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
         created if they do not exist. `network`: allow-all, deny-all or allowlist (with
         `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
         agent for `prompt`. `idle_stop`: seconds without use after which it stops (0:
-        never; None: the server's default)."""
+        never; None: the server's default). `keep`: the stop snapshots it keeps, newest
+        first (None: the server's retention)."""
         body = {
             "agent": agent,
             "idle_stop": idle_stop,
+            "keep": keep,
             "name": name,
             "type": box_type,
             "ttl": ttl,
@@ -1078,10 +1093,63 @@ class _Base:
         it: a file as it is, a folder as a zip (or `archive="tar"`) holding only what stays
         inside it (links leading out, devices and fifos are left out). Replaces an
         existing `dest` only with `force`."""
-        import os
-
         if archive not in ("zip", "tar"):
             raise InvalidRequest(f"archive is zip or tar, not {archive!r}")
+        params = {"path": src, "format": archive}
+        req = _Request("GET", _box(box) + "/files/download", params, untimed=True)
+        saved: Path = yield _Sink(req, self._saver(dest, force))
+        return saved
+
+    @operation
+    def export_box(
+        self,
+        box: str,
+        dest: str | Path,
+        *,
+        snapshot: str | int | None = None,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> Steps[Path]:
+        """Write the box's files and settings (or those of its `snapshot`) to the one file
+        `dest`, which `import_box` makes a box of, here or on another server. A running box
+        keeps running (its disk is copied under a freeze of milliseconds). Replaces an
+        existing `dest` only with `force`. `progress(n)` is told of each n bytes written."""
+        params = {"snapshot": str(snapshot)} if snapshot is not None else None
+        req = _Request("GET", _box(box) + "/export", params, untimed=True)
+        saved: Path = yield _Sink(req, self._saver(dest, force, progress))
+        return saved
+
+    @operation
+    def import_box(
+        self,
+        source: str | Path,
+        *,
+        name: str | None = None,
+        box_type: str | None = None,
+        rebase: bool = False,
+        progress: Progress | None = None,
+    ) -> Call[Box]:
+        """Make a new box of a box file from `export_box`, and start it: named `name`, of
+        type `box_type` (default: the exported box's). `rebase`: lay its files over this
+        server's box image when the one they were made over is not here. A damaged or
+        cut file is refused (`bad_archive`) and leaves nothing. `progress(n)` is told of
+        each n bytes sent."""
+        params = {"name": name, "type": box_type, "rebase": "true" if rebase else None}
+        query = {k: v for k, v in params.items() if v is not None}
+        if not os.path.isfile(source):
+            raise InvalidRequest(f"{source}: no such file")
+        body = _file_chunks(source, progress)
+        req = _Request(
+            "POST", "/v1/imports", query, body=body, content_type=BOX_FILE_TYPE, slow=True
+        )
+        return Call(req, _model("Box"))
+
+    def _saver(
+        self, dest: str | Path, force: bool, progress: Progress | None = None
+    ) -> Callable[[dict[str, str], Iterator[bytes]], Path]:
+        """A sink's consumer that writes the answer to `dest` whole or not at all."""
+        import os
+
         target, partial = self._download_target(dest, force)
 
         def save(headers: dict[str, str], chunks: Iterator[bytes]) -> Path:
@@ -1089,15 +1157,14 @@ class _Base:
                 with open(partial, "wb") as f:
                     for chunk in chunks:
                         f.write(chunk)
+                        if progress is not None:
+                            progress(len(chunk))
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
             return target
 
-        params = {"path": src, "format": archive}
-        req = _Request("GET", _box(box) + "/files/download", params, untimed=True)
-        saved: Path = yield _Sink(req, save)
-        return saved
+        return save
 
     @operation
     def stat(self, box: str, path: str) -> Call[dict[str, Any]]:

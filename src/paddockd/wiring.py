@@ -43,6 +43,7 @@ from .services.files import FileService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
 from .services.pool import WarmPool
+from .services.portable import PortableService
 from .services.previews import PreviewService
 from .services.reaper import Reaper
 from .services.reconciler import Reconciler
@@ -220,6 +221,7 @@ def wire(
         events=EventService(changes, boxes),
         terminals=TerminalService(boxes),
         files=FileService(boxes),
+        portable=PortableService(runtime, reconciler, boxes, snapshots, cfg.image.name),
         e2b=E2BService(
             cfg,
             boxes,

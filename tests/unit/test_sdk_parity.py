@@ -37,6 +37,8 @@ OPERATIONS = {
     ("GET", "/v1/boxes/{ref}/files/stat"): "stat",
     ("GET", "/v1/boxes/{ref}/files/list"): "list_files",
     ("GET", "/v1/boxes/{ref}/files/download"): "download",
+    ("GET", "/v1/boxes/{ref}/export"): "export_box",
+    ("POST", "/v1/imports"): "import_box",
     ("POST", "/v1/boxes/{ref}/fork"): "fork_box",
     ("POST", "/v1/boxes/{ref}/forks"): "fork_boxes",
     ("POST", "/v1/boxes/{ref}/restore"): "restore_box",

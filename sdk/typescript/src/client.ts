@@ -3,7 +3,7 @@
  * is `http.ts`'s job, archives `push.ts`'s and `pull.ts`'s. */
 
 import type { IncomingMessage } from "node:http";
-import { createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream } from "node:fs";
 import { lstat, realpath, rename, rm } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -726,16 +726,62 @@ export class Client {
     const archive = options.archive ?? "zip";
     if (archive !== "zip" && archive !== "tar")
       throw new InvalidRequest(`archive is zip or tar, not ${JSON.stringify(archive)}`);
-    const there = await lstat(dest).catch(() => null);
-    if (there?.isDirectory())
-      throw new InvalidRequest(`${dest} is a folder: give the file to write`);
-    if (there && !options.force) throw new Conflict(`${dest} exists (force: true replaces it)`);
-    const res = await this.#http.open({
+    return this.#saveTo(dest, options.force ?? false, {
       method: "GET",
       path: `${this.#box(box)}/files/download`,
       query: { path: src, format: archive },
       wait: "stream",
     });
+  }
+
+  /** Write the box's files and settings (or those of its `snapshot`) to the one file `dest`,
+   * which `importBox` makes a box of, here or on another server. A running box keeps running
+   * (its disk is copied under a freeze of milliseconds). Replaces `dest` only with `force`. */
+  async exportBox(
+    box: string,
+    dest: string,
+    options: { snapshot?: string | number; force?: boolean } = {},
+  ): Promise<string> {
+    const snapshot = options.snapshot === undefined ? undefined : String(options.snapshot);
+    return this.#saveTo(dest, options.force ?? false, {
+      method: "GET",
+      path: `${this.#box(box)}/export`,
+      query: { snapshot },
+      wait: "stream",
+    });
+  }
+
+  /** Make a new box of a file from `exportBox` and start it: named `name`, of `type` (default:
+   * the exported box's). `rebase`: lay its files over this server's box image when the one
+   * they were made over is not here. A damaged or cut file is refused (`bad_archive`) and
+   * leaves nothing. */
+  async importBox(
+    source: string,
+    options: { name?: string; type?: string; rebase?: boolean } = {},
+  ): Promise<Box> {
+    const there = await lstat(source).catch(() => null);
+    if (!there?.isFile()) throw new InvalidRequest(`${source}: no such file`);
+    return this.#call({
+      method: "POST",
+      path: "/v1/imports",
+      query: {
+        name: options.name,
+        type: options.type,
+        rebase: options.rebase ? "true" : undefined,
+      },
+      body: createReadStream(source) as AsyncIterable<Buffer>,
+      contentType: "application/vnd.paddock.box+zstd",
+      wait: "slow",
+    });
+  }
+
+  /** The answer to `req`, written to `dest` whole or not at all. */
+  async #saveTo(dest: string, force: boolean, req: Request): Promise<string> {
+    const there = await lstat(dest).catch(() => null);
+    if (there?.isDirectory())
+      throw new InvalidRequest(`${dest} is a folder: give the file to write`);
+    if (there && !force) throw new Conflict(`${dest} exists (force: true replaces it)`);
+    const res = await this.#http.open(req);
     const partial = join(dirname(dest), `.${basename(dest)}.${process.pid}.part`);
     try {
       await pipeline(Readable.from(chunks(res)), createWriteStream(partial));

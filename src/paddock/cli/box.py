@@ -23,7 +23,7 @@ _ttl = seconds_arg("TTL", " (0: no limit)")
 
 def _count(text: str) -> int:
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of lines")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
     return int(text)
 
 
@@ -55,6 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--ttl-action",
         choices=["stop", "delete"],
         help="what the TTL does (default: stop, snapshot kept)",
+    )
+    p.add_argument(
+        "--keep",
+        type=_count,
+        metavar="N",
+        help="keep the newest N stop snapshots (each stop takes one); default: the "
+        "server's snapshot_retention",
     )
     p.add_argument(
         "--name", help="box name (lowercase letters, digits, hyphens); generated if absent"
@@ -196,7 +203,7 @@ def _print_box(box: Box, as_json: bool) -> None:
         ("created", since(box.created_at)),
         ("expires", _expiry(box)),
         ("ttl", duration(box.ttl) if box.ttl else "none"),
-        ("snapshots", str(box.snapshots)),
+        ("snapshots", str(box.snapshots) + (f" (keeps {box.keep} from stops)" if box.keep else "")),
         ("profile", box.profile),
         ("image", box.image),
     ]
@@ -234,6 +241,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             allow=args.allow,
             agent=args.agent,
             idle_stop=args.idle_stop,
+            keep=args.keep,
         )
         for provider in args.auth:
             c.attach_credential(box.name, provider)

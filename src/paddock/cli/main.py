@@ -41,6 +41,7 @@ COMMANDS = {
     **dict.fromkeys(["exec", "shell"], "execs"),
     **dict.fromkeys(["push", "pull", "cp"], "files"),
     **dict.fromkeys(["snapshot", "snapshots", "restore", "fork"], "snapshot"),
+    **dict.fromkeys(["export", "import"], "portable"),
     "drive": "drive",
     "host": "host",
     "network": "network",

@@ -59,6 +59,8 @@ class BoxCreate:
     # Seconds without use (no exec, session, viewer, run or preview traffic) after which
     # the box stops, its files kept; 0: never; absent: the server's default.
     idle_stop: int | None = None
+    # Automatic (stop) snapshots the box keeps, newest first; absent: the server's.
+    keep: int | None = None
 
 
 @dataclass
@@ -207,6 +209,7 @@ class Box:
     owner: str | None = None  # the username whose box it is
     mine: bool = True  # whether it is the caller's own (the owner also sees others')
     idle_stop: int = 0  # seconds without use before it stops (0: never)
+    keep: int | None = None  # stop snapshots it keeps (None: the server's retention)
 
 
 @dataclass

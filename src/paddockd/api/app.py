@@ -31,6 +31,7 @@ from .routes import (
     images,
     members,
     network,
+    portable,
     previews,
     runs,
     snapshots,
@@ -105,6 +106,7 @@ def create_app(
         runs,
         stats,
         previews,
+        portable,
     )
     for router in (members.router, members.admin, *(m.router for m in modules)):
         _mark_owner_only(router)
@@ -124,10 +126,11 @@ def create_app(
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")
     app.mount("/desktop/novnc", StaticFiles(directory=novnc, check_dir=False), name="novnc")
     # The last added runs first: the token is checked before the body is even counted.
+    streamed = (files.push_files, portable.import_box)  # they read their bodies as streams
     uploads = [
         (method, API + route.path)
-        for route in files.router.routes
-        if isinstance(route, APIRoute) and route.endpoint is files.push_files
+        for route in (*files.router.routes, *portable.router.routes)
+        if isinstance(route, APIRoute) and route.endpoint in streamed
         for method in route.methods or ()
     ]
     app.add_middleware(BodyLimit, limit=MAX_JSON_BODY, streaming=uploads)

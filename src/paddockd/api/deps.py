@@ -24,6 +24,7 @@ from ..services.egress import EgressService
 from ..services.events import EventService
 from ..services.files import FileService
 from ..services.members import MemberService, TokenService
+from ..services.portable import PortableService
 from ..services.previews import PreviewService
 from ..services.runs import RunService
 from ..services.snapshots import SnapshotService
@@ -56,6 +57,7 @@ class Services:
     events: EventService
     terminals: TerminalService
     files: FileService
+    portable: PortableService
     e2b: E2BService | None = None
 
 

@@ -89,6 +89,7 @@ class Box:
     disk_mb: int = 0  # from its type; enforced where the engine's filesystem has quotas
     owner_id: str | None = None  # the user whose box it is; None: the owner's
     idle_stop: int = 0  # seconds without use after which it stops (0: never)
+    keep: int | None = None  # stop snapshots it keeps; None: the server's retention
 
     @classmethod
     def of_type(
@@ -150,6 +151,13 @@ def validate_idle_stop(seconds: int) -> int:
             f"an idle stop is 60 s to {MAX_IDLE_STOP // 86400} days without use (0: never)"
         )
     return seconds
+
+
+def validate_keep(keep: int | None, limit: int) -> int | None:
+    """Stop snapshots a box keeps: 1 to the most snapshots a box may have."""
+    if keep is not None and not 1 <= keep <= limit:
+        raise InvalidRequest(f"a box keeps 1 to {limit} stop snapshots")
+    return keep
 
 
 def new_box_id() -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -224,6 +224,31 @@ class ExecWrapper:
         await self._proc.close()
 
 
+class DiskSource(Protocol):
+    """A saved disk's bytes, for an export; blocking (a worker thread's)."""
+
+    size: int
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of its data, in order; holes are left out."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class DiskSink(Protocol):
+    """A saved disk being written, for an import; blocking (a worker thread's). It has
+    its name, and is a disk others may copy, only once committed."""
+
+    def write(self, offset: int, data: bytes) -> None: ...
+
+    def commit(self) -> None:
+        """ValueError if what was written is not a disk this server could have made."""
+        ...
+
+    def abort(self) -> None: ...
+
+
 class Runtime(Protocol):
     async def info(self) -> EngineInfo: ...
 
@@ -312,6 +337,14 @@ class Runtime(Protocol):
 
     async def disk_usage(self, keys: list[str]) -> dict[str, DiskUsage]:
         """Each saved disk's bytes: its own, and those it shares with other copies."""
+        ...
+
+    async def open_disk(self, key: str) -> DiskSource:
+        """The saved disk `key`'s bytes, readable to the end even if it is removed."""
+        ...
+
+    async def new_disk(self, key: str, size: int) -> DiskSink:
+        """A saved disk `key` of `size` bytes to write (an import)."""
         ...
 
     async def create_volume(

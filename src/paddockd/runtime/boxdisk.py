@@ -24,11 +24,12 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import diskcopy
+from . import diskcopy, diskfile
 from .drivefs import KEEP_SPARSE, locked, locked_file, make_ext4, run
 
 log = logging.getLogger("paddockd.disks")
@@ -87,6 +88,17 @@ class BoxDisks:
         if not _KEY.fullmatch(key) or not _INSTANCE.fullmatch(self.instance):
             raise ValueError(f"not a saved disk's name: {self.instance}:{key!r}")
         return self.root / SAVED / self.instance / (key + _IMAGE)
+
+    def open_saved(self, key: str) -> diskfile.DiskReader:
+        return diskfile.DiskReader(self.saved(key))
+
+    def receive(self, key: str, size: int) -> diskfile.DiskWriter:
+        """A new saved disk `key`, written by the caller (an import)."""
+        dest = self.saved(key)
+        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if dest.exists():
+            raise FileExistsError(f"saved disk {key} exists")
+        return diskfile.DiskWriter(dest, size)
 
     def attach(self, cid: str, upper_dir: str, size: int, source: str | None = None) -> None:
         """Give a container that has not run yet its own filesystem of `size` bytes: a new
@@ -211,11 +223,12 @@ class BoxDisks:
         with self._locked():
             self._release(image, note)
 
-    def sweep(self, containers: Callable[[], Iterable[str]]) -> None:
+    def sweep(self, containers: Callable[[], Iterable[str]], min_age: float = 600.0) -> None:
         """Drop the filesystems of containers the engine no longer has (a crash between a
         removal and its release). `containers` lists every container id the engine has; it
         is called under the lock, so no filesystem can be made between the listing and
-        the sweep (one made after a listing would look orphaned)."""
+        the sweep (one made after a listing would look orphaned). A saved disk's partial
+        copy goes once it is `min_age` seconds old: copies run outside this lock."""
         with self._locked():
             keep = set(containers())
             for image in self.root.glob("*" + _IMAGE):
@@ -223,11 +236,13 @@ class BoxDisks:
                 if cid not in keep and _CID.fullmatch(cid):
                     log.warning("removing the disk of container %s, which is gone", cid[:12])
                     self._release(image, image.with_name(cid + _LAYER))
-            for partial in (
-                *self.root.glob("*" + _IMAGE + ".new*"),
-                *self.root.glob(f"{SAVED}/*/*/*{_IMAGE}.new"),
-            ):
-                partial.unlink(missing_ok=True)  # a crash mid-format or mid-copy
+            for partial in self.root.glob("*" + _IMAGE + ".new*"):
+                partial.unlink(missing_ok=True)  # a crash mid-format or mid-growth
+            for partial in self.root.glob(f"{SAVED}/*/*/*{_IMAGE}.new"):
+                # ctime, which no one can set back: a copy in progress is never swept.
+                with contextlib.suppress(FileNotFoundError):
+                    if time.time() - partial.stat().st_ctime > min_age:
+                        partial.unlink(missing_ok=True)  # a crash mid-copy
 
     def cids(self) -> set[str]:
         return {p.name.removesuffix(_IMAGE) for p in self.root.glob("*" + _IMAGE)}

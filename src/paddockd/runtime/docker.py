@@ -43,6 +43,8 @@ from .base import (
     BoxNetwork,
     ContainerInfo,
     ContainerSpec,
+    DiskSink,
+    DiskSource,
     DiskUsage,
     EngineInfo,
     ExecSpec,
@@ -708,6 +710,12 @@ class DockerRuntime:
 
     async def disk_usage(self, keys: list[str]) -> dict[str, DiskUsage]:
         return await self._run(lambda: self._storage.disk_usage(keys))
+
+    async def open_disk(self, key: str) -> DiskSource:
+        return await self._run(lambda: self._storage.open_disk(key))
+
+    async def new_disk(self, key: str, size: int) -> DiskSink:
+        return await self._run(lambda: self._storage.new_disk(key, size))
 
     # -- volumes ----------------------------------------------------------------------
     async def create_volume(

@@ -5,17 +5,19 @@ container's files are an in-memory filesystem that answers as a real box does
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..domain.errors import InvalidRequest, NotFound
+from ..domain.errors import Conflict, InvalidRequest, NotFound
 from .base import (
     LABEL_BOX,
     STDERR,
     STDOUT,
     ContainerInfo,
     ContainerSpec,
+    DiskSink,
+    DiskSource,
     DiskUsage,
     EngineInfo,
     ExecSpec,
@@ -78,6 +80,7 @@ class FakeRuntime:
     def __init__(self) -> None:
         self.by_id: dict[str, dict[str, Any]] = {}
         self.images: set[str] = {"paddock-box:latest"}
+        self.userns_base = 200000
         self.files: dict[tuple[str, str], bytes] = {}
         self.execs: list[ExecSpec] = []
         self.labels: dict[str, dict[str, str]] = {}
@@ -104,7 +107,7 @@ class FakeRuntime:
 
     async def info(self) -> EngineInfo:
         self._maybe_fail("info")
-        return EngineInfo("fake", "userns", 200000)
+        return EngineInfo("fake", "userns", self.userns_base)
 
     async def ensure_network(self) -> None:
         pass
@@ -113,7 +116,10 @@ class FakeRuntime:
         return f"sha256:{self.image_ids.get(ref, ref)}" if ref in self.images else None
 
     async def image_exists(self, ref: str) -> bool:
-        return ref in self.images
+        # By name or by id, as the engine answers.
+        return ref in self.images or any(
+            ref == f"sha256:{self.image_ids.get(r, r)}" for r in self.images
+        )
 
     async def image_labels(self, ref: str) -> dict[str, str] | None:
         return dict(self.labels.get(ref, {})) if ref in self.images else None
@@ -267,6 +273,17 @@ class FakeRuntime:
     async def disk_usage(self, keys: list[str]) -> dict[str, DiskUsage]:
         return {k: DiskUsage(4096, 1 << 20) for k in keys if k in self.saved}
 
+    async def open_disk(self, key: str) -> DiskSource:
+        if key not in self.saved:
+            raise NotFound(f"no saved disk {key}")
+        return _FakeDisk(self.saved[key].encode())
+
+    async def new_disk(self, key: str, size: int) -> DiskSink:
+        self._maybe_fail("new_disk")
+        if key in self.saved:
+            raise Conflict(f"saved disk {key} exists")
+        return _FakeSink(self.saved, key, size)
+
     async def create_volume(
         self, name: str, labels: dict[str, str], size: int | None = None
     ) -> VolumeInfo:
@@ -364,3 +381,37 @@ class FakeRuntime:
     ) -> AsyncIterator[str]:
         self.images.add(tag)
         yield f"built {tag} from {dockerfile}\n"
+
+
+FAKE_DISK = 1 << 20  # a fake saved disk's size: its copied container's id, then a hole
+
+
+class _FakeDisk:
+    def __init__(self, data: bytes) -> None:
+        self.size, self._data = FAKE_DISK, data
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        yield 0, self._data
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeSink:
+    """A disk written in memory: once committed, saved as what its first bytes name."""
+
+    def __init__(self, saved: dict[str, str], key: str, size: int) -> None:
+        self._saved, self._key, self._data = saved, key, bytearray(size)
+
+    def write(self, offset: int, data: bytes) -> None:
+        if offset + len(data) > len(self._data):
+            raise ValueError("data past the end of the disk")
+        self._data[offset : offset + len(data)] = data
+
+    def commit(self) -> None:
+        if not self._data.strip(b"\0"):
+            raise ValueError("the disk holds no ext4 filesystem")
+        self._saved[self._key] = self._data.rstrip(b"\0").decode(errors="replace")
+
+    def abort(self) -> None:
+        pass

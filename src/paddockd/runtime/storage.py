@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import docker.errors
 
 from ..domain.errors import PaddockError, SnapshotTooLarge
-from . import diskcopy, drivefs, runfs
+from . import diskcopy, diskfile, drivefs, runfs
 from .base import LABEL_SIZE
 from .boxdisk import BoxDisks
 from .drivefs import DriveFs
@@ -145,6 +145,12 @@ class BoxStorage:
             with contextlib.suppress(OSError, ValueError):  # removed meanwhile: not shown
                 found[key] = disks.saved_usage(key)
         return found
+
+    def open_disk(self, key: str) -> diskfile.DiskReader:
+        return self._saved("could not read a saved disk", lambda d: d.open_saved(key))
+
+    def new_disk(self, key: str, size: int) -> diskfile.DiskWriter:
+        return self._saved("could not make a saved disk", lambda d: d.receive(key, size))
 
     def give_disk(self, cid: str, size: int, source: str | None = None) -> None:
         """Put the new container's writable layer on a filesystem of `size` bytes: a new

@@ -24,6 +24,7 @@ from ..domain.box import (
     generated_name,
     new_box_id,
     validate_idle_stop,
+    validate_keep,
     validate_name,
     validate_ttl,
 )
@@ -225,10 +226,13 @@ class BoxService:
         caller: User | None = None,
         idle_stop: int | None = None,
         disk: str | None = None,
+        keep: int | None = None,
     ) -> Box:
         """Admit a box (validation, capacity, name) and bring it up; `image` (and `disk`,
-        a saved disk it gets a copy of) are for forks. It is `caller`'s box."""
+        a saved disk it gets a copy of) are for forks. It is `caller`'s box. `keep`: the
+        stop snapshots it keeps (None: the server's retention)."""
         idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
+        keep = validate_keep(keep, self._cfg.snapshot_limit)
         if network is not None:
             network = await self.reachable(network)
         box_type = self.type_named(type_name)
@@ -269,6 +273,7 @@ class BoxService:
                 agent=check_agent(agent),
                 owner_id=caller.stored_id if caller else None,
                 idle_stop=idle,
+                keep=keep,
                 # A claimed box's container is there already; the reconciler names it.
                 container_id=pooled.container_id if pooled else None,
             )
@@ -329,7 +334,11 @@ class BoxService:
         return box_type
 
     async def admissible(
-        self, names: Sequence[str | None], type_name: str | None, caller: User | None
+        self,
+        names: Sequence[str | None],
+        type_name: str | None,
+        caller: User | None,
+        what: str | None = None,
     ) -> None:
         """Whether `create` would admit these boxes now, all together, asked before costly
         work (a fork's copy) so that a refusal leaves nothing behind. `create` asks again."""
@@ -338,7 +347,7 @@ class BoxService:
         if len(set(given)) != len(given):
             raise InvalidRequest("the forks' names must differ from each other")
         boxes = await self._repo.all()
-        what = "a fork" if len(names) == 1 else f"{len(names)} forks"
+        what = what or ("a fork" if len(names) == 1 else f"{len(names)} forks")
         for i, name in enumerate(names):
             name = await self._admit(boxes, name, box_type, caller, what)
             boxes.append(_planned(f"planned{i}", name, box_type, caller))

@@ -424,10 +424,11 @@ class Reconciler:
             log.warning("kept image %s: %s", image, exc.message)
 
     async def _prune(self, box: Box) -> None:
-        """Keep the newest `retention` automatic snapshots; never one that is still needed."""
+        """Keep the newest automatic snapshots (the box's own count, else the server's
+        retention); never one that is still needed."""
         automatic = [s for s in await self._repo.snapshots(box.id) if s.automatic]
         needed = await self.images_needed()
-        for snap in automatic[self._retention :]:
+        for snap in automatic[box.keep or self._retention :]:
             if snap.disk is not None and snap.disk != box.current_disk:
                 await self._repo.delete_snapshot(box.id, snap.seq)
                 await self._rt.drop_disk(snap.disk)

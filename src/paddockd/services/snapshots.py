@@ -190,6 +190,7 @@ class SnapshotService:
             agent=source.agent,
             caller=owner,
             disk=disk,
+            keep=source.keep,
         )
 
     @contextlib.asynccontextmanager

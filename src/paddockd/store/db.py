@@ -41,6 +41,7 @@ boxes = sa.Table(
     sa.Column("disk_mb", sa.Integer, nullable=False, server_default="0"),
     sa.Column("owner_id", sa.String(32), index=True),  # None: the owner's
     sa.Column("idle_stop", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("keep", sa.Integer),  # stop snapshots kept; None: the server's retention
 )
 
 snapshots = sa.Table(
@@ -347,6 +348,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE snapshots ADD COLUMN disk VARCHAR(255)",
         ],
     ),
+    (24, ["ALTER TABLE boxes ADD COLUMN keep INTEGER"]),  # per-box stop-snapshot retention
 ]
 
 

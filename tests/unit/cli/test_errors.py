@@ -86,7 +86,7 @@ def test_bad_arguments_are_usage_errors(
         (["new", "--ttl", "-5"], "invalid TTL '-5'"),
         (["new", "--ttl", "abc"], "invalid TTL 'abc'"),
         (["extend", "b", "--ttl", "5x"], "invalid TTL '5x'"),
-        (["logs", "b", "--tail", "-1"], "not a number of lines"),
+        (["logs", "b", "--tail", "-1"], "not a whole number"),
         (["exec", "--wait", "b", "--", "true"], "--wait goes with --desktop"),
         (["exec", "b"], "no command given"),
         (["exec", "-e", "NOVALUE", "b", "--", "env"], "--env takes KEY=VALUE"),

@@ -65,3 +65,17 @@ def test_sweep_drops_the_disks_of_gone_containers_only(disks: BoxDisks) -> None:
         f"{kept}.layer",
     ]
     assert disks.size(kept) == 1 and disks.size(gone) is None
+
+
+def test_sweep_leaves_a_copy_in_progress_and_drops_one_a_crash_left(disks: BoxDisks) -> None:
+    # Copies of saved disks run outside the folder's lock: a stop's copy made while the
+    # reaper sweeps must keep its partial file until it renames it.
+    folder = disks.saved("box1/1r00000000").parent
+    folder.mkdir(parents=True)
+    fresh, stale = folder / "1rfresh.ext4.new", folder / "2rstale.ext4.new"
+    fresh.write_bytes(b"")
+    stale.write_bytes(b"")
+    disks.sweep(lambda: [], min_age=600)
+    assert fresh.exists() and stale.exists()
+    disks.sweep(lambda: [], min_age=0)
+    assert not fresh.exists() and not stale.exists()

@@ -116,6 +116,24 @@ async def test_retention_and_delete_drop_the_copies(copying: World) -> None:
     assert "paddock-box:latest" in w.runtime.images  # the copies' base is not theirs
 
 
+async def test_a_box_keeps_its_own_count_of_stop_snapshots_and_its_forks_too(
+    copying: World,
+) -> None:
+    w = copying
+    box = await w.boxes.create("b", None, None, None, keep=3)
+    assert box.keep == 3
+    for _ in range(5):
+        await w.boxes.stop("b")
+        await w.boxes.resume("b")
+    assert len(await w.repo.snapshots(box.id)) == 3  # not the server's 2
+    fork = await w.services.snapshots.fork("b", "f", None)
+    assert fork.keep == 3
+    with pytest.raises(InvalidRequest, match="1 to 50 stop snapshots"):
+        await w.boxes.create("c", None, None, None, keep=0)
+    with pytest.raises(InvalidRequest, match="1 to 50 stop snapshots"):
+        await w.boxes.create("c", None, None, None, keep=51)
+
+
 async def test_the_sweep_drops_copies_no_row_names(copying: World) -> None:
     w = copying
     box = await w.boxes.create("b", None, None, None)

@@ -46,6 +46,7 @@ async def present(
         # By name: boxes from before accounts (no owner id) are the owner's too.
         mine=names.get(box.owner_id) == caller.username,
         idle_stop=box.idle_stop,
+        keep=box.keep,
     )
 
 
@@ -62,6 +63,7 @@ async def create_box(body: BoxCreate, svc: Svc, caller: Caller) -> BoxModel:
         agent=body.agent,
         caller=caller,
         idle_stop=body.idle_stop,
+        keep=body.keep,
     )
     return await present(svc, box, caller)
 

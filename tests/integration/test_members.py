@@ -216,11 +216,12 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             owner.delete_drive(drive)
 
 
-# Paths that concern each caller's own things (boxes, drives, keys, previews, runs, tokens,
-# the live list) or that everyone may read (types, agents, health, status scoped to the
+# Paths that concern each caller's own things (boxes, imports of boxes, drives, keys, previews,
+# runs, tokens, the live list) or that everyone may read (types, agents, health, status scoped to the
 # caller, the device login's public steps). Anything else is the server's: owner-only.
 PER_USER = re.compile(
-    r"/v1/(boxes|drives|auth|previews|runs|tokens|events|device|health|types|agents|stats|status)"
+    r"/v1/(boxes|imports|drives|auth|previews|runs|tokens|events|device|health|types|agents|stats|"
+    r"status)"
     r"(/|$)"
 )
 

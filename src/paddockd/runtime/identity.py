@@ -22,8 +22,8 @@ import fcntl
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 FIRST_UID = 0x70000000
 RANGE = 65536
@@ -36,8 +36,7 @@ class NoIdentity(OSError):
     """Every slot is in use."""
 
 
-@dataclass(frozen=True)
-class Identities:
+class Identities(NamedTuple):
     """`folder`: where the slots are kept. `runc_root`: runc's state folder, which knows
     every container it has not deleted."""
 

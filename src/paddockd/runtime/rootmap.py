@@ -26,9 +26,7 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +44,12 @@ _ATIME = {"noatime", "relatime", "strictatime", "nodiratime"}
 _LOWER = re.compile(r"l/[A-Z0-9]{26}")
 
 
-@dataclass
 class Staged:
     """Mounts made for runc to take, to be detached once it has."""
 
-    folder: Path
-    mounts: list[Path] = field(default_factory=list)
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.mounts: list[Path] = []
 
     def detach(self) -> None:
         """Detach the staged mounts (the box's root stays, for runc)."""
@@ -70,6 +68,8 @@ def release(staging: Path) -> None:
     for entry in sorted(staging.iterdir()):
         with contextlib.suppress(OSError):
             unmount(entry, lazy=True)
+    import shutil  # a removal's alone: a box start need not import it
+
     shutil.rmtree(staging, ignore_errors=True)
 
 

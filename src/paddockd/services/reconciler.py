@@ -141,6 +141,10 @@ class Reconciler:
             # Its port went with its container, which is being removed: marking the row
             # `error` would only hold up the delete (seen: an E2B kill during a sync).
             return
+        if current.container_id != info.id or info.id in self._retiring:
+            # A restore's old container, removed since the listing (its port with it): the
+            # box runs on its new one, whose rules the next sync checks.
+            return
         message = f"stopped: its network isolation could not be applied ({why})"
         log.error("box %s: %s", box.name, message)
         await self._rt.stop(info.id, 0)

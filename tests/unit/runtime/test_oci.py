@@ -119,7 +119,9 @@ def test_wrapper_passes_everything_but_create_and_delete_straight_to_runc(
     fake_runc.write_text('#!/bin/sh\necho "runc $*"\n')
     fake_runc.chmod(0o755)
     wrapper = tmp_path / "paddock-runc"
-    wrapper.write_text(oci.wrapper_script("/nonexistent/python", oci.Settings(runc=str(fake_runc))))
+    staging = tmp_path / "roots"
+    settings = oci.Settings(runc=str(fake_runc), staging=staging)
+    wrapper.write_text(oci.wrapper_script("/nonexistent/python", settings))
     wrapper.chmod(0o755)
     out = subprocess.run(
         [str(wrapper), "--root", "/run/x", "--log", "l.json", "exec", "--pid-file", "p", "id"],
@@ -128,9 +130,16 @@ def test_wrapper_passes_everything_but_create_and_delete_straight_to_runc(
         check=True,
     ).stdout
     assert out == "runc --root /run/x --log l.json exec --pid-file p id\n"
-    for command in ("create", "delete"):
-        failed = subprocess.run([str(wrapper), "--root", "create", command, "--bundle", "b", "id"])
-        assert failed.returncode != 0  # through the (here missing) python hook
+    failed = subprocess.run([str(wrapper), "--root", "create", "create", "--bundle", "b", "id"])
+    assert failed.returncode != 0  # through the (here missing) python hook
+    # A delete goes through it only for a box whose identity is staged; any other (the
+    # engine's second delete of each container) is runc's alone.
+    (staging / "held").mkdir(parents=True)
+    for cid, hooked in (("held", True), ("free", False), ("..", False), ("../roots", False)):
+        done = subprocess.run(
+            [str(wrapper), "--root", "/run/x", "delete", "--force", cid], capture_output=True
+        )
+        assert (done.returncode != 0) == hooked, cid
 
 
 def test_no_code_path_asks_for_dangerous_options() -> None:

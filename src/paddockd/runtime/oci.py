@@ -89,6 +89,7 @@ class Settings(NamedTuple):
 def wrapper_script(python: str, settings: Settings | None = None) -> str:
     settings = settings or Settings()
     hook = " ".join([*_interpreter(python), *map(_quoted, settings.args())])
+    staging = _quoted(str(settings.staging))
     return f"""#!/bin/sh
 # Paddock's OCI runtime (profile userns): runc, with each box's own identity and cgroup
 # delegation on create. Written by paddockd; see paddockd/runtime/oci.py.
@@ -108,7 +109,7 @@ for cid in "$@"; do :; done
 case "$cid" in ""|.*|*[!A-Za-z0-9_.-]*) cid="" ;; esac
 case "$cmd" in
     create) exec {hook} -- "$@" ;;
-    delete) [ -n "$cid" ] && [ -d {_quoted(str(settings.staging))}/"$cid" ] && exec {hook} -- "$@" ;;
+    delete) [ -n "$cid" ] && [ -d {staging}/"$cid" ] && exec {hook} -- "$@" ;;
 esac
 exec {_quoted(settings.runc)} "$@"
 """

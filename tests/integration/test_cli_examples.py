@@ -21,6 +21,11 @@ from .conftest import PADDOCK, ROOT, Server
 
 # Examples that need what a test machine has not: they only parse (tests/unit/cli).
 NOT_RUN = {
+    # Export and import round trips run in tests/integration/test_portable.py.
+    "paddock export api-tests -o api-tests.paddock": "a box named api-tests",
+    "paddock export api-tests:before-upgrade -o before.paddock": "a box with that snapshot",
+    "paddock import api-tests.paddock": "an exported box file",
+    "paddock import before.paddock --name api-tests-before --type large": "a box file",
     "paddock auth set anthropic": "asks for the key on a terminal",
     "paddock auth set openai --base-url http://10.0.0.5:8000/v1": "asks on a terminal",
     "paddock prompt current 'add a test for the parser and make it pass'": "a model provider",

@@ -344,7 +344,11 @@ async def test_one_box_flooding_does_not_slow_another(serve: Start, stub: DnsStu
         waits.append(await ask_udp(port, BOX_B, "other.test"))
         await asyncio.sleep(0.05)
     sent = int((await flood.communicate())[0])
-    assert None not in waits and max(waits) < 0.1, waits  # type: ignore[type-var]
+    # Queued behind the flood, every answer would wait (or time out); a lone slow one is
+    # the machine's own load (seen: 130 ms once in CI, the rest under 10 ms).
+    assert None not in waits, waits
+    ordered = sorted(waits)  # type: ignore[type-var]
+    assert ordered[len(ordered) // 2] < 0.05 and ordered[-3] < 0.1, waits
     flooded = stub.asked.count("allowed.test")
     assert flooded <= 200 + 100 * 2.5 and sent > 10 * flooded, (sent, flooded)
 

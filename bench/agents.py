@@ -1,7 +1,9 @@
 """Agent runs benchmark: how long `paddock prompt` takes before the agent's first request
-reaches the model API, against starting the same agent with `docker exec` in the same
-box, and the agents layer's size. The model is the tests' fake API in the on-machine test
-internet (tests/fakemodel.py); nothing leaves the machine.
+reaches the model API, with the key behind the credential gateway (the default) and with
+the key in the box (--mode env), against starting the same agent with `docker exec` in the
+same box; a model's event stream read in the box through the gateway and straight from
+the model; and the agents layer's size. The model is the tests' fake API in the on-machine
+test internet (tests/fakemodel.py); nothing leaves the machine.
 
     /opt/paddock/venv/bin/python -m bench.agents [--runs 5]
 """
@@ -60,6 +62,37 @@ def raw_exec(cid: str, agent: str, provider: str, base_url: str) -> list[str]:
             "-w", "/config", cid, *cmd]  # fmt: skip
 
 
+EVENTS = 20000
+
+
+def stream_rows(srv: Server, c: object, runs: int) -> list[Row]:
+    """A model's event stream of EVENTS events read by curl in the box, through the
+    gateway (key swapped, the stream masked) and straight from the model (events/s)."""
+    from paddock import Client
+
+    assert isinstance(c, Client)
+    c.set_credential("anthropic", KEY, base_url=BASE)
+    c.attach_credential("ag", "anthropic")
+    curl = "curl -s -o /dev/null -w '%{time_total}' -H \"x-api-key: $ANTHROPIC_API_KEY\" "
+    through = curl + f"'http://{srv.gateway}/anthropic/v1/stream?events={EVENTS}'"
+    straight = curl + f"'{BASE}/v1/stream?events={EVENTS}'"
+    timed: dict[str, list[float]] = {"gateway": [], "direct": []}
+    for _ in range(runs):
+        for name, line in (("gateway", through), ("direct", straight)):
+            done = c.exec("ag", ["bash", "-c", line])
+            timed[name].append(EVENTS / float(done.stdout))
+    return [
+        Row(
+            "model stream in the box (events/s)",
+            statistics.median(timed["gateway"]),
+            statistics.median(timed["direct"]),
+            "ev/s",
+            ">= 0.95x (raw: straight to the model)",
+            higher_is_better=True,
+        )
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
@@ -79,28 +112,43 @@ def main() -> None:
             box = c.create_box("ag", box_type="medium")
             cid = f"paddock-{box.id}"
             for agent, (provider, base_url, path) in AGENTS_MEASURED.items():
-                c.set_credential(provider, KEY, base_url=base_url)
-                paddock, raw = [], []
+                firsts: dict[str, list[float]] = {"gateway": [], "env": [], "raw": []}
                 for _ in range(runs):
-                    started = time.time()
-                    run = c.start_run("ag", "Say something.", agent=agent)
-                    paddock.append(first_request_after(log, started, path))
-                    for _event in c.follow_run(run.id):
-                        pass
+                    # A B A B: gateway, env, raw, each run in turn.
+                    for mode in ("gateway", "env"):
+                        c.set_credential(provider, KEY, base_url=base_url, mode=mode)
+                        started = time.time()
+                        run = c.start_run("ag", "Say something.", agent=agent)
+                        firsts[mode].append(first_request_after(log, started, path))
+                        for _event in c.follow_run(run.id):
+                            pass
                     started = time.time()
                     subprocess.run(
                         raw_exec(cid, agent, provider, base_url), check=True, capture_output=True
                     )
-                    raw.append(first_request_after(log, started, path))
+                    firsts["raw"].append(first_request_after(log, started, path))
+                gateway, env, raw = (
+                    statistics.median(firsts[m]) for m in ("gateway", "env", "raw")
+                )
                 rows.append(
                     Row(
                         f"prompt -> first model request ({agent})",
-                        statistics.median(paddock),
-                        statistics.median(raw),
+                        gateway,
+                        raw,
                         "s",
                         f"report (raw: docker exec {agent})",
                     )
                 )
+                rows.append(
+                    Row(
+                        f"  gateway vs key in the box ({agent})",
+                        gateway,
+                        env,
+                        "s",
+                        "<= 1.05x (raw: --mode env)",
+                    )
+                )
+            rows += stream_rows(srv, c, runs)
         size = (api.inspect_image(IMAGE)["Size"] - api.inspect_image(BELOW)["Size"]) / 1e6
         rows.append(Row("agents layer size", size, None, "MB", "report"))
     finally:

@@ -337,8 +337,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._record(None)
-        path = self.path.split("?")[0]
-        if path.endswith("/models"):
+        path, _, query = self.path.partition("?")
+        if path.endswith("/stream"):
+            self.stream(int(query.partition("events=")[2] or 100))
+        elif path.endswith("/models"):
             data = {
                 "object": "list",
                 "data": [
@@ -372,6 +374,18 @@ class Handler(BaseHTTPRequestHandler):
         else:
             data, ctype = route(body)
             self._send(200, data, ctype)
+
+    def stream(self, events: int) -> None:
+        """`events` token events as fast as they can go, each written on its own (for the
+        benchmarks' streaming throughput); the stream ends with the connection."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        event = sse([("content_block_delta", {"type": "text_delta", "text": "token " * 8})])
+        for _ in range(events):
+            self.wfile.write(event)
+            self.wfile.flush()
 
     def slow(self) -> None:
         """A stream that starts at once and then only keeps alive for two minutes: an agent
@@ -412,4 +426,11 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     Handler.log_path = sys.argv[2]
-    ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), Handler).serve_forever()
+    server = ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), Handler)
+    if len(sys.argv) > 4:  # a certificate and its key: the provider speaks HTTPS
+        import ssl
+
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[3], sys.argv[4])
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    server.serve_forever()

@@ -102,7 +102,11 @@ class Server:
         boxes = {"reap_interval": 0.5, "reconcile_interval": 2.0, "stop_timeout": 3}
         capacity = {"cpus": 64, "memory_mb": 65536}
         # Each server's DNS filter needs a port of its own; the upstream is the tests' stub.
-        network: dict[str, object] = {"dns_port": free_port()}
+        network: dict[str, object] = {
+            "dns_port": free_port(),
+            "gateway_port": free_port(),
+            "gateway_intercept_port": free_port(),
+        }
         # A bridge of its own: the bridge guard locks every port of a bridge to boxes of
         # the one server that owns it.
         self.bridge = f"pdt{uuid.uuid4().hex[:8]}"

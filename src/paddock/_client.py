@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         BoxStats,
         BoxTypeList,
         Credential,
+        CredentialUse,
         DesktopLink,
         DeviceCode,
         DeviceToken,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
         Preview,
         PushResult,
         RunInfo,
+        Secret,
         ServerStatus,
         Snapshot,
         TokenInfo,
@@ -308,6 +310,11 @@ else:
     Stream = _Stream
 
 
+def _uses(path: str, params: dict[str, Any]) -> Call[list[CredentialUse]]:
+    given = {k: str(v) for k, v in params.items() if v is not None}
+    return Call(_Request("GET", path, params=given), _model("CredentialUseList", "uses"))
+
+
 def _box(ref: str) -> str:
     if not ref or "/" in ref:
         raise InvalidRequest(f"invalid box reference {ref!r}")
@@ -528,14 +535,16 @@ class _Base:
         agent: str | None = None,
         idle_stop: int | None = None,
         keep: int | None = None,
+        secrets: Sequence[str] | None = None,
     ) -> Call[Box]:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
         created if they do not exist. `network`: allow-all, deny-all or allowlist (with
         `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
         agent for `prompt`. `idle_stop`: seconds without use after which it stops (0:
         never; None: the server's default). `keep`: the stop snapshots it keeps, newest
-        first (None: the server's retention)."""
+        first (None: the server's retention). `secrets`: your secrets attached to it."""
         body = {
+            "secrets": list(secrets) if secrets else None,
             "agent": agent,
             "idle_stop": idle_stop,
             "keep": keep,
@@ -884,13 +893,72 @@ class _Base:
     # -- provider credentials -----------------------------------------------------------
     @operation
     def set_credential(
-        self, provider: str, key: str, *, base_url: str | None = None
+        self, provider: str, key: str, *, base_url: str | None = None, mode: str | None = None
     ) -> Call[Credential]:
-        """Store a provider's API key on the server (encrypted; it is never sent back)."""
-        req = _Request(
-            "PUT", "/v1/auth/" + quote(provider, safe=""), json={"key": key, "base_url": base_url}
+        """Store a provider's API key on the server (encrypted; it is never sent back).
+        `mode`: "gateway" (the default: boxes get a placeholder, the server's credential
+        gateway adds the key on the way out) or "env" (boxes get the key itself)."""
+        body = {"key": key, "base_url": base_url, "mode": mode}
+        return Call(
+            _Request("PUT", "/v1/auth/" + quote(provider, safe=""), json=body), _model("Credential")
         )
-        return Call(req, _model("Credential"))
+
+    @operation
+    def credential_log(
+        self, provider: str | None = None, *, box: str | None = None, limit: int = 100
+    ) -> Call[list[CredentialUse]]:
+        """Your provider keys' uses through the credential gateway (and refusals), newest
+        first."""
+        return _uses("/v1/auth/log", {"provider": provider, "box": box, "limit": limit})
+
+    # -- secrets bound to hosts ---------------------------------------------------------
+    @operation
+    def set_secret(
+        self,
+        name: str,
+        hosts: Sequence[str],
+        value: str | None = None,
+        *,
+        header: str | None = None,
+        format: str | None = None,  # noqa: A002 - the API's own word for it
+    ) -> Call[Secret]:
+        """Store a secret bound to `hosts` (encrypted; never sent back). A box it is attached
+        to holds a placeholder in `$name`; HTTPS requests to those hosts carrying it get the
+        value in its place. `value` None keeps the stored one (to change the hosts)."""
+        body = {"value": value, "hosts": list(hosts), "header": header, "format": format}
+        req = _Request("PUT", "/v1/secrets/" + quote(name, safe=""), json=body)
+        return Call(req, _model("Secret"))
+
+    @operation
+    def list_secrets(self) -> Call[list[Secret]]:
+        return Call(_Request("GET", "/v1/secrets"), _model("SecretList", "secrets"))
+
+    @operation
+    def delete_secret(self, name: str) -> Call[None]:
+        return Call(_Request("DELETE", "/v1/secrets/" + quote(name, safe="")))
+
+    @operation
+    def box_secrets(self, box: str) -> Call[list[str]]:
+        """The secrets attached to the box."""
+        return Call(_Request("GET", _box(box) + "/secrets"), _model("BoxSecrets", "secrets"))
+
+    @operation
+    def attach_secret(self, box: str, name: str) -> Call[list[str]]:
+        """The box gets a placeholder for your secret in `$name`; returns what is attached."""
+        req = _Request("PUT", _box(box) + "/secrets/" + quote(name, safe=""))
+        return Call(req, _model("BoxSecrets", "secrets"))
+
+    @operation
+    def detach_secret(self, box: str, name: str) -> Call[list[str]]:
+        req = _Request("DELETE", _box(box) + "/secrets/" + quote(name, safe=""))
+        return Call(req, _model("BoxSecrets", "secrets"))
+
+    @operation
+    def secret_log(
+        self, name: str | None = None, *, box: str | None = None, limit: int = 100
+    ) -> Call[list[CredentialUse]]:
+        """Your secrets' uses through the credential gateway (and refusals), newest first."""
+        return _uses("/v1/secrets/log", {"name": name, "box": box, "limit": limit})
 
     @operation
     def list_credentials(self) -> Call[list[Credential]]:

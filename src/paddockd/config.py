@@ -91,6 +91,14 @@ class NetworkConfig:
     # may name: nothing else of them, nor the host's own networks, can be opened by any
     # box's allowlist or E2B's allowOut. Set here, by the server's owner.
     open_ranges: tuple[str, ...] = ()
+    # The credential gateway (docs/security.md) listens on the bridge address at these
+    # ports: boxes' HTTP to that address (port 80) is redirected to the first, their HTTPS
+    # to hosts a secret of theirs is bound to, to the second. One pair per instance.
+    gateway_port: int = 10080
+    gateway_intercept_port: int = 10443
+    # Certificates the gateway trusts beside the system's when it connects to a provider
+    # or a bound host (a PEM file: a company CA, a test CA).
+    gateway_ca_file: str = ""
     # A bridge of this instance's own (name, gateway/subnet like 10.214.7.1/24), for a
     # second server on one engine (tests): the engine's default bridge when empty.
     bridge: str = ""

@@ -19,6 +19,8 @@ from . import __version__, config, frontdoor
 from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
+from .gateway.ca import Authority
+from .gateway.listeners import CredentialGateway
 from .images.builder import ImageBuilder
 from .netpolicy.base import NetworkRules
 from .netpolicy.dns import DnsFilter, parse_upstream, system_upstreams
@@ -40,6 +42,7 @@ from .services.e2b.snapshots import SandboxSnapshots
 from .services.egress import EgressLog, EgressService
 from .services.events import BoxChanges, EventService
 from .services.files import FileService
+from .services.gateway import BoxEnvironment, GatewayService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
 from .services.pool import WarmPool
@@ -48,18 +51,20 @@ from .services.previews import PreviewService
 from .services.reaper import Reaper
 from .services.reconciler import Reconciler
 from .services.runs import RunService
+from .services.secrets import SecretService
 from .services.snapshots import SnapshotService
 from .services.stats import StatsService
 from .services.system import SystemService
 from .services.terminals import TerminalService
 from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
-from .store.credentials import CredentialRepository, load_key
-from .store.db import Database, sandboxes
+from .store.credentials import CredentialRepository, Sealer, load_key
+from .store.db import Database, box_credentials, box_secrets, placeholders, sandboxes
 from .store.devices import DeviceRepository
 from .store.previews import PreviewRepository
 from .store.runs import RunRepository
 from .store.sandboxes import SandboxRepository
+from .store.secrets import SecretRepository
 from .store.tokens import TokenRepository
 
 log = logging.getLogger("paddockd")
@@ -106,9 +111,22 @@ def wire(
         raise ValueError("pass both a runtime and a network (fakes come in pairs)")
     egress_log = EgressLog(cfg.boxes_dir, now)
     upstreams = [parse_upstream(u) for u in cfg.network.upstream_dns] or system_upstreams()
-    resolver = DnsFilter(network, upstreams, egress_log.dns)
+    # The DNS filter asks the gateway which names' HTTPS it takes (bound by secrets); the
+    # gateway is made with the services below.
+    bound: list[Callable[[str, str], bool]] = []
+    resolver = DnsFilter(
+        network, upstreams, egress_log.dns, bound=lambda box, name: any(b(box, name) for b in bound)
+    )
     changes = BoxChanges()
-    repo = BoxRepository(db, changes.changed, dependents=(sandboxes.c.box_id,))
+    # Rows that go with their box, whoever deletes it: E2B's, and what keys and secrets it
+    # was given (its placeholders are refused from then on).
+    dependents = (
+        sandboxes.c.box_id,
+        box_credentials.c.box_id,
+        box_secrets.c.box_id,
+        placeholders.c.box_id,
+    )
+    repo = BoxRepository(db, changes.changed, dependents=dependents)
     accounts_repo = AccountRepository(db)
     accounts = AccountService(accounts_repo)
     reconciler = Reconciler(
@@ -163,12 +181,24 @@ def wire(
         disk_limits=(lambda: datafs.describe(cfg.engine)) if cfg.engine.manage else None,
         pool=pool,
     )
-    credentials = CredentialService(
-        CredentialRepository(db, cfg.data_dir / "credentials.key"), boxes, accounts
+    sealer = Sealer(cfg.data_dir / "credentials.key")
+    keys, secret_repo = CredentialRepository(db, sealer), SecretRepository(db, sealer)
+    credentials = CredentialService(keys, boxes, accounts, secret_repo, f"http://{gateway}")
+    grants = GatewayService(
+        network, boxes, accounts, keys, secret_repo, open_ranges=cfg.network.open_ranges
     )
-    boxes.environment = credentials
+    bound.append(grants.binds)
+    authority = Authority(cfg.data_dir / "gateway")
+    environment = BoxEnvironment(credentials, grants, secret_repo, runtime, authority.pem)
+    boxes.environment = environment
+    secrets = SecretService(secret_repo, boxes, accounts, grants, environment)
     runs = RunService(
-        boxes, credentials, RunRepository(db), cfg.data_dir / "runs", cfg.default_agent
+        boxes,
+        credentials,
+        RunRepository(db),
+        cfg.data_dir / "runs",
+        cfg.default_agent,
+        holds=grants,
     )
     tokens = TokenRepository(db)
 
@@ -210,13 +240,16 @@ def wire(
             userns_base,
         ),
         credentials=credentials,
+        secrets=secrets,
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
         stats=stats,
         accounts=accounts,
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
-        members=MemberService(accounts_repo, tokens, boxes, credentials, public_url, previews),
+        members=MemberService(
+            accounts_repo, tokens, boxes, credentials, public_url, previews, secrets
+        ),
         previews=previews,
         events=EventService(changes, boxes),
         terminals=TerminalService(boxes),
@@ -242,8 +275,16 @@ def wire(
         grace=cfg.image_sweep_grace,
         now=now,
     )
+    ca_file = Path(cfg.network.gateway_ca_file) if cfg.network.gateway_ca_file else None
     background = Background(
-        Schedule(cfg.reconcile_interval, cfg.reap_interval, 1.0, gateway, cfg.network.dns_port),
+        Schedule(
+            cfg.reconcile_interval,
+            cfg.reap_interval,
+            1.0,
+            gateway,
+            cfg.network.dns_port,
+            (cfg.network.gateway_port, cfg.network.gateway_intercept_port),
+        ),
         runtime=runtime,
         network=network,
         system=system,
@@ -252,6 +293,7 @@ def wire(
         reaper=reaper,
         egress_log=egress_log,
         resolver=resolver,
+        gateway=CredentialGateway(grants, authority, ca_file=ca_file),
         runs=runs,
         pool=pool,
         restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
@@ -285,7 +327,7 @@ def app(wired: Wired) -> FastAPI:
 def _real_adapters(
     cfg: config.Config, gateway: str, userns_base: int | None
 ) -> tuple[BoxEngine, NetworkRules]:
-    from .netpolicy.nftables import NftablesPolicy
+    from .netpolicy.nftables import Gateway, NftablesPolicy
     from .runtime.docker import DockerRuntime
     from .runtime.drivefs import DriveFs
 
@@ -314,6 +356,7 @@ def _real_adapters(
         refuse_non_public=cfg.network.refuse_non_public,
         builds=(cfg.engine.build_bridge, cfg.engine.build_cidr),
         open_ranges=cfg.network.open_ranges,
+        gateway=Gateway(cfg.network.gateway_port, cfg.network.gateway_intercept_port),
     )
     return runtime, network
 

@@ -28,6 +28,9 @@ NOT_RUN = {
     "paddock import before.paddock --name api-tests-before --type large": "a box file",
     "paddock auth set anthropic": "asks for the key on a terminal",
     "paddock auth set openai --base-url http://10.0.0.5:8000/v1": "asks on a terminal",
+    "paddock auth set openrouter --mode env": "asks on a terminal",
+    "paddock secret set GITHUB_TOKEN --host api.github.com --host github.com": "a terminal",
+    "paddock secret set API_KEY --host api.example.com --header X-Api-Key": "a terminal",
     "paddock prompt current 'add a test for the parser and make it pass'": "a model provider",
     "paddock prompt current --agent codex --workdir /config/project < task.md": "a model",
     "paddock prompt current --detach 'upgrade the dependencies'": "a model provider",
@@ -57,11 +60,15 @@ def current(server: Server) -> Iterator[str]:
     server.sh(name, "mkdir -p /config/project/dist && echo built > /config/project/dist/app.js")
     with server.client() as c:
         c.set_credential("anthropic", "sk-ant-example")  # what `auth attach` examples attach
+        c.set_secret("GITHUB_TOKEN", ["api.github.com"], "ghp_example")  # `secret attach`'s
     yield name
     with server.client() as c:
         for provider in ("anthropic", "openai"):  # openai: set by an example, if it ran
             with contextlib.suppress(NotFound):
                 c.delete_credential(provider)
+        for secret in ("GITHUB_TOKEN", "NPM_TOKEN"):
+            with contextlib.suppress(NotFound):
+                c.delete_secret(secret)
     server.cli("rm", "--force", name)
 
 
@@ -75,6 +82,7 @@ def test_example_runs(
         server.sh(current, BEFORE[line], user="root")
     # A reader's folder: something to push, nothing in the way of a pull.
     (tmp_path / "notes.txt").write_text("notes\n")
+    (tmp_path / "t").write_text("npm_example_token\n")  # a token file to read a secret from
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.py").write_text("print('hi')\n")
     (tmp_path / "home").mkdir()

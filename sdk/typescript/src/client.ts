@@ -27,6 +27,8 @@ import { planPush, tarStream } from "./push.js";
 import { ExecSession } from "./session.js";
 import type {
   AgentInfo,
+  CredentialUse,
+  Secret,
   Box,
   BoxCreate,
   BoxStats,
@@ -860,13 +862,84 @@ export class Client {
   }
 
   /** Store a provider's API key on the server (encrypted; it is never sent back). */
+  /** Store a provider's API key on the server. `mode`: "gateway" (the default: boxes get a
+   * placeholder, the credential gateway adds the key on the way out) or "env". */
   async setCredential(
     provider: string,
     key: string,
-    options: { base_url?: string } = {},
+    options: { base_url?: string; mode?: "gateway" | "env" } = {},
   ): Promise<Credential> {
-    const json = { key, base_url: options.base_url ?? null };
+    const json = { key, base_url: options.base_url ?? null, mode: options.mode ?? null };
     return this.#call({ method: "PUT", path: `/v1/auth/${seg(provider)}`, json });
+  }
+
+  /** Your provider keys' uses through the credential gateway (and refusals), newest first. */
+  async credentialLog(
+    options: { provider?: string; box?: string; limit?: number } = {},
+  ): Promise<CredentialUse[]> {
+    const { provider, ...rest } = options;
+    return this.#uses("/v1/auth/log", { ...rest, ...(provider && { provider }) });
+  }
+
+  /** Store a secret bound to `hosts`: a box it is attached to holds a placeholder in `$name`,
+   * and HTTPS requests to those hosts carrying it get the value in its place. Without a
+   * `value`, the stored one is kept (to change the hosts). */
+  async setSecret(
+    name: string,
+    hosts: string[],
+    options: { value?: string; header?: string; format?: string } = {},
+  ): Promise<Secret> {
+    const json = {
+      hosts,
+      value: options.value ?? null,
+      header: options.header ?? null,
+      format: options.format ?? null,
+    };
+    return this.#call({ method: "PUT", path: `/v1/secrets/${seg(name)}`, json });
+  }
+
+  async listSecrets(): Promise<Secret[]> {
+    return (await this.#call<{ secrets: Secret[] }>({ method: "GET", path: "/v1/secrets" }))
+      .secrets;
+  }
+
+  async deleteSecret(name: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/secrets/${seg(name)}` });
+  }
+
+  /** The secrets attached to the box. */
+  async boxSecrets(box: string): Promise<string[]> {
+    const path = `${this.#box(box)}/secrets`;
+    return (await this.#call<{ secrets: string[] }>({ method: "GET", path })).secrets;
+  }
+
+  async attachSecret(box: string, name: string): Promise<string[]> {
+    const path = `${this.#box(box)}/secrets/${seg(name)}`;
+    return (await this.#call<{ secrets: string[] }>({ method: "PUT", path })).secrets;
+  }
+
+  async detachSecret(box: string, name: string): Promise<string[]> {
+    const path = `${this.#box(box)}/secrets/${seg(name)}`;
+    return (await this.#call<{ secrets: string[] }>({ method: "DELETE", path })).secrets;
+  }
+
+  /** Your secrets' uses through the credential gateway (and refusals), newest first. */
+  async secretLog(
+    options: { name?: string; box?: string; limit?: number } = {},
+  ): Promise<CredentialUse[]> {
+    return this.#uses("/v1/secrets/log", options);
+  }
+
+  async #uses(
+    path: string,
+    given: Record<string, string | number | undefined>,
+  ): Promise<CredentialUse[]> {
+    const query = Object.fromEntries(
+      Object.entries(given)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, String(v)]),
+    );
+    return (await this.#call<{ uses: CredentialUse[] }>({ method: "GET", path, query })).uses;
   }
 
   async listCredentials(): Promise<Credential[]> {

@@ -8,6 +8,7 @@ import sys
 
 from ._common import AGENTS, PROVIDERS, UsageError, add_json, box_ref, client, examples, nested
 from ._output import emit_json, note, table
+from .secret import add_log_options, show_uses
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -18,14 +19,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "or Anthropic-compatible endpoint. A key is read from a prompt or stdin, never from "
         "the command line; the server stores it encrypted and never returns it. Keys are per "
         "user: set, ls and rm act on yours. `attach` gives a box's commands its owner's key "
-        "(e.g. ANTHROPIC_API_KEY), so `paddock shell BOX` can run `claude` directly; no box "
-        "gets a key it was not given, nor anyone's but its owner's.",
+        "(ANTHROPIC_API_KEY and the like), so `paddock shell BOX` can run `claude` directly; "
+        "no box gets a key it was not given, nor anyone's but its owner's. By default (mode "
+        "gateway) the box gets a placeholder and the base URL of the server's credential "
+        "gateway, which puts the key in on the way to the provider: the key itself never "
+        "enters the box. --mode env gives the box the key, for a tool that must have it.",
         epilog=examples(
             "paddock auth set anthropic",
             "printenv OPENAI_API_KEY | paddock auth set openai --from-stdin",
             "paddock auth set openai --base-url http://10.0.0.5:8000/v1",
+            "paddock auth set openrouter --mode env",
             "paddock auth attach current anthropic",
             "paddock auth ls",
+            "paddock auth log --box current",
         ),
     )
     auth = nested(p)
@@ -38,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument("provider", metavar="PROVIDER", help=", ".join(PROVIDERS))
     s.add_argument("--from-stdin", action="store_true", help="read the key from stdin")
     s.add_argument("--base-url", help="the provider's endpoint (compatible APIs)")
+    s.add_argument(
+        "--mode",
+        choices=["gateway", "env"],
+        help="gateway (default): boxes get a placeholder, the key stays on the server; "
+        "env: boxes get the key itself",
+    )
     s.set_defaults(run=cmd_set)
     ls = auth.add_parser(
         "ls",
@@ -54,6 +66,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     rm.add_argument("provider", metavar="PROVIDER")
     rm.set_defaults(run=cmd_rm)
+    log = auth.add_parser(
+        "log",
+        help="what your keys were used for",
+        description="Each request a box made with one of your keys through the credential "
+        "gateway, newest first: the box, the provider, the request's method and path, the "
+        "provider's answer, and refusals (another box's placeholder, a detached key).",
+    )
+    log.add_argument("provider", metavar="PROVIDER", nargs="?", help="only this provider's")
+    add_log_options(log)
+    log.set_defaults(run=cmd_log)
     for action, what in (("attach", "give a box's commands"), ("detach", "take from a box")):
         a = auth.add_parser(
             action,
@@ -116,9 +138,17 @@ def read_key(from_stdin: bool, provider: str) -> str:
 def cmd_set(args: argparse.Namespace) -> int:
     key = read_key(args.from_stdin, args.provider)
     with client(args) as c:
-        status = c.set_credential(args.provider, key, base_url=args.base_url)
-    note(f"{status.provider}: key stored" + (f" ({status.base_url})" if status.base_url else ""))
+        status = c.set_credential(args.provider, key, base_url=args.base_url, mode=args.mode)
+    where = f", {status.base_url}" if status.base_url else ""
+    note(f"{status.provider}: key stored ({status.mode}{where})")
     return 0
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        box = box_ref(args.box) if args.box else None
+        uses = c.credential_log(args.provider, box=box, limit=args.limit)
+    return show_uses(uses, args.json)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -144,11 +174,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
         emit_json(rows)
         return 0
     table(
-        ["PROVIDER", "KEY", "BASE URL", "LAST USED"],
+        ["PROVIDER", "KEY", "MODE", "BASE URL", "LAST USED"],
         [
             [
                 r.provider,
                 "set" if r.configured else "-",
+                r.mode or "-",
                 r.base_url or "",
                 f"{r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "",
             ]

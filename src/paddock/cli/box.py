@@ -92,6 +92,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="give the box's commands this provider's API key (see `paddock auth`; repeatable)",
     )
     p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="attach your secret NAME: $NAME in the box holds its placeholder (see "
+        "`paddock secret`; repeatable)",
+    )
+    p.add_argument(
         "--agent", help="the box's default agent for `paddock prompt` (default: the server's)"
     )
     add_json(p)
@@ -242,6 +250,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             agent=args.agent,
             idle_stop=args.idle_stop,
             keep=args.keep,
+            secrets=args.secret,
         )
         for provider in args.auth:
             c.attach_credential(box.name, provider)

@@ -48,6 +48,7 @@ COMMANDS = {
     **dict.fromkeys(["desktop", "screenshot"], "desktop"),
     "skill": "skill",
     **dict.fromkeys(["auth", "agents"], "auth"),
+    "secret": "secret",
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
     "e2b": "e2b",

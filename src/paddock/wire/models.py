@@ -25,6 +25,9 @@ Verdict = Literal["allowed", "refused"]
 DesktopActionName = Literal["click", "type", "key"]
 RunStatus = Literal["running", "succeeded", "failed", "stopped", "lost"]
 SnapshotKind = Literal["stop", "live", "fork"]
+KeyMode = Literal["gateway", "env"]
+CredentialKind = Literal["provider", "secret"]
+UseOutcome = Literal["used", "refused"]
 
 
 @dataclass
@@ -61,6 +64,7 @@ class BoxCreate:
     idle_stop: int | None = None
     # Automatic (stop) snapshots the box keeps, newest first; absent: the server's.
     keep: int | None = None
+    secrets: list[str] = field(default_factory=list)  # your secrets attached to it
 
 
 @dataclass
@@ -120,8 +124,12 @@ class DesktopAction:
 
 @dataclass
 class CredentialSet:
+    """`mode`: gateway (the default: boxes get a placeholder, the credential gateway adds
+    the key on the way out) or env (boxes get the key itself, for a tool that must)."""
+
     key: str  # write-only: never returned by the API
     base_url: str | None = None  # an OpenAI- or Anthropic-compatible endpoint
+    mode: KeyMode | None = None
 
 
 @dataclass
@@ -130,6 +138,64 @@ class Credential:
     configured: bool
     base_url: str | None = None
     last_used_at: datetime | None = None
+    mode: KeyMode | None = None  # None: not set
+
+
+@dataclass
+class SecretSet:
+    """A secret bound to hosts. `value`: write-only, never returned (absent: keep the
+    stored one, to change the hosts). `header` with `format` (`{value}` where the secret
+    goes): that header is set whole in requests to the hosts that carry the placeholder;
+    without: the placeholder is replaced where it stands (any header, Basic credentials)."""
+
+    hosts: list[str]
+    value: str | None = None
+    header: str | None = None
+    format: str | None = None
+
+
+@dataclass
+class Secret:
+    name: str
+    hosts: list[str]
+    header: str | None = None
+    format: str | None = None
+    created_at: datetime | None = None
+    last_used_at: datetime | None = None
+    boxes: list[str] = field(default_factory=list)  # names of the boxes it is attached to
+
+
+@dataclass
+class SecretList:
+    secrets: list[Secret] = field(default_factory=list)
+
+
+@dataclass
+class BoxSecrets:
+    secrets: list[str] = field(default_factory=list)  # attached to the box
+
+
+@dataclass
+class CredentialUse:
+    """One request through the credential gateway with a key or secret: `used` (its
+    upstream's `status`), or `refused` (`reason`; status 0 when the request went on with
+    the placeholder left as it was)."""
+
+    box: str
+    kind: CredentialKind
+    name: str
+    host: str
+    method: str
+    path: str
+    status: int
+    outcome: UseOutcome
+    at: datetime
+    reason: str | None = None
+
+
+@dataclass
+class CredentialUseList:
+    uses: list[CredentialUse] = field(default_factory=list)
 
 
 @dataclass

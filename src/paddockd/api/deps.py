@@ -27,6 +27,7 @@ from ..services.members import MemberService, TokenService
 from ..services.portable import PortableService
 from ..services.previews import PreviewService
 from ..services.runs import RunService
+from ..services.secrets import SecretService
 from ..services.snapshots import SnapshotService
 from ..services.stats import StatsService
 from ..services.system import SystemService
@@ -46,6 +47,7 @@ class Services:
     egress: EgressService
     desktop: DesktopService
     credentials: CredentialService
+    secrets: SecretService
     agents: AgentService
     runs: RunService
     stats: StatsService

@@ -53,6 +53,11 @@ class NetworkRules(Protocol):
         """Let this box reach these (address, seconds) pairs, learned from DNS answers."""
         ...
 
+    async def intercept(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
+        """Send this box's HTTPS to these (address, seconds) through the credential
+        gateway: addresses of hosts a secret attached to the box is bound to."""
+        ...
+
     async def flows(self) -> list[Flow]:
         """Connection attempts seen since the last call."""
         ...

@@ -84,8 +84,12 @@ class DnsFilter:
         record: Recorder,
         timeout: float = 3.0,
         limits: DnsLimits | None = None,
+        bound: Callable[[str, str], bool] = lambda box_id, name: False,
     ) -> None:
+        """`bound(box id, name)`: whether a secret attached to that box is bound to the
+        name, so that HTTPS to its addresses goes through the credential gateway."""
         self._net = network
+        self._bound = bound
         self._upstreams = upstreams
         self._record = record
         self._timeout = timeout
@@ -194,6 +198,8 @@ class DnsFilter:
         addresses = _a_records(response)
         if box.policy.mode == "allowlist" and addresses:
             await self._net.admit(box.ip, addresses)
+        if addresses and self._bound(box.box_id, name):
+            await self._net.intercept(box.ip, addresses)
         if request.q.qtype in (QTYPE.A, QTYPE.AAAA, QTYPE.ANY):
             self._record(box.box_id, name, "allowed", [a for a, _ in addresses])
         return response

@@ -10,6 +10,7 @@ class FakeNetwork:
     def __init__(self) -> None:
         self.enforced: dict[str, BoxAddress] = {}
         self.admitted: dict[tuple[str, str], int] = {}
+        self.intercepted: dict[tuple[str, str], int] = {}
         self.pending: list[Flow] = []
         self.syncs = 0
         self.forgotten: list[str] = []
@@ -30,6 +31,10 @@ class FakeNetwork:
     async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         for address, seconds in addresses:
             self.admitted[(box_ip, address)] = seconds
+
+    async def intercept(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
+        for address, seconds in addresses:
+            self.intercepted[(box_ip, address)] = seconds
 
     async def flows(self) -> list[Flow]:
         taken, self.pending = self.pending, []

@@ -89,6 +89,20 @@ def without(ranges: Iterable[str], opened: Iterable[str]) -> list[str]:
     return [str(n) for n in left]
 
 
+@dataclass(frozen=True)
+class Gateway:
+    """The credential gateway's listeners on the bridge's address: `port` takes the boxes'
+    HTTP to the gateway's address (port 80), `intercept_port` their HTTPS to the hosts
+    their secrets are bound to."""
+
+    port: int
+    intercept_port: int
+
+
+def _timed(pairs: dict[tuple[str, str], int] | None) -> list[str]:
+    return [f"{box} . {addr} timeout {s}s" for (box, addr), s in (pairs or {}).items()]
+
+
 def ruleset(
     table: str,
     bridge: Bridge,
@@ -100,6 +114,8 @@ def ruleset(
     builds: str | None = None,
     spoofed: dict[str, tuple[int, int]] | None = None,
     shut: Iterable[str] = (),
+    gateway: Gateway | None = None,
+    intercepted: dict[tuple[str, str], int] | None = None,
 ) -> str:
     """All three tables. `learned` maps (box address, admitted address) to seconds left;
     `ports` maps a box's address to the bridge port bound to it; `refused` are the ranges
@@ -107,8 +123,10 @@ def ruleset(
     owner has not opened: an allowlist stored before that rule cannot pass); `builds` is
     the image builds' subnet (NAT only: what runs there is Paddock's own Dockerfiles);
     `spoofed` the (packets, bytes) the `spoofed` counters held per family, carried over so
-    a rewrite never hides an attack."""
-    gateway = ipaddress.ip_interface(bridge.cidr)
+    a rewrite never hides an attack. `gateway`: the credential gateway's ports, and
+    `intercepted` the (box address, admitted address) pairs whose HTTPS goes through it
+    (the addresses of hosts a secret attached to the box is bound to), to seconds left."""
+    gateway_ip = ipaddress.ip_interface(bridge.cidr).ip
     br = bridge.name
     ips = [b.ip for b in boxes]
     deny = [b.ip for b in boxes if b.policy.mode == "deny-all"]
@@ -129,7 +147,19 @@ def ruleset(
         build_nat = f"\n        ip saddr {subnet} ip daddr != {subnet} masquerade"
         # Builds run npm's and pip's install scripts: no cloud metadata for them either.
         build_forward = f"\n        ip saddr {subnet} ip daddr @metadata goto refused"
-    admitted = [f"{box} . {addr} timeout {s}s" for (box, addr), s in (learned or {}).items()]
+    admitted = _timed(learned)
+    redirects = opened = ""
+    if gateway is not None:
+        redirects = (
+            f'\n        iifname "{br}" ip saddr @boxes ip daddr {gateway_ip} tcp dport 80 '
+            f"redirect to :{gateway.port}"
+            f'\n        iifname "{br}" ip saddr . ip daddr @intercept tcp dport 443 '
+            f"redirect to :{gateway.intercept_port}"
+        )
+        opened = (
+            f'\n        iifname "{br}" ct status dnat meta l4proto tcp '
+            "ct original proto-dst { 80, 443 } accept"
+        )
     held = {
         family: "packets {} bytes {}".format(*(spoofed or {}).get(family, (0, 0)))
         for family in ("bridge", "arp")
@@ -180,6 +210,7 @@ table inet {table} {{
     set allowlisted {{ type ipv4_addr; {_elements(listed)} }}
     set allowed {{ type ipv4_addr . ipv4_addr; flags interval; {_elements(ranges)} }}
     set learned {{ type ipv4_addr . ipv4_addr; flags timeout; {_elements(admitted)} }}
+    set intercept {{ type ipv4_addr . ipv4_addr; flags timeout; {_elements(_timed(intercepted))} }}
     set metadata {{ type ipv4_addr; flags interval; {_elements(_collapsed(METADATA))} }}
     set not_public {{ type ipv4_addr; flags interval; {_elements(_collapsed(refused))} }}
     set closed {{ type ipv4_addr; flags interval; {_elements(_collapsed(shut))} }}
@@ -225,14 +256,16 @@ table inet {table} {{
     }}
     chain prerouting {{
         type nat hook prerouting priority dstnat; policy accept;
-        iifname "{br}" ip saddr @boxes ip daddr {gateway.ip} {dns} redirect to :{dns_port}
+        iifname "{br}" ip saddr @boxes ip daddr {gateway_ip} {dns} redirect to :{dns_port}\
+{redirects}
     }}
     chain input {{
         type filter hook input priority filter - 5; policy accept;
         # The host's own services (paddockd, the engine, SSH, ...) are not for boxes; the
-        # one exception is DNS redirected to a Paddock resolver.
+        # exceptions are DNS redirected to a Paddock resolver and HTTP(S) redirected to the
+        # credential gateway.
         iifname "{br}" ct state established,related accept
-        iifname "{br}" ct status dnat {tcp_udp} ct original proto-dst 53 accept
+        iifname "{br}" ct status dnat {tcp_udp} ct original proto-dst 53 accept{opened}
         iifname "{br}" goto refused
     }}
     chain postrouting {{
@@ -260,7 +293,9 @@ class NftablesPolicy:
         refuse_non_public: bool = True,
         builds: tuple[str, str] | None = None,
         open_ranges: tuple[str, ...] = (),
+        gateway: Gateway | None = None,
     ) -> None:
+        self._gateway = gateway
         self._bridge = bridge
         self._cidr = bridge_cidr
         self._dns_port = dns_port
@@ -273,7 +308,9 @@ class NftablesPolicy:
         self._conntrack = Conntrack()
         self._lock = threading.Lock()
         self._boxes: dict[str, BoxAddress] = {}
-        self._learned: dict[tuple[str, str], float] = {}  # -> monotonic expiry
+        # Timed elements of the `learned` and `intercept` sets: (box, address) -> expiry
+        # (monotonic), carried over each rewrite of the table.
+        self._timed: dict[str, dict[tuple[str, str], float]] = {"learned": {}, "intercept": {}}
         self._counted: dict[tuple[str, ...], int] = {}
         self._pending: list[Flow] = []
         self._pids: dict[str, int] = {}  # container id -> its init's pid, as last asked
@@ -298,16 +335,19 @@ class NftablesPolicy:
     def _sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         if not self._restored:
             # Admissions made before paddockd restarted are still valid for their TTL.
-            self._learned.update(self._read_learned())
+            for name, timed in self._timed.items():
+                timed.update(self._read_timed(name))
             self._restored = True
         ips = {b.ip for b in boxes}
         now = time.monotonic()
-        left = {
-            key: int(expiry - now)
-            for key, expiry in self._learned.items()
-            if key[0] in ips and expiry - now >= 1
-        }
-        self._learned = {k: v for k, v in self._learned.items() if k in left}
+        left: dict[str, dict[tuple[str, str], int]] = {}
+        for name, timed in self._timed.items():
+            left[name] = {
+                key: int(expiry - now)
+                for key, expiry in timed.items()
+                if key[0] in ips and expiry - now >= 1
+            }
+            self._timed[name] = {k: v for k, v in timed.items() if k in left[name]}
         mac = pin_bridge(self._bridge)
         ports = bridge_ports(self._bridge)
         bound, failed = self._bind(boxes, ports)
@@ -320,7 +360,18 @@ class NftablesPolicy:
         # (what is counted between the two is lost to the egress log).
         spoofed = self.spoofed()
         rules = ruleset(
-            self.table, bridge, self._dns_port, boxes, left, bound, refused, builds, spoofed, shut
+            self.table,
+            bridge,
+            self._dns_port,
+            boxes,
+            left["learned"],
+            bound,
+            refused,
+            builds,
+            spoofed,
+            shut,
+            self._gateway,
+            left["intercept"],
         )
         self._pending.extend(self._read_flows())
         self._nft.run(rules)
@@ -378,6 +429,13 @@ class NftablesPolicy:
         return self._boxes.get(ip)
 
     async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
+        await self._add_timed("learned", box_ip, addresses)
+
+    async def intercept(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
+        if self._gateway is not None:
+            await self._add_timed("intercept", box_ip, addresses)
+
+    async def _add_timed(self, name: str, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         if not addresses:
             return
 
@@ -391,11 +449,11 @@ class NftablesPolicy:
                     # add + delete + add: the one way to reset the timeout of an element
                     # that may already be there, in one transaction.
                     lines += [
-                        f"add element inet {self.table} learned {element}",
-                        f"delete element inet {self.table} learned {{ {box_ip} . {address} }}",
-                        f"add element inet {self.table} learned {element}",
+                        f"add element inet {self.table} {name} {element}",
+                        f"delete element inet {self.table} {name} {{ {box_ip} . {address} }}",
+                        f"add element inet {self.table} {name} {element}",
                     ]
-                    self._learned[(box_ip, address)] = now + seconds
+                    self._timed[name][(box_ip, address)] = now + seconds
                 self._nft.run("\n".join(lines) + "\n")
 
         await anyio.to_thread.run_sync(work)
@@ -436,10 +494,10 @@ class NftablesPolicy:
                 return [e.get("elem", e) for e in row["set"].get("elem", [])]
         return []
 
-    def _read_learned(self) -> dict[tuple[str, str], float]:
+    def _read_timed(self, name: str) -> dict[tuple[str, str], float]:
         now = time.monotonic()
         found = {}
-        for elem in self._set_elements("learned"):
+        for elem in self._set_elements(name):
             box, address = elem["val"]["concat"]
             found[(str(box), str(address))] = now + float(elem.get("expires", 0))
         return found

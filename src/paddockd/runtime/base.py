@@ -430,6 +430,10 @@ class Runtime(Protocol):
         everything it started; nothing when there is none."""
         ...
 
+    async def trust(self, cid: str, name: str, pem: bytes) -> None:
+        """Make the box's TLS clients trust this CA certificate (`inbox.trust`)."""
+        ...
+
 
 class ImageEngine(Protocol):
     """Building and importing images (the box image and its base)."""

@@ -911,6 +911,9 @@ class DockerRuntime:
     async def signal(self, cid: str, name: str, sig: str) -> None:
         await inbox.signal(await self._in_running(cid), name, sig)
 
+    async def trust(self, cid: str, name: str, pem: bytes) -> None:
+        await inbox.trust(await self._in_running(cid), name, pem)
+
     def _archive(self, cid: str, path: str) -> tuple[Any, tarfile.TarFile, tarfile.TarInfo]:
         """Start the engine's archive of `path`: the response, the tar read from it and its
         top entry, read already (its owner is the stat's). Blocking: call in a thread."""

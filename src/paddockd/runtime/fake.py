@@ -373,6 +373,10 @@ class FakeRuntime:
         self._get(cid)
         self.signals.append((cid, name, sig))
 
+    async def trust(self, cid: str, name: str, pem: bytes) -> None:
+        self._get(cid)
+        self.fs(cid).write(f"/usr/local/share/ca-certificates/{name}.crt", (0, 0), pem)
+
     async def import_tarball(self, path: Path, ref: str) -> None:
         self.images.add(ref)
 

@@ -22,6 +22,9 @@ name holds).
                              folders); then `stat PATH`
     signal NAME SIG          SIG to the process `noted` as NAME and all it started (its
                              process group too, when it leads one), as root
+    trust NAME               the PEM certificate on stdin trusted by the box's TLS
+                             clients: kept as NAME.crt among the local CAs and added to
+                             the system bundle once
 
 And the prefixes of commands paddockd starts in a box: `noted` (the command's pid kept
 under a name, for `signal`) and `detached` (started in a session of its own, its output
@@ -97,6 +100,11 @@ write) folders "$(dirname -- "$2")" "$3" "$4"
   cat > "$2" || exit 1
   [ -z "$new" ] || chown "$3:$4" -- "$2" || exit 1
   one "$2" ;;
+trust) c="/usr/local/share/ca-certificates/$2.crt"; b=/etc/ssl/certs/ca-certificates.crt
+  mkdir -p -- "${c%/*}" && cat > "$c" || exit 1
+  line=$(sed -n 2p "$c")
+  if [ -f "$b" ] && ! grep -qxF -- "$line" "$b"; then cat "$c" >> "$b" || exit 1; fi
+  exit 0 ;;
 *) echo "unknown command $1" >&2; exit @USAGE@ ;;
 esac
 """
@@ -263,6 +271,13 @@ async def signal(run_: Exec, name: str, sig: str) -> None:
     if sig not in SIGNALS:
         raise ValueError(f"not a signal paddockd sends: {sig!r}")
     await run(run_, "signal", _named(name), sig)
+
+
+async def trust(run_: Exec, name: str, pem: bytes) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield pem
+
+    await _fed(run_, spec("trust", _named(name), stdin=True), chunks(), name)
 
 
 async def stat(run_: Exec, path: str, user: str = "root") -> FileInfo | None:

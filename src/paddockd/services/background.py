@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio.to_thread
 
@@ -35,6 +36,7 @@ class Schedule:
     egress: float = 1.0
     dns_address: str = ""  # where the DNS filter listens (the bridge's gateway)
     dns_port: int = 10053
+    gateway_ports: tuple[int, int] = (10080, 10443)  # the credential gateway's (same address)
 
 
 class Background:
@@ -50,6 +52,7 @@ class Background:
         reaper: Reaper,
         egress_log: EgressLog,
         resolver: Resolver,
+        gateway: GatewayListener | None = None,
         runs: RunService,
         pool: WarmPool,
         # Blocking: starts the box engine if it is down, and says whether it had to.
@@ -64,6 +67,7 @@ class Background:
         self._reaper = reaper
         self._egress = egress_log
         self._resolver = resolver
+        self._gateway = gateway
         self._runs = runs
         self._pool = pool
         self._restart_engine = restart_engine
@@ -85,7 +89,7 @@ class Background:
             asyncio.create_task(_every(every.reap, self._reaper.reap, "ttl reaper")),
             asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
             asyncio.create_task(_every(60, _rotate_log, "log rotation")),
-            asyncio.create_task(self._start_resolver()),
+            asyncio.create_task(self._start_listeners()),
             asyncio.create_task(self._pool.run()),
         ]
 
@@ -94,6 +98,8 @@ class Background:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._resolver.close()
+        if self._gateway is not None:
+            await self._gateway.close()
         await self._egress.flush()
         # Cleanups under way finish (a restart would finish them too, just later).
         with contextlib.suppress(TimeoutError):
@@ -121,16 +127,32 @@ class Background:
             log.warning("the box engine was down; started it")
             await self._system.refresh_profile()
 
-    async def _start_resolver(self) -> None:
-        address, port = self._schedule.dns_address, self._schedule.dns_port
-        # Retried: the bridge (and so its address) may appear only once the engine is up.
-        for _ in range(60):
-            try:
-                await self._resolver.start(address, port)
-                return
-            except OSError as exc:
-                log.warning("DNS filter on %s:%d: %s", address, port, exc)
-                await asyncio.sleep(2)
+    async def _start_listeners(self) -> None:
+        """The DNS filter and the credential gateway, on the bridge's address."""
+        address, schedule = self._schedule.dns_address, self._schedule
+        await _retried("DNS filter", lambda: self._resolver.start(address, schedule.dns_port))
+        gateway = self._gateway
+        if gateway is not None:
+            await _retried(
+                "credential gateway", lambda: gateway.start(address, *schedule.gateway_ports)
+            )
+
+
+async def _retried(name: str, start: Callable[[], Awaitable[None]]) -> None:
+    # Retried: the bridge (and so its address) may appear only once the engine is up.
+    for _ in range(60):
+        try:
+            await start()
+            return
+        except OSError as exc:
+            log.warning("%s: %s", name, exc)
+            await asyncio.sleep(2)
+
+
+class GatewayListener(Protocol):
+    async def start(self, host: str, port: int, intercept_port: int) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 async def _rotate_log() -> None:

@@ -86,7 +86,13 @@ async def _crashing_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]
 
 
 class BoxEnvironment(Protocol):
+    """Keys and secrets in a box's commands' environment (services/gateway.py)."""
+
     async def env_for_box(self, box: Box) -> dict[str, str]: ...
+
+    async def check_secrets(self, holder: str | None, names: list[str]) -> None: ...
+
+    async def attach_secrets(self, box: Box, names: list[str], holder: str | None) -> None: ...
 
 
 def box_path(path: str) -> str:
@@ -227,10 +233,15 @@ class BoxService:
         idle_stop: int | None = None,
         disk: str | None = None,
         keep: int | None = None,
+        secrets: Sequence[str] = (),
     ) -> Box:
         """Admit a box (validation, capacity, name) and bring it up; `image` (and `disk`,
         a saved disk it gets a copy of) are for forks. It is `caller`'s box. `keep`: the
-        stop snapshots it keeps (None: the server's retention)."""
+        stop snapshots it keeps (None: the server's retention); `secrets`: the caller's
+        secrets attached to it."""
+        secrets = list(dict.fromkeys(secrets))
+        if secrets and self.environment is not None:
+            await self.environment.check_secrets(holder_of(caller), secrets)
         idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
         keep = validate_keep(keep, self._cfg.snapshot_limit)
         if network is not None:
@@ -288,6 +299,8 @@ class BoxService:
         if pooled:
             faults.point("pool.claimed")
         try:
+            if secrets and self.environment is not None:
+                await self.environment.attach_secrets(box, secrets, holder_of(caller))
             if disk is not None:
                 box = await self._reconciler.adopt(box, box.image, disk)
             async with self._pool.user_work():

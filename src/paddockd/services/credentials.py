@@ -1,6 +1,8 @@
 """Model-provider credentials: set, list (never the secret), delete, attach to boxes, and
 the environment they become, only where asked: a box's execs once attached, or an
-agent run (issue 6's `prompt`).
+agent run (`prompt`). A key of gateway mode (the default) never enters a box: the box gets
+a placeholder and the credential gateway's URL (services/gateway.py); one of env mode is
+put in the environment itself.
 
 Keys are per user: `auth set/ls/rm` act on the caller's own (the owner's for owner
 accounts and server tokens, see `Holders`). A box only ever gets its owner's keys, whoever
@@ -14,9 +16,17 @@ from dataclasses import dataclass
 from ..domain.accounts import User, holder_of
 from ..domain.agents import shell_env
 from ..domain.box import Box
-from ..domain.credentials import PROVIDERS, check_base_url, check_key, provider
+from ..domain.credentials import (
+    PROVIDERS,
+    KeyMode,
+    check_base_url,
+    check_key,
+    check_mode,
+    provider,
+)
 from ..domain.errors import NotFound
 from ..store.credentials import CredentialRepository
+from ..store.secrets import SecretRepository
 from .accounts import AccountService
 from .boxes import BoxService
 
@@ -27,21 +37,37 @@ class ProviderStatus:
     configured: bool
     base_url: str | None
     last_used_at: float | None
+    mode: KeyMode | None  # None: not set
 
 
 class CredentialService:
     def __init__(
-        self, repo: CredentialRepository, boxes: BoxService, accounts: AccountService
+        self,
+        repo: CredentialRepository,
+        boxes: BoxService,
+        accounts: AccountService,
+        placeholders: SecretRepository,
+        gateway_url: str,
     ) -> None:
+        """`gateway_url`: the credential gateway as boxes reach it (http://ADDRESS)."""
         self._repo = repo
         self._boxes = boxes
         self._accounts = accounts
+        self._placeholders = placeholders
+        self._gateway_url = gateway_url
 
     async def set(
-        self, name: str, key: str, base_url: str | None = None, caller: User | None = None
+        self,
+        name: str,
+        key: str,
+        base_url: str | None = None,
+        caller: User | None = None,
+        mode: str | None = None,
     ) -> ProviderStatus:
         p = provider(name)
-        await self._repo.put(holder_of(caller), p.name, check_key(key), check_base_url(base_url))
+        await self._repo.put(
+            holder_of(caller), p.name, check_key(key), check_base_url(base_url), check_mode(mode)
+        )
         return next(s for s in await self.statuses(caller) if s.provider == p.name)
 
     async def statuses(self, caller: User | None = None) -> list[ProviderStatus]:
@@ -52,6 +78,7 @@ class CredentialService:
                 name in stored,
                 stored[name].base_url if name in stored else None,
                 stored[name].last_used_at if name in stored else None,
+                stored[name].mode if name in stored else None,
             )
             for name in PROVIDERS
         ]
@@ -107,12 +134,17 @@ class CredentialService:
         return shell_env(await self.env_for(box, names)) if names else {}
 
     async def env_for(self, box: Box, names: list[str]) -> dict[str, str]:
-        """The environment of these providers' keys: the box owner's."""
+        """The environment of these providers' keys (the box owner's): for a key of
+        gateway mode, the box's placeholder and the gateway's URL for the provider."""
         env = {}
-        secrets = await self._repo.secrets(await self._box_holder(box), names)
-        for name, (secret, base_url) in secrets.items():
+        keys = await self._repo.keys(await self._box_holder(box), names)
+        for name, key in keys.items():
             p = PROVIDERS[name]
-            env[p.key_env] = secret
-            if base_url:
-                env[p.base_url_env] = base_url
+            if key.mode == "env":
+                env[p.key_env] = key.secret
+                if key.base_url:
+                    env[p.base_url_env] = key.base_url
+                continue
+            env[p.key_env] = await self._placeholders.placeholder(box.id, "provider", name)
+            env[p.base_url_env] = f"{self._gateway_url}/{name}"
         return env

@@ -21,6 +21,7 @@ from ..store.tokens import TokenRepository
 from .boxes import BoxService
 from .credentials import CredentialService
 from .previews import PreviewService
+from .secrets import SecretService
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,10 @@ class MemberService:
         credentials: CredentialService,
         public_url: Callable[[], str],
         previews: PreviewService | None = None,
+        secrets: SecretService | None = None,
     ) -> None:
         self._previews = previews
+        self._secrets = secrets
         self._accounts = accounts
         self._tokens = tokens
         self._boxes = boxes
@@ -139,6 +142,8 @@ class MemberService:
         # Locked out first (sessions went with the user; tokens now), then their boxes stop.
         revoked = await self._tokens.revoke_all(user.id)
         forgotten = await self._credentials.forget(user.id)
+        if self._secrets is not None:
+            forgotten += await self._secrets.forget(user.id)
         # Their previews go with them: a public one would otherwise wake their box for
         # anyone who has the link, boot hooks and all.
         if self._previews is not None:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 
@@ -47,6 +47,14 @@ MAX_RUNNING = 4
 _READ = 1 << 20
 
 
+class KeyHolds(Protocol):
+    """The credential gateway's grants for runs (services/gateway.py)."""
+
+    def hold(self, box_id: str, providers: list[str]) -> None: ...
+
+    def release(self, box_id: str, providers: list[str]) -> None: ...
+
+
 class RunService:
     def __init__(
         self,
@@ -55,9 +63,11 @@ class RunService:
         repo: RunRepository,
         runs_dir: Path,
         default_agent: str = "claude",
+        holds: KeyHolds | None = None,
     ) -> None:
         self._boxes = boxes
         self._credentials = credentials
+        self._holds = holds
         self._repo = repo
         self._dir = runs_dir
         self.default_agent = default_agent
@@ -140,7 +150,14 @@ class RunService:
         await self._repo.save(run)
         # -w: setsid forks when the caller leads its group (an exec does); wait for it.
         launch = ["setsid", "-w", *inbox.noted(f"run-{run.id}", cmd, AGENTS[name].prepare)]
-        proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
+        if self._holds is not None:
+            self._holds.hold(box.id, providers)  # its placeholders are good while it runs
+        try:
+            proc = await self._boxes.exec(box.id, launch, env, run.workdir, None)
+        except BaseException:
+            if self._holds is not None:
+                self._holds.release(box.id, providers)
+            raise
         self._tasks[run.id] = asyncio.create_task(self._pump(run, proc))
         return run
 
@@ -169,6 +186,8 @@ class RunService:
             code = await proc.wait()
         finally:
             await proc.close()
+            if self._holds is not None:
+                self._holds.release(run.box_id, list(AGENTS[run.agent].providers))
             current = await self.get(run.id)
             status = (
                 current.status

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet, InvalidToken
 from sqlalchemy.engine import Connection
 
+from ..domain.credentials import KeyMode, check_mode
 from ..domain.errors import PaddockError
 from .db import Database, box_credentials, credentials
 
@@ -22,6 +23,16 @@ class StoredCredential:
     base_url: str | None
     created_at: float
     last_used_at: float | None
+    mode: KeyMode = "gateway"
+
+
+@dataclass(frozen=True)
+class Key:
+    """A provider key as the box's environment or the gateway needs it."""
+
+    secret: str
+    base_url: str | None
+    mode: KeyMode
 
 
 def load_key(path: Path) -> bytes:
@@ -34,22 +45,50 @@ def load_key(path: Path) -> bytes:
 
 
 def _whose(holder: str | None) -> sa.ColumnElement[bool]:
+    return whose(credentials.c.user_id, holder)
+
+
+class Sealer:
+    """Encrypts what is stored at rest with the key file's key."""
+
+    def __init__(self, key_file: Path) -> None:
+        self._fernet = Fernet(load_key(key_file))
+
+    def seal(self, text: str) -> bytes:
+        return self._fernet.encrypt(text.encode())
+
+    def open(self, sealed: bytes) -> str:
+        try:
+            return self._fernet.decrypt(sealed).decode()
+        except InvalidToken:
+            raise PaddockError(
+                "a stored credential cannot be decrypted: was credentials.key replaced? "
+                "Set it again with `paddock auth set` (or `paddock secret set`)"
+            ) from None
+
+
+def whose(column: sa.Column[str], holder: str | None) -> sa.ColumnElement[bool]:
     # The owner's keys are stored under '': SQLite lets NULLs repeat in a primary key.
-    return credentials.c.user_id == (holder or "")
+    return column == (holder or "")
 
 
 class CredentialRepository:
     """Each holder's keys (see `Holders`): a member's id, or None for the owner's."""
 
-    def __init__(self, db: Database, key_file: Path) -> None:
+    def __init__(self, db: Database, sealer: Sealer) -> None:
         self._db = db
-        self._fernet = Fernet(load_key(key_file))
+        self._sealer = sealer
 
     async def put(
-        self, holder: str | None, provider: str, secret: str, base_url: str | None
+        self,
+        holder: str | None,
+        provider: str,
+        secret: str,
+        base_url: str | None,
+        mode: KeyMode = "gateway",
     ) -> None:
-        sealed = self._fernet.encrypt(secret.encode())
-        values = {"secret": sealed, "base_url": base_url, "created_at": time.time()}
+        sealed = self._sealer.seal(secret)
+        values = {"secret": sealed, "base_url": base_url, "created_at": time.time(), "mode": mode}
 
         def work(conn: Connection) -> None:
             mine = _whose(holder) & (credentials.c.provider == provider)
@@ -85,39 +124,31 @@ class CredentialRepository:
                     credentials.c.base_url,
                     credentials.c.created_at,
                     credentials.c.last_used_at,
+                    credentials.c.mode,
                 ).where(_whose(holder))
             )
             return [StoredCredential(*row) for row in rows]
 
         return await self._db.run(work)
 
-    async def secrets(
-        self, holder: str | None, providers: list[str]
-    ) -> dict[str, tuple[str, str | None]]:
-        """provider -> (secret, base URL) for the holder's keys that are set; marks them
-        used."""
+    async def keys(self, holder: str | None, providers: list[str]) -> dict[str, Key]:
+        """provider -> its key, for the holder's keys that are set; marks them used."""
 
-        def work(conn: Connection) -> dict[str, tuple[str, str | None]]:
+        def work(conn: Connection) -> dict[str, Key]:
             wanted = _whose(holder) & credentials.c.provider.in_(providers)
             rows = conn.execute(
                 sa.select(
-                    credentials.c.provider, credentials.c.secret, credentials.c.base_url
+                    credentials.c.provider,
+                    credentials.c.secret,
+                    credentials.c.base_url,
+                    credentials.c.mode,
                 ).where(wanted)
             ).all()
             if rows:
                 conn.execute(credentials.update().where(wanted).values(last_used_at=time.time()))
-            return {r[0]: (self._open(r[1]), r[2]) for r in rows}
+            return {r[0]: Key(self._sealer.open(r[1]), r[2], check_mode(r[3])) for r in rows}
 
         return await self._db.run(work)
-
-    def _open(self, sealed: bytes) -> str:
-        try:
-            return self._fernet.decrypt(sealed).decode()
-        except InvalidToken:
-            raise PaddockError(
-                "a stored credential cannot be decrypted: was credentials.key replaced? "
-                "Set it again with `paddock auth set`"
-            ) from None
 
     async def attach(self, box_id: str, provider: str) -> None:
         def work(conn: Connection) -> None:

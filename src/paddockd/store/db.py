@@ -81,6 +81,59 @@ credentials = sa.Table(
     sa.Column("base_url", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("last_used_at", sa.Float),
+    # gateway: boxes get a placeholder and the gateway adds the key on the way out; env:
+    # the key itself, in the environment of the box's commands.
+    sa.Column("mode", sa.String(16), nullable=False, server_default="gateway"),
+)
+
+secrets = sa.Table(
+    "secrets",
+    metadata,
+    sa.Column("user_id", sa.String(32), primary_key=True, server_default=""),  # as credentials
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.LargeBinary, nullable=False),  # Fernet token, never clear text
+    sa.Column("hosts", sa.Text, nullable=False),  # JSON list of host names it is bound to
+    sa.Column("header", sa.String(128)),  # set whole to `format` (None: replaced in place)
+    sa.Column("format", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
+)
+
+box_secrets = sa.Table(
+    "box_secrets",
+    metadata,
+    sa.Column("box_id", sa.String(32), nullable=False, index=True),
+    sa.Column("name", sa.String(64), nullable=False),
+)
+
+# What a box holds in place of a key or secret: random, bound to that box and that name.
+placeholders = sa.Table(
+    "placeholders",
+    metadata,
+    sa.Column("value", sa.String(128), primary_key=True),
+    sa.Column("box_id", sa.String(32), nullable=False, index=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # provider | secret
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+# Every use of a key or secret through the gateway, let through or refused.
+credential_uses = sa.Table(
+    "credential_uses",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(32), nullable=False, index=True),  # whose key ('' owner)
+    sa.Column("box_id", sa.String(32), nullable=False),
+    sa.Column("box_name", sa.String(64), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("method", sa.String(16), nullable=False),
+    sa.Column("path", sa.String(255), nullable=False),
+    sa.Column("status", sa.Integer, nullable=False),  # the upstream's, or the refusal's
+    sa.Column("outcome", sa.String(16), nullable=False),  # used | refused
+    sa.Column("reason", sa.Text),
+    sa.Column("at", sa.Float, nullable=False, index=True),
 )
 
 box_credentials = sa.Table(
@@ -349,6 +402,36 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (24, ["ALTER TABLE boxes ADD COLUMN keep INTEGER"]),  # per-box stop-snapshot retention
+    (
+        25,
+        [
+            # The credential gateway: keys stay outside boxes unless set with --mode env.
+            "ALTER TABLE credentials ADD COLUMN mode VARCHAR(16) NOT NULL DEFAULT 'gateway'",
+            """CREATE TABLE secrets (
+                user_id VARCHAR(32) NOT NULL DEFAULT '', name VARCHAR(64) NOT NULL,
+                value BLOB NOT NULL, hosts TEXT NOT NULL, header VARCHAR(128), format TEXT,
+                created_at FLOAT NOT NULL, last_used_at FLOAT, PRIMARY KEY (user_id, name))""",
+            """CREATE TABLE box_secrets (
+                box_id VARCHAR(32) NOT NULL, name VARCHAR(64) NOT NULL)""",
+            "CREATE INDEX ix_box_secrets_box_id ON box_secrets (box_id)",
+            """CREATE TABLE placeholders (
+                value VARCHAR(128) PRIMARY KEY, box_id VARCHAR(32) NOT NULL,
+                kind VARCHAR(16) NOT NULL, name VARCHAR(64) NOT NULL,
+                created_at FLOAT NOT NULL)""",
+            "CREATE INDEX ix_placeholders_box_id ON placeholders (box_id)",
+            """CREATE TABLE credential_uses (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, user_id VARCHAR(32) NOT NULL,
+                box_id VARCHAR(32) NOT NULL, box_name VARCHAR(64) NOT NULL,
+                kind VARCHAR(16) NOT NULL, name VARCHAR(64) NOT NULL,
+                host VARCHAR(255) NOT NULL, method VARCHAR(16) NOT NULL,
+                path VARCHAR(255) NOT NULL, status INTEGER NOT NULL,
+                outcome VARCHAR(16) NOT NULL, reason TEXT, at FLOAT NOT NULL)""",
+            "CREATE INDEX ix_credential_uses_user_id ON credential_uses (user_id)",
+            "CREATE INDEX ix_credential_uses_at ON credential_uses (at)",
+            # Attachments of boxes deleted before they went with their box.
+            "DELETE FROM box_credentials WHERE box_id NOT IN (SELECT id FROM boxes)",
+        ],
+    ),
 ]
 
 

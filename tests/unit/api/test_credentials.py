@@ -37,17 +37,40 @@ def test_secrets_are_write_only_and_encrypted_at_rest(api: TestClient, world: Wo
     assert key_file.stat().st_mode & 0o777 == 0o600
 
 
+def test_attached_boxes_get_a_placeholder_and_the_gateway(api: TestClient, world: World) -> None:
+    assert api.put("/v1/auth/anthropic", json={"key": SECRET}).json()["mode"] == "gateway"
+    api.post("/v1/boxes", json={"name": "with"})
+    api.post("/v1/boxes", json={"name": "other"})
+    api.post("/v1/boxes", json={"name": "without"})
+    assert api.put("/v1/boxes/with/auth/anthropic").json() == {"providers": ["anthropic"]}
+    api.put("/v1/boxes/other/auth/anthropic")
+    for box in ("with", "other", "without"):
+        api.post(f"/v1/boxes/{box}/exec?wait=true", json={"cmd": ["env"]})
+    with_env, other_env, without_env = (spec.env for spec in world.runtime.execs[-3:])
+    assert with_env["ANTHROPIC_API_KEY"].startswith("sk-paddock-")
+    assert SECRET not in str(with_env)
+    assert other_env["ANTHROPIC_API_KEY"] != with_env["ANTHROPIC_API_KEY"]  # one per box
+    assert with_env["ANTHROPIC_BASE_URL"] == "http://10.213.0.1/anthropic"
+    assert "ANTHROPIC_API_KEY" not in without_env
+    assert api.get("/v1/auth").json()["providers"][0]["last_used_at"] is not None
+
+
+def test_a_key_of_env_mode_is_the_one_the_box_gets(api: TestClient, world: World) -> None:
+    resp = api.put("/v1/auth/anthropic", json={"key": SECRET, "mode": "env"})
+    assert resp.json()["mode"] == "env"
+    api.post("/v1/boxes", json={"name": "with"})
+    api.put("/v1/boxes/with/auth/anthropic")
+    api.post("/v1/boxes/with/exec?wait=true", json={"cmd": ["env"]})
+    env = world.runtime.execs[-1].env
+    assert env["ANTHROPIC_API_KEY"] == SECRET and "ANTHROPIC_BASE_URL" not in env
+    bad = api.put("/v1/auth/anthropic", json={"key": SECRET, "mode": "proxy"})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+
+
 def test_only_attached_boxes_get_the_key(api: TestClient, world: World) -> None:
     api.put("/v1/auth/anthropic", json={"key": SECRET})
     api.post("/v1/boxes", json={"name": "with"})
-    api.post("/v1/boxes", json={"name": "without"})
-    assert api.put("/v1/boxes/with/auth/anthropic").json() == {"providers": ["anthropic"]}
-    api.post("/v1/boxes/with/exec?wait=true", json={"cmd": ["env"]})
-    api.post("/v1/boxes/without/exec?wait=true", json={"cmd": ["env"]})
-    with_env, without_env = (spec.env for spec in world.runtime.execs[-2:])
-    assert with_env["ANTHROPIC_API_KEY"] == SECRET
-    assert "ANTHROPIC_API_KEY" not in without_env
-    assert api.get("/v1/auth").json()["providers"][0]["last_used_at"] is not None
+    api.put("/v1/boxes/with/auth/anthropic")
     # Forgetting the key detaches it everywhere.
     assert api.delete("/v1/auth/anthropic").status_code == 204
     assert api.get("/v1/boxes/with/auth").json() == {"providers": []}

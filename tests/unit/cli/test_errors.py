@@ -23,6 +23,7 @@ NO_SERVER = {
     ("exec", "nosuchbox", "--", "true"): 125,  # as `docker exec` when Docker fails
     ("shell",): 125,
     ("auth", "set", "anthropic"): 2,  # asks for the key first, and there is no terminal
+    ("secret", "set", "drive1", "--host", "x"): 2,  # the same for the value
     ("prompt", "nosuchbox"): 2,  # the instruction comes from stdin, which is empty
     ("host", "x"): 2,  # one word is neither BOX PORT nor a subcommand: a usage mistake
 }

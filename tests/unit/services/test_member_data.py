@@ -146,10 +146,12 @@ async def test_keys_are_per_user(world: World, people: People) -> None:
 
 
 async def test_a_box_gets_only_its_owners_keys(world: World, people: People) -> None:
+    # In env mode, where the box gets the key itself (the gateway's choice of key is
+    # tested in test_gateway.py).
     keys = world.services.credentials
-    await keys.set("anthropic", BOBS, caller=people.bob)
-    await keys.set("anthropic", OWNERS, caller=people.owner)
-    await keys.set("openai", "sk-openai-owner-0123456789", caller=people.owner)
+    await keys.set("anthropic", BOBS, caller=people.bob, mode="env")
+    await keys.set("anthropic", OWNERS, caller=people.owner, mode="env")
+    await keys.set("openai", "sk-openai-owner-0123456789", caller=people.owner, mode="env")
     bobs = await world.boxes.create("bob-box", None, None, None, caller=people.bob)
     mine = await world.boxes.create("ada-box", None, None, None, caller=people.owner)
 

@@ -26,7 +26,10 @@ async def test_a_run_gets_only_its_providers_key_and_is_recorded(world: World) -
     run = await services.runs.start("r", "claude", "say hi", "/config/w", None)
     events = [e async for e in services.runs.follow(run.id)]
     spec = world.runtime.execs[-1]
-    assert spec.env["ANTHROPIC_API_KEY"] == KEY and "OPENAI_API_KEY" not in spec.env
+    # The key stays outside: the run gets the box's placeholder and the gateway's URL.
+    assert spec.env["ANTHROPIC_API_KEY"].startswith("sk-paddock-") and KEY not in str(spec)
+    assert spec.env["ANTHROPIC_BASE_URL"] == "http://10.213.0.1/anthropic"
+    assert "OPENAI_API_KEY" not in spec.env
     assert spec.env["DISABLE_AUTOUPDATER"] == "1" and spec.workdir == "/config/w"
     assert spec.cmd[:3] == ["setsid", "-w", "/bin/sh"] and spec.cmd[-2:] == ["--", "say hi"]
     assert "claude -p" in str(events[0]["data"])

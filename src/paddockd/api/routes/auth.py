@@ -5,8 +5,9 @@ image and whether the caller has a key for them."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from paddock.wire.models import (
     AgentInfo,
@@ -15,9 +16,12 @@ from paddock.wire.models import (
     Credential,
     CredentialList,
     CredentialSet,
+    CredentialUse,
+    CredentialUseList,
 )
 
 from ...services.credentials import ProviderStatus
+from ...store.secrets import Use
 from ..deps import Caller, Svc
 
 router = APIRouter(tags=["auth"])
@@ -26,7 +30,26 @@ router = APIRouter(tags=["auth"])
 def present(s: ProviderStatus) -> Credential:
     used = datetime.fromtimestamp(s.last_used_at, timezone.utc) if s.last_used_at else None
     return Credential(
-        provider=s.provider, configured=s.configured, base_url=s.base_url, last_used_at=used
+        provider=s.provider,
+        configured=s.configured,
+        base_url=s.base_url,
+        last_used_at=used,
+        mode=s.mode,
+    )
+
+
+def present_use(u: Use) -> CredentialUse:
+    return CredentialUse(
+        box=u.box_name,
+        kind=u.kind,
+        name=u.name,
+        host=u.host,
+        method=u.method,
+        path=u.path,
+        status=u.status,
+        outcome="refused" if u.outcome == "refused" else "used",
+        at=datetime.fromtimestamp(u.at, timezone.utc),
+        reason=u.reason,
     )
 
 
@@ -45,7 +68,23 @@ async def list_credentials(svc: Svc, caller: Caller) -> CredentialList:
 async def set_credential(
     provider: str, body: CredentialSet, svc: Svc, caller: Caller
 ) -> Credential:
-    return present(await svc.credentials.set(provider, body.key, body.base_url, caller))
+    return present(await svc.credentials.set(provider, body.key, body.base_url, caller, body.mode))
+
+
+@router.get(
+    "/auth/log",
+    response_model=CredentialUseList,
+    summary="Your provider keys' uses through the credential gateway, newest first",
+)
+async def key_log(
+    svc: Svc,
+    caller: Caller,
+    provider: str | None = None,
+    box: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> CredentialUseList:
+    uses = await svc.secrets.uses(caller, "provider", provider, box, limit)
+    return CredentialUseList(uses=[present_use(u) for u in uses])
 
 
 @router.delete("/auth/{provider}", status_code=204, summary="Forget your key for a provider")

@@ -64,6 +64,7 @@ async def create_box(body: BoxCreate, svc: Svc, caller: Caller) -> BoxModel:
         caller=caller,
         idle_stop=body.idle_stop,
         keep=body.keep,
+        secrets=body.secrets,
     )
     return await present(svc, box, caller)
 

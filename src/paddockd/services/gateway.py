@@ -1,0 +1,367 @@
+"""The credential gateway's decisions (gateway/base.py `Grants`): which box is asking, whose
+keys and secrets it may use, what its placeholders stand for, where the gateway may connect
+on its behalf, and a line in the log for every use and every refusal. Also what a box's
+commands find in their environment: placeholders and the gateway's URLs, never a key of
+gateway mode.
+
+A placeholder is good only from the box it was made for (the address a request comes from
+is the box's own: the bridge guard drops anything else), for its own provider or for hosts
+its secret is bound to, and only while the key is attached to the box or one of its runs
+uses it."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from ..domain.box import Box, BoxState
+from ..domain.credentials import PROVIDERS, PlaceholderKind, upstream_of
+from ..domain.errors import NotFound
+from ..domain.network import METADATA, Closed
+from ..domain.secrets import SecretRule
+from ..gateway.base import Asked, Denied, Grant
+from ..gateway.substitute import Swap
+from ..netpolicy.base import NetworkRules
+from ..runtime.base import Runtime
+from ..store.credentials import CredentialRepository
+from ..store.secrets import Placeholder, SecretRepository, Use
+from .accounts import AccountService
+from .boxes import BoxService
+
+log = logging.getLogger("paddockd.gateway")
+
+CA_NAME = "paddock-gateway"
+CA_FILE = f"/usr/local/share/ca-certificates/{CA_NAME}.crt"
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+# For the TLS clients that do not read the system's bundle by default.
+CA_ENV = {
+    "NODE_EXTRA_CA_CERTS": CA_FILE,
+    "REQUESTS_CA_BUNDLE": SYSTEM_BUNDLE,
+    "SSL_CERT_FILE": SYSTEM_BUNDLE,
+    "PIP_CERT": SYSTEM_BUNDLE,
+}
+_CLOSED_FOR = 30.0  # seconds the host's closed ranges are reused
+
+
+@dataclass(frozen=True)
+class _Asker:
+    box_id: str
+    box_name: str
+    holder: str | None
+
+
+def closed_address(address: str, closed: list[Closed], opened: tuple[str, ...]) -> Closed | None:
+    """The closed range `address` lies in, unless the owner opened it (metadata: never)."""
+    ip = ipaddress.IPv4Address(address)
+    for c in closed:
+        if ip not in ipaddress.IPv4Network(c.cidr, strict=False):
+            continue
+        if c.cidr in METADATA or not any(
+            ip in ipaddress.IPv4Network(o, strict=False) for o in opened
+        ):
+            return c
+    return None
+
+
+class GatewayService:
+    def __init__(
+        self,
+        network: NetworkRules,
+        boxes: BoxService,
+        accounts: AccountService,
+        keys: CredentialRepository,
+        secrets: SecretRepository,
+        *,
+        open_ranges: tuple[str, ...] = (),
+    ) -> None:
+        self._net = network
+        self._boxes = boxes
+        self._accounts = accounts
+        self._keys = keys
+        self._secrets = secrets
+        self._open = open_ranges
+        # (box id, provider) -> runs going in the box that use the provider's key.
+        self._held: Counter[tuple[str, str]] = Counter()
+        self._rules: dict[str, tuple[SecretRule, ...]] = {}  # box id -> attached secrets
+        self._closed: tuple[float, list[Closed]] = (0.0, [])
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- what is attached ---------------------------------------------------------------
+    async def refresh(self) -> None:
+        """Reread which secrets are attached to which box (after any change to them)."""
+        attached = await self._secrets.attachments()
+        rules = await self._secrets.rules()
+        holders = await self._accounts.holders()
+        owners = {b.id: holders.of(b.owner_id) for b in await self._boxes.all()}
+        self._rules = {
+            box_id: tuple(
+                rules[(owners[box_id] or "", name)]
+                for name in names
+                if (owners[box_id] or "", name) in rules
+            )
+            for box_id, names in attached.items()
+            if box_id in owners
+        }
+
+    def attached_secrets(self, box_id: str) -> tuple[SecretRule, ...]:
+        return self._rules.get(box_id, ())
+
+    def hold(self, box_id: str, providers: list[str]) -> None:
+        """A run in the box uses these providers' keys until `release`."""
+        self._held.update((box_id, p) for p in providers)
+
+    def release(self, box_id: str, providers: list[str]) -> None:
+        self._held.subtract((box_id, p) for p in providers)
+        self._held = +self._held
+
+    # -- Grants -------------------------------------------------------------------------
+    def is_box(self, ip: str) -> bool:
+        return self._net.box_at(ip) is not None
+
+    def bound(self, box_ip: str, host: str) -> bool:
+        box = self._net.box_at(box_ip)
+        return box is not None and self.binds(box.box_id, host)
+
+    def binds(self, box_id: str, host: str) -> bool:
+        return any(rule.binds(host) for rule in self._rules.get(box_id, ()))
+
+    async def _asker(self, ip: str) -> _Asker | None:
+        address = self._net.box_at(ip)
+        box = await self._boxes.get(address.box_id) if address is not None else None
+        if box is None:
+            return None
+        return _Asker(box.id, box.name, (await self._accounts.holders()).of(box.owner_id))
+
+    async def for_provider(self, asked: Asked, provider: str) -> Grant | Denied:
+        who = await self._asker(asked.box_ip)
+        if who is None:
+            return Denied(403, "forbidden", "not a box of this server")
+        p = PROVIDERS.get(provider)
+        if p is None:
+            known = ", ".join(f"/{name}" for name in PROVIDERS)
+            return Denied(404, "not_found", f"no provider {provider!r} at the gateway ({known})")
+        host = p.name
+        found = await self._secrets.placeholders([v.decode() for v in asked.placeholders])
+        mine = [f for f in found if (f.box_id, f.kind, f.name) == (who.box_id, "provider", p.name)]
+        for other in (f for f in found if f not in mine):
+            self._note(who, "provider", p.name, host, asked, 403, _why_not(other, who, p.name))
+        if len(mine) != len(found) or not mine:
+            why = (
+                "a placeholder in this request is not this box's for "
+                f"{p.name}: refused (and logged)"
+                if found
+                else f"no Paddock placeholder in the request: send the {p.key_env} this "
+                "box was given"
+            )
+            if not found:
+                self._note(who, "provider", p.name, host, asked, 401, "no placeholder")
+            return Denied(403 if found else 401, "placeholder_refused", why)
+        attached = p.name in await self._keys.attached(who.box_id)
+        if not attached and self._held[(who.box_id, p.name)] <= 0:
+            self._note(who, "provider", p.name, host, asked, 403, "not attached")
+            return Denied(
+                403,
+                "not_attached",
+                f"{p.name}'s key is not attached to box {who.box_name} "
+                f"(`paddock auth attach {who.box_name} {p.name}`)",
+            )
+        key = (await self._keys.keys(who.holder, [p.name])).get(p.name)
+        if key is None or key.mode != "gateway":
+            why = "is not set" if key is None else "is set with --mode env (the box holds it)"
+            self._note(who, "provider", p.name, host, asked, 403, f"key {why}")
+            return Denied(403, "no_key", f"{p.name}'s key {why}")
+        upstream = upstream_of(p, key.base_url)
+        swaps = {mine[0].value.encode(): Swap(key.secret.encode())}
+
+        def record(status: int) -> None:
+            self._note(who, "provider", p.name, host, asked, status, None)
+
+        return Grant(swaps, upstream, record)
+
+    async def for_host(self, asked: Asked, host: str) -> Grant | Denied:
+        who = await self._asker(asked.box_ip)
+        if who is None:
+            return Denied(403, "forbidden", "not a box of this server")
+        if not asked.placeholders:
+            return Grant()
+        rules = {r.name: r for r in self._rules.get(who.box_id, ()) if r.binds(host)}
+        found = await self._secrets.placeholders([v.decode() for v in asked.placeholders])
+        usable = [
+            f for f in found if f.box_id == who.box_id and f.kind == "secret" and f.name in rules
+        ]
+        for other in (f for f in found if f not in usable):
+            # Left as it is in the request: the host sees the placeholder, never a value.
+            reason = _why_not(other, who, None) or f"not bound to {host}"
+            self._note(who, other.kind, other.name, host, asked, 0, reason)
+        values = await self._secrets.values(who.holder, [f.name for f in usable])
+        swaps = {}
+        for f in usable:
+            if f.name not in values:
+                continue
+            rule, value = rules[f.name], values[f.name]
+            header = rule.header.lower().encode() if rule.header else None
+            swaps[f.value.encode()] = Swap(
+                value.encode(), header, rule.header_value(value).encode()
+            )
+        names = sorted({f.name for f in usable if f.name in values})
+
+        def record(status: int) -> None:
+            for name in names:
+                self._note(who, "secret", name, host, asked, status, None)
+
+        return Grant(swaps, None, record)
+
+    async def address_of(self, host: str, port: int) -> str | Denied:
+        try:
+            addresses = [str(ipaddress.IPv4Address(host))]
+        except ValueError:
+            try:
+                infos = await asyncio.get_running_loop().getaddrinfo(
+                    host, port, family=socket.AF_INET, type=socket.SOCK_STREAM
+                )
+            except OSError as exc:
+                return Denied(502, "gateway_upstream", f"could not resolve {host} ({exc})")
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        closed = await self._closed_ranges()
+        shut: Closed | None = None
+        for address in addresses:
+            shut = closed_address(address, closed, self._open)
+            if shut is None:
+                return address
+        assert shut is not None
+        return Denied(
+            403,
+            "closed_range",
+            f"{host} is in {shut.cidr}, {shut.what}: the gateway does not connect there",
+        )
+
+    async def _closed_ranges(self) -> list[Closed]:
+        at, ranges = self._closed
+        if time.monotonic() - at > _CLOSED_FOR or not ranges:
+            ranges = await self._net.closed()
+            self._closed = (time.monotonic(), ranges)
+        return ranges
+
+    # -- the log ------------------------------------------------------------------------
+    def _note(
+        self,
+        who: _Asker,
+        kind: PlaceholderKind,
+        name: str,
+        host: str,
+        asked: Asked,
+        status: int,
+        refused: str | None,
+    ) -> None:
+        use = Use(
+            who.box_id,
+            who.box_name,
+            kind,
+            name,
+            host[:255],
+            asked.method[:16],
+            asked.path,
+            status,
+            "refused" if refused else "used",
+            refused,
+            time.time(),
+        )
+        if refused:
+            log.warning(
+                "gateway: box %s: %s %s for %s refused: %s",
+                who.box_name,
+                kind,
+                name,
+                host,
+                refused,
+            )
+        self._spawn(self._secrets.record(who.holder, use))
+
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(_logged(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _logged(job: Coroutine[Any, Any, None]) -> None:
+    try:
+        await job
+    except Exception:
+        log.exception("gateway: a use could not be recorded")
+
+
+def _why_not(found: Placeholder, who: _Asker, provider: str | None) -> str:
+    if found.box_id != who.box_id:
+        return "another box's placeholder"
+    if provider is not None and (found.kind, found.name) != ("provider", provider):
+        return f"the placeholder of {found.kind} {found.name}"
+    return ""
+
+
+class BoxEnvironment:
+    """What a box's commands get in their environment from keys and secrets: attached
+    providers' placeholders and gateway URLs (or, for keys of env mode, the keys), and
+    attached secrets' placeholders, with the gateway's CA trusted in the box."""
+
+    def __init__(
+        self,
+        credentials: Any,  # services/credentials.py CredentialService (its env_for_box)
+        gateway: GatewayService,
+        secrets: SecretRepository,
+        runtime: Runtime,
+        ca_pem: bytes,
+    ) -> None:
+        self._credentials = credentials
+        self._gateway = gateway
+        self._secrets = secrets
+        self._rt = runtime
+        self._pem = ca_pem
+        self._trusted: set[str] = set()  # containers whose trust store has the CA
+
+    async def env_for_box(self, box: Box) -> dict[str, str]:
+        env: dict[str, str] = await self._credentials.env_for_box(box)
+        rules = self._gateway.attached_secrets(box.id)
+        if rules:
+            for rule in rules:
+                env[rule.name] = await self._secrets.placeholder(box.id, "secret", rule.name)
+            env.update(CA_ENV)
+            await self.trust(box)
+        return env
+
+    async def check_secrets(self, holder: str | None, names: list[str]) -> None:
+        """Refuse names `holder` has no secret of (before a box is made with them)."""
+        have = {s.rule.name for s in await self._secrets.all(holder)}
+        for name in names:
+            if name not in have:
+                raise NotFound(
+                    f"no secret named {name!r}: set it first (`paddock secret set {name} "
+                    "--host HOST`)"
+                )
+
+    async def attach_secrets(self, box: Box, names: list[str], holder: str | None) -> None:
+        """Attach these secrets of the box owner's (`holder`) to the box."""
+        await self.check_secrets(holder, names)
+        for name in names:
+            await self._secrets.attach(box.id, name)
+        await self._gateway.refresh()
+        if box.container_id is not None and box.state == BoxState.RUNNING:
+            await self.trust(box)
+
+    async def trust(self, box: Box) -> None:
+        """The gateway's CA in the box's trust stores, once per container."""
+        cid = box.container_id
+        if cid is None or cid in self._trusted:
+            return
+        await self._rt.trust(cid, CA_NAME, self._pem)
+        self._trusted.add(cid)

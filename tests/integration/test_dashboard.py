@@ -466,6 +466,42 @@ def test_the_agents_tab_runs_watches_stops_and_keeps_history(
                     c.delete_credential(provider)
 
 
+def test_secrets_are_set_listed_and_shown_with_their_boxes(dash: Server, chromium: Any) -> None:
+    """The Credentials page: a new secret (its value never shown again), the box it is
+    attached to, and the box's Agents tab saying how it holds its keys and secrets."""
+    name = f"sec-{uuid.uuid4().hex[:6]}"
+    value = f"ghp_{uuid.uuid4().hex}"
+    page = logged_in(chromium, dash, "ada")
+    try:
+        page.goto(f"{dash.url}/#/credentials")
+        page.click("button:has-text('New secret')")
+        page.fill("dialog input[name=name]", "DASH_TOKEN")
+        page.fill("dialog input[name=value]", value)
+        page.fill("dialog input[name=hosts]", "api.github.com, github.com")
+        page.click("dialog button.primary")
+        page.wait_for_selector(".toast:has-text('secret DASH_TOKEN saved')")
+        row = page.locator("tr", has_text="DASH_TOKEN")
+        assert "api.github.com, github.com" in row.inner_text()
+        with dash.client() as c:
+            c.set_credential("anthropic", "sk-ant-dash-0123456789")
+            c.create_box(name, ttl=1800, secrets=["DASH_TOKEN"])
+            c.attach_credential(name, "anthropic")
+        page.reload()
+        page.wait_for_selector(f"tr:has-text('DASH_TOKEN'):has-text('{name}')")
+        assert page.locator("tr", has_text="anthropic").locator("td").nth(2).inner_text() == "gateway"
+        open_tab(page, dash, name, "agents")
+        page.wait_for_selector("#panel-agents td:has-text('gateway: a placeholder')")
+        page.wait_for_selector("#panel-agents td:has-text('$DASH_TOKEN')")
+        assert value not in page.content()
+        assert page.alerts == [] and page.errors == []
+    finally:
+        page.context.close()
+        with dash.client() as c:
+            c.delete_box(name, force=True)
+            c.delete_secret("DASH_TOKEN")
+            c.delete_credential("anthropic")
+
+
 def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: Any) -> None:
     name = f"srv-{uuid.uuid4().hex[:6]}"
     with dash.client() as c:

@@ -3,6 +3,24 @@
 import { get, post, enc } from "./api.js";
 import { h, clear, table, when, toast, field } from "./dom.js";
 import { ndjson } from "./stream.js";
+import { useTable } from "./pages.js";
+
+/** What the box's commands get: attached keys (gateway: a placeholder; env: the key) and
+ * secrets, and what they were used for. */
+async function showKeys(panel, box) {
+  const [attached, providers, secrets, uses] = await Promise.all([
+    get(`/boxes/${enc(box.name)}/auth`), get("/auth"), get(`/boxes/${enc(box.name)}/secrets`),
+    get(`/auth/log?box=${enc(box.name)}&limit=10`),
+  ]);
+  const mode = Object.fromEntries(providers.providers.map((p) => [p.provider, p.mode]));
+  clear(panel, table([
+    { label: "Attached", cell: (row) => row.name },
+    { label: "How the box has it", cell: (row) => row.how },
+  ], [
+    ...attached.providers.map((p) => ({ name: p, how: mode[p] === "env" ? "env: the key itself" : "gateway: a placeholder" })),
+    ...secrets.secrets.map((s) => ({ name: `$${s}`, how: "secret: a placeholder" })),
+  ], { empty: "Nothing attached: runs get their agent's key for as long as they run." }), useTable(uses.uses));
+}
 
 export function agentsTab(panel, box) {
   const agentSel = h("select", { name: "agent" }, h("option", { value: "" }, "default"));
@@ -22,7 +40,9 @@ export function agentsTab(panel, box) {
       watch(run);
     } catch (err) { toast(err.message, "err"); }
   } } }, field("Agent", agentSel), field("Instruction", instruction), field("Folder", workdir), h("button.primary", { type: "submit" }, "Start"));
-  clear(panel, h("h2", {}, "Start a run"), form, h("h2", {}, "Runs"), runs, logTitle, log);
+  const keys = h("div.listing");
+  clear(panel, h("h2", {}, "Start a run"), form, h("h2", {}, "Keys and secrets"), keys, h("h2", {}, "Runs"), runs, logTitle, log);
+  showKeys(keys, box).catch((err) => clear(keys, h("p.err", {}, err.message)));
 
   function watch(run) {
     abort?.abort();

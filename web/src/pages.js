@@ -49,10 +49,13 @@ export function previewsPage(main) {
 
 export function credentialsPage(main) {
   page(main, "Credentials", async (refresh) => h("div", {},
-    h("p", {}, "Provider keys for the agents in your boxes. A key is stored encrypted and never shown again: you can replace or remove it."),
+    h("p", {}, "Provider keys for the agents in your boxes. A key is stored encrypted and never shown again: you can replace or remove it. "
+      + "In gateway mode (the default) a box gets a placeholder and the server adds the key on the way to the provider: the key never enters the box. "
+      + "Env mode gives the box the key itself."),
     table([
       { label: "Provider", cell: (c) => c.provider },
       { label: "Key", cell: (c) => (c.configured ? "set" : "not set") },
+      { label: "Mode", cell: (c) => c.mode || "–" },
       { label: "Endpoint", cell: (c) => c.base_url || "default" },
       { label: "Last used", cell: (c) => when(c.last_used_at) },
       { label: "", cell: (c) => h("span.actions", {},
@@ -60,13 +63,52 @@ export function credentialsPage(main) {
           const v = await dialog(`Key for ${c.provider}`, [
             field("API key", h("input", { name: "key", type: "password", required: true, autocomplete: "off" })),
             field("Endpoint (optional)", h("input", { name: "base_url", type: "url", placeholder: "https://…" })),
+            field("Mode", h("select", { name: "mode" }, h("option", { value: "gateway" }, "gateway: the key stays on the server"),
+              h("option", { value: "env" }, "env: boxes get the key itself"))),
           ], { submit: "Save" });
-          if (v && await attempt(() => put(`/auth/${enc(c.provider)}`, { key: v.key, base_url: v.base_url || null }), `key for ${c.provider} saved`)) refresh();
+          if (v && await attempt(() => put(`/auth/${enc(c.provider)}`, { key: v.key, base_url: v.base_url || null, mode: v.mode }), `key for ${c.provider} saved`)) refresh();
         } } }, c.configured ? "Replace" : "Set"),
         c.configured ? h("button.small.danger", { type: "button", "aria-label": `Remove key for ${c.provider}`, on: { click: async () => {
           if (await confirmed(`Forget your ${c.provider} key?`, "Remove") && await attempt(() => del(`/auth/${enc(c.provider)}`), "key removed")) refresh();
         } } }, "Remove") : null) },
-    ], (await get("/auth")).providers)));
+    ], (await get("/auth")).providers),
+    h("h2", {}, "Secrets"),
+    h("p", {}, "Your own tokens, bound to hosts. A box a secret is attached to holds a placeholder in $NAME; "
+      + "HTTPS requests from it to a bound host get the value in its place. The value is never shown again."),
+    table([
+      { label: "Name", cell: (x) => x.name },
+      { label: "Hosts", cell: (x) => x.hosts.join(", ") },
+      { label: "Header", cell: (x) => (x.header ? `${x.header}: ${x.format}` : "in place") },
+      { label: "Boxes", cell: (x) => x.boxes.join(", ") || "–" },
+      { label: "Last used", cell: (x) => when(x.last_used_at) },
+      { label: "", cell: (x) => h("button.small.danger", { type: "button", "aria-label": `Remove secret ${x.name}`, on: { click: async () => {
+        if (await confirmed(`Forget secret ${x.name}? Boxes holding its placeholder lose it.`, "Remove") && await attempt(() => del(`/secrets/${enc(x.name)}`), "secret removed")) refresh();
+      } } }, "Remove") },
+    ], (await get("/secrets")).secrets, { empty: "No secrets. paddock secret set NAME --host HOST, or New secret above." }),
+    h("h2", {}, "Recent uses"),
+    useTable([...(await get("/auth/log?limit=20")).uses, ...(await get("/secrets/log?limit=20")).uses]
+      .sort((a, b) => (a.at < b.at ? 1 : -1)).slice(0, 20))),
+  (refresh) => h("button.primary", { type: "button", on: { click: async () => {
+    const v = await dialog("New secret", [
+      field("Name", h("input", { name: "name", required: true, autocomplete: "off", placeholder: "GITHUB_TOKEN" })),
+      field("Value", h("input", { name: "value", type: "password", required: true, autocomplete: "off" })),
+      field("Hosts", h("input", { name: "hosts", required: true, placeholder: "api.github.com, github.com" }), "Comma-separated host names."),
+    ], { submit: "Save" });
+    const hosts = v && v.hosts.split(",").map((x) => x.trim()).filter(Boolean);
+    if (v && await attempt(() => put(`/secrets/${enc(v.name)}`, { value: v.value, hosts }), `secret ${v.name} saved`)) refresh();
+  } } }, "New secret"));
+}
+
+/** Uses of keys and secrets through the credential gateway, and refusals. */
+export function useTable(uses) {
+  return table([
+    { label: "When", cell: (u) => when(u.at) },
+    { label: "Box", cell: (u) => u.box },
+    { label: "Key or secret", cell: (u) => u.name },
+    { label: "Host", cell: (u) => u.host },
+    { label: "Request", cell: (u) => `${u.method} ${u.path}` },
+    { label: "Answer", cell: (u) => (u.outcome === "used" ? String(u.status) : `refused: ${u.reason}`) },
+  ], uses, { empty: "No uses yet." });
 }
 
 export function tokensPage(main) {

@@ -4,11 +4,10 @@ to the boxes (or agent runs) they are attached to."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ._common import AGENTS, PROVIDERS, UsageError, add_json, box_ref, client, examples, nested
+from ._common import AGENTS, PROVIDERS, add_json, box_ref, client, examples, nested
 from ._output import emit_json, note, table
-from .secret import add_log_options, show_uses
+from .secret import add_attachments, add_log_options, read_hidden, show_uses
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,16 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     log.add_argument("provider", metavar="PROVIDER", nargs="?", help="only this provider's")
     add_log_options(log)
     log.set_defaults(run=cmd_log)
-    for action, what in (("attach", "give a box's commands"), ("detach", "take from a box")):
-        a = auth.add_parser(
-            action,
-            help=f"{what} a provider's key",
-            description=f"{what.capitalize()} a provider's key (its environment, e.g. "
-            "ANTHROPIC_API_KEY), from its next command on.",
-        )
-        a.add_argument("box", metavar="BOX")
-        a.add_argument("provider", metavar="PROVIDER")
-        a.set_defaults(run=cmd_attach, attach=action == "attach")
+    add_attachments(
+        auth, "credential", "PROVIDER", "a provider's key (its environment, e.g. ANTHROPIC_API_KEY)"
+    )
 
     p = sub.add_parser(
         "agents",
@@ -122,21 +114,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_key(from_stdin: bool, provider: str) -> str:
-    if from_stdin:
-        key = sys.stdin.readline().strip()
-        if not key:
-            raise UsageError(f"no {provider} key on stdin")
-        return key
-    if not sys.stdin.isatty():
-        raise UsageError("no terminal to ask for the key on: pipe it in with --from-stdin")
-    import getpass
-
-    return getpass.getpass(f"{provider} API key (input hidden): ").strip()
-
-
 def cmd_set(args: argparse.Namespace) -> int:
-    key = read_key(args.from_stdin, args.provider)
+    key = read_hidden(args.from_stdin, f"{args.provider} API key")
     with client(args) as c:
         status = c.set_credential(args.provider, key, base_url=args.base_url, mode=args.mode)
     where = f", {status.base_url}" if status.base_url else ""
@@ -155,15 +134,6 @@ def cmd_rm(args: argparse.Namespace) -> int:
     with client(args) as c:
         c.delete_credential(args.provider)
     note(f"{args.provider}: key removed (and detached from every box)")
-    return 0
-
-
-def cmd_attach(args: argparse.Namespace) -> int:
-    ref = box_ref(args.box)
-    with client(args) as c:
-        fn = c.attach_credential if args.attach else c.detach_credential
-        attached = fn(ref, args.provider)
-    note(f"box {ref}: {', '.join(attached) or 'no providers'} attached")
     return 0
 
 

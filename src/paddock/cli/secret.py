@@ -79,16 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     rm.add_argument("name", metavar="NAME")
     rm.set_defaults(run=cmd_rm)
-    for action, what in (("attach", "give a box"), ("detach", "take from a box")):
-        a = secret.add_parser(
-            action,
-            help=f"{what} a secret's placeholder",
-            description=f"{what.capitalize()} your secret's placeholder ($NAME in its commands), "
-            "from its next command on.",
-        )
-        a.add_argument("box", metavar="BOX")
-        a.add_argument("name", metavar="NAME")
-        a.set_defaults(run=cmd_attach, attach=action == "attach")
+    add_attachments(secret, "secret", "NAME", "its placeholder ($NAME in its commands)")
     log = secret.add_parser(
         "log",
         help="what your secrets were used for",
@@ -100,6 +91,41 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     log.add_argument("name", metavar="NAME", nargs="?", help="only this secret's")
     add_log_options(log)
     log.set_defaults(run=cmd_log)
+
+
+def add_attachments(sub: argparse._SubParsersAction, noun: str, metavar: str, gets: str) -> None:  # type: ignore[type-arg]
+    """`attach BOX NAME` and `detach BOX NAME` for a key (noun "credential") or a secret."""
+    for action, what in (("attach", "give a box"), ("detach", "take from a box")):
+        a = sub.add_parser(
+            action,
+            help=f"{what} your {metavar.lower()}'s {noun}",
+            description=f"{what.capitalize()} {gets}, from its next command on.",
+        )
+        a.add_argument("box", metavar="BOX")
+        a.add_argument("name", metavar=metavar)
+        a.set_defaults(run=cmd_attach, method=f"{action}_{noun}", noun=noun)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    ref = box_ref(args.box)
+    with client(args) as c:
+        attached = getattr(c, args.method)(ref, args.name)
+    note(f"box {ref}: {', '.join(attached) or f'no {args.noun}s'} attached")
+    return 0
+
+
+def read_hidden(from_stdin: bool, what: str) -> str:
+    """A key or secret value from stdin, or else a hidden prompt: never the command line."""
+    if from_stdin:
+        value = sys.stdin.readline().strip()
+        if not value:
+            raise UsageError(f"no {what} on stdin")
+        return value
+    if not sys.stdin.isatty():
+        raise UsageError(f"no terminal to ask for the {what} on: pipe it in with --from-stdin")
+    import getpass
+
+    return getpass.getpass(f"{what} (input hidden): ").strip()
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:
@@ -132,23 +158,8 @@ def show_uses(uses: list[CredentialUse], as_json: bool) -> int:
     return 0
 
 
-def read_value(args: argparse.Namespace) -> str | None:
-    if args.keep_value:
-        return None
-    if args.from_stdin:
-        value = sys.stdin.readline().rstrip("\r\n")
-        if not value:
-            raise UsageError(f"no value for {args.name} on stdin")
-        return value
-    if not sys.stdin.isatty():
-        raise UsageError("no terminal to ask for the value on: pipe it in with --from-stdin")
-    import getpass
-
-    return getpass.getpass(f"{args.name} (input hidden): ").strip()
-
-
 def cmd_set(args: argparse.Namespace) -> int:
-    value = read_value(args)
+    value = None if args.keep_value else read_hidden(args.from_stdin, f"the value of {args.name}")
     with client(args) as c:
         got = c.set_secret(args.name, args.host, value, header=args.header, format=args.format)
     if args.json:
@@ -187,15 +198,6 @@ def cmd_rm(args: argparse.Namespace) -> int:
     with client(args) as c:
         c.delete_secret(args.name)
     note(f"{args.name}: removed (and detached from every box)")
-    return 0
-
-
-def cmd_attach(args: argparse.Namespace) -> int:
-    ref = box_ref(args.box)
-    with client(args) as c:
-        fn = c.attach_secret if args.attach else c.detach_secret
-        attached = fn(ref, args.name)
-    note(f"box {ref}: {', '.join(attached) or 'no secrets'} attached")
     return 0
 
 

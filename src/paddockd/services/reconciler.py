@@ -136,20 +136,31 @@ class Reconciler:
                     await self._isolation_failed(boxes[info.box_id], info, failed[info.box_id])
 
     async def _isolation_failed(self, box: Box, info: ContainerInfo, why: str) -> None:
-        current = await self._repo.get(box.id)
-        if current is None or Desired.DELETED in (current.desired, box.desired):
-            # Its port went with its container, which is being removed: marking the row
-            # `error` would only hold up the delete (seen: an E2B kill during a sync).
+        lock = self._locks[box.id]
+        if lock.locked():
+            # The box is being changed right now (stopped, restored, deleted): its port may
+            # be going with its container. The next sync looks again.
             return
-        if current.container_id != info.id or info.id in self._retiring:
-            # A restore's old container, removed since the listing (its port with it): the
-            # box runs on its new one, whose rules the next sync checks.
-            return
-        message = f"stopped: its network isolation could not be applied ({why})"
-        log.error("box %s: %s", box.name, message)
-        await self._rt.stop(info.id, 0)
-        current = await self._repo.get(box.id)
-        if current is not None:
+        async with lock:
+            current = await self._repo.get(box.id)
+            if current is None or (current.desired, current.state) != (
+                Desired.RUNNING,
+                BoxState.RUNNING,
+            ):
+                # A box on its way out or down lost its port with its container: marking it
+                # `error` would hold up a delete (an E2B kill during a sync) and make a
+                # stopped box's next pass stop it again, with a second snapshot.
+                return
+            if current.container_id != info.id or info.id in self._retiring:
+                # A restore's old container, removed since the listing (its port with it):
+                # the box runs on its new one, whose rules the next sync checks.
+                return
+            now = await self._rt.inspect(info.id)
+            if now is None or not now.running:
+                return  # gone since the listing: the next pass starts it again
+            message = f"stopped: its network isolation could not be applied ({why})"
+            log.error("box %s: %s", box.name, message)
+            await self._rt.stop(info.id, 0)
             await self._repo.update(current, state=BoxState.ERROR, message=message)
 
     async def reconcile(self, box_id: str) -> Box | None:

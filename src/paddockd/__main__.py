@@ -18,10 +18,23 @@ from .domain.errors import PaddockError
 from .store import perms
 
 
+def more_descriptors(wanted: int = 65536) -> None:
+    """Room for the boxes' connections (the gateway holds two descriptors for each, up to
+    its caps) beside the API's, DNS's and the database's: the soft limit raised toward the
+    hard one. systemd's default soft limit, 1024, would let boxes run paddockd out."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def serve(cfg: config.Config) -> None:
     from .memory import fewer_malloc_arenas
 
     fewer_malloc_arenas()  # before any thread starts
+    more_descriptors()
     import uvicorn
 
     from . import wiring

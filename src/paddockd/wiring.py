@@ -185,7 +185,13 @@ def wire(
     keys, secret_repo = CredentialRepository(db, sealer), SecretRepository(db, sealer)
     credentials = CredentialService(keys, boxes, accounts, secret_repo, f"http://{gateway}")
     grants = GatewayService(
-        network, boxes, accounts, keys, secret_repo, open_ranges=cfg.network.open_ranges
+        network,
+        boxes,
+        accounts,
+        keys,
+        secret_repo,
+        open_ranges=cfg.network.open_ranges,
+        bridges=(cfg.box_bridge[1], cfg.engine.build_cidr),
     )
     bound.append(grants.binds)
     authority = Authority(cfg.data_dir / "gateway")

@@ -488,7 +488,9 @@ def test_secrets_are_set_listed_and_shown_with_their_boxes(dash: Server, chromiu
             c.attach_credential(name, "anthropic")
         page.reload()
         page.wait_for_selector(f"tr:has-text('DASH_TOKEN'):has-text('{name}')")
-        assert page.locator("tr", has_text="anthropic").locator("td").nth(2).inner_text() == "gateway"
+        assert (
+            page.locator("tr", has_text="anthropic").locator("td").nth(2).inner_text() == "gateway"
+        )
         open_tab(page, dash, name, "agents")
         page.wait_for_selector("#panel-agents td:has-text('gateway: a placeholder')")
         page.wait_for_selector("#panel-agents td:has-text('$DASH_TOKEN')")

@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass
 
 from .errors import InvalidRequest
-from .network import name_matches
 
 # The name is the box's environment variable: shell-safe, and no name paddockd or the
 # agents set themselves (a secret may not pass for a provider's key or a box setting).
@@ -22,7 +21,9 @@ _RESERVED_NAMES = frozenset(
 _HOST_RE = re.compile(r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _HEADER_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")  # an HTTP token
 MAX_HOSTS = 16
-MAX_VALUE = 16 * 1024
+MAX_VALUE = 4096
+_VALUE_RE = re.compile(r"^[\x21-\x7e]+$")
+_FORMAT_RE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,20 @@ class SecretRule:
     format: str | None = None
 
     def binds(self, host: str) -> bool:
+        return self.pattern_for(host) is not None
+
+    def pattern_for(self, host: str) -> str | None:
+        """The host pattern of this secret's that `host` matches: itself, or `*.PARENT`
+        for one label more (as a certificate's wildcard covers), None for none."""
         host = host.lower().rstrip(".")
-        return any(name_matches(pattern, host) for pattern in self.hosts)
+        for pattern in self.hosts:
+            if pattern == host:
+                return pattern
+            if pattern.startswith("*."):
+                label, _, parent = host.partition(".")
+                if label and parent == pattern[2:]:
+                    return pattern
+        return None
 
     def header_value(self, value: str) -> str:
         return (self.format or "{value}").replace("{value}", value)
@@ -80,8 +93,10 @@ def check_value(value: str) -> str:
     value = value.strip("\r\n")
     if not value or len(value) > MAX_VALUE:
         raise InvalidRequest(f"a secret's value is 1 to {MAX_VALUE} characters")
-    if any(c in value for c in "\r\n\x00"):
-        raise InvalidRequest("a secret's value is one line (it goes into an HTTP header)")
+    if not _VALUE_RE.match(value):
+        raise InvalidRequest(
+            "a secret's value is printable ASCII without spaces (it goes into an HTTP header)"
+        )
     return value
 
 
@@ -95,8 +110,9 @@ def check_header(header: str | None, fmt: str | None) -> tuple[str | None, str |
     if header.lower() in ("host", "content-length", "transfer-encoding", "connection"):
         raise InvalidRequest(f"{header} cannot carry a secret")
     fmt = fmt if fmt is not None else "{value}"
-    if "{value}" not in fmt or len(fmt) > 256 or any(c in fmt for c in "\r\n\x00"):
+    if "{value}" not in fmt or len(fmt) > 256 or not _FORMAT_RE.match(fmt):
         raise InvalidRequest(
-            "--format is one line with {value} where the secret goes, e.g. 'Bearer {value}'"
+            "--format is printable ASCII with {value} where the secret goes and no space at "
+            "either end, e.g. 'Bearer {value}'"
         )
     return header, fmt

@@ -44,9 +44,14 @@ class Grants(Protocol):
         """Whether a running box has this address (anything else is not served)."""
         ...
 
-    def bound(self, box_ip: str, host: str) -> bool:
-        """Whether a secret attached to this box is bound to `host` (its TLS is then
-        answered by the gateway; every other host's passes through untouched)."""
+    def egress(self, box_ip: str) -> bool:
+        """Whether the box's policy lets it connect out at all now (not deny-all)."""
+        ...
+
+    def binding(self, box_ip: str, host: str) -> str | None:
+        """The host pattern of a secret attached to this box that `host` matches, if any:
+        its TLS is then answered by the gateway (with a certificate for that pattern);
+        every other host's passes through untouched."""
         ...
 
     async def for_provider(self, asked: Asked, provider: str) -> Grant | Denied: ...

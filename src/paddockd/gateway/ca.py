@@ -11,6 +11,7 @@ import ipaddress
 import os
 import ssl
 import tempfile
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -67,6 +68,7 @@ class Authority:
             serialization.NoEncryption(),
         )
         self._contexts: OrderedDict[str, ssl.SSLContext] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _self_signed(self, name: str) -> x509.Certificate:
         subject = x509.Name(
@@ -128,11 +130,13 @@ class Authority:
         )
 
     def server_context(self, host: str) -> ssl.SSLContext:
-        """A TLS server context presenting `host`'s leaf (HTTP/1.1 only), cached."""
-        ctx = self._contexts.get(host)
-        if ctx is not None:
-            self._contexts.move_to_end(host)
-            return ctx
+        """A TLS server context presenting `host`'s leaf (HTTP/1.1 only; `host` may be a
+        `*.` wildcard), cached. Safe to call from several threads."""
+        with self._lock:
+            ctx = self._contexts.get(host)
+            if ctx is not None:
+                self._contexts.move_to_end(host)
+                return ctx
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.set_alpn_protocols(["http/1.1"])
@@ -144,7 +148,8 @@ class Authority:
             cert_file.write_bytes(chain)
             _write_private(key_file, self._leaf_key_pem)
             ctx.load_cert_chain(cert_file, key_file)
-        self._contexts[host] = ctx
-        if len(self._contexts) > _CACHED:
-            self._contexts.popitem(last=False)
+        with self._lock:
+            self._contexts[host] = ctx
+            if len(self._contexts) > _CACHED:
+                self._contexts.popitem(last=False)
         return ctx

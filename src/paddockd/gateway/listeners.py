@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import socket
 import ssl
 import struct
@@ -32,13 +33,18 @@ from ..netpolicy.quotas import Slots
 from .base import Asked, Denied, Grant, Grants
 from .ca import Authority
 from .relay import HOP, MAX_HEAD, Forward, Refusal, Relay, Target, UpstreamFailed
-from .substitute import placeholders_in, substitute
+from .substitute import encodings, placeholders_in, substitute
 
 log = logging.getLogger("paddockd.gateway")
 
 SO_ORIGINAL_DST: Final = 80  # linux/netfilter_ipv4.h
 _HELLO_MAX = 16 * 1024
 _MORE: Final = "more"
+PASS_IDLE = 300.0  # seconds a passed-through connection may sit silent
+# Where a provider's key may stand in a request: its auth headers, nowhere an error
+# message could quote back.
+KEY_HEADERS = frozenset({b"x-api-key", b"authorization", b"api-key"})
+_NAME_RE = re.compile(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9-]{2,63}$")
 
 
 def client_context(ca_file: Path | None) -> ssl.SSLContext:
@@ -81,35 +87,51 @@ def original_destination(sock: socket.socket) -> tuple[str, int]:
     return socket.inet_ntoa(raw[4:8]), port
 
 
+def _record_wanted(data: bytes) -> int:
+    """How many bytes the first TLS record takes (header and body); 0 if `data` does not
+    start a TLS handshake record at all."""
+    if len(data) < 5:
+        return 5
+    if data[0] != 0x16:  # not a handshake: not TLS
+        return 0
+    return 5 + int.from_bytes(data[3:5], "big")
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def woken() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), woken)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock.fileno())
+
+
 async def _peek_name(sock: socket.socket, timeout: float) -> str | None:
     """The server name of the ClientHello waiting on `sock`, read with MSG_PEEK: the bytes
-    stay for whoever reads the socket next (TLS here, or the real host)."""
+    stay for whoever reads the socket next (TLS here, or the real host). The hello is
+    parsed once its whole first record is in (a box dripping it costs a wait, not work)."""
     loop = asyncio.get_running_loop()
-    seen = -1
+    pause = 0.005
     async with asyncio.timeout(timeout):
         while True:
-            ready: asyncio.Future[None] = loop.create_future()
-
-            def woken(ready: asyncio.Future[None] = ready) -> None:
-                if not ready.done():
-                    ready.set_result(None)
-
-            loop.add_reader(sock.fileno(), woken)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(sock.fileno())
+            await _readable(loop, sock)
             data = sock.recv(_HELLO_MAX, socket.MSG_PEEK)
             if not data:
                 return None
-            name = server_name(data)
-            if name != _MORE:
-                return name
-            if len(data) >= _HELLO_MAX:
+            wanted = _record_wanted(data)
+            if wanted == 0 or wanted > _HELLO_MAX:
                 return None
-            if len(data) == seen:  # level-triggered: wait for the rest to arrive
-                await asyncio.sleep(0.01)
-            seen = len(data)
+            if len(data) >= wanted:
+                name = server_name(data)
+                return None if name == _MORE else name
+            # Level-triggered: the bytes already there wake us again; wait for more.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
 
 async def _streams(
@@ -124,11 +146,22 @@ async def _streams(
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
-        while data := await reader.read(65536):
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, idle: float = PASS_IDLE
+) -> None:
+    """Bytes one way until the end (passed on as a half-close) or `idle` seconds of
+    silence."""
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+        while True:
+            async with asyncio.timeout(idle):
+                data = await reader.read(65536)
+            if not data:
+                if writer.can_write_eof():
+                    writer.write_eof()
+                return
             writer.write(data)
-            await writer.drain()
+            async with asyncio.timeout(idle):
+                await writer.drain()
 
 
 def _refusal(denied: Denied) -> Refusal:
@@ -149,9 +182,19 @@ def _masks(grant: Grant) -> dict[bytes, bytes]:
     masks = {}
     for swap in grant.swaps.values():
         for real in (swap.value, swap.formatted):
-            if real:
-                masks[real] = b"*" * len(real)
+            for form in encodings(real) if real else ():
+                masks[form] = b"*" * len(form)
     return masks
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]], grant: Grant) -> list[tuple[bytes, bytes]]:
+    """Headers for the upstream: no hop-by-hop ones; with a value swapped in, the answer
+    asked for unencoded (a compressed echo of it could not be masked)."""
+    out = [(k, v) for k, v in headers if k.lower() not in HOP]
+    if grant.swaps:
+        out = [(k, v) for k, v in out if k.lower() != b"accept-encoding"]
+        out.append((b"accept-encoding", b"identity"))
+    return out
 
 
 def _on_status(grant: Grant) -> Callable[[int], None] | None:
@@ -165,10 +208,12 @@ class CredentialGateway:
         authority: Authority,
         *,
         ca_file: Path | None = None,
-        per_box: int = 64,
-        total: int = 1024,
+        per_box: int = 32,
+        total: int = 2048,
         connect_timeout: float = 10.0,
+        first_request: float = 30.0,
     ) -> None:
+        self._first_request = first_request
         self._grants = grants
         self._ca = authority
         self._client_tls = client_context(ca_file)
@@ -218,7 +263,12 @@ class CredentialGateway:
             writer.transport.abort()
             return
         try:
-            await Relay(partial(self._provider_request, ip), self._connect).serve(reader, writer)
+            relay = Relay(
+                partial(self._provider_request, ip),
+                self._connect,
+                first_request=self._first_request,
+            )
+            await relay.serve(reader, writer)
         finally:
             self._slots.release(ip)
 
@@ -237,11 +287,11 @@ class CredentialGateway:
         host = up.hostname or ""
         target = Target(host, up.port or (443 if tls else 80), tls, host)
         new_path = up.path.rstrip("/").encode() + b"/" + tail + (b"?" + query if query else b"")
-        headers = [
-            (k, v)
-            for k, v in substitute(list(request.headers), grant.swaps).headers
-            if k.lower() not in HOP and k.lower() != b"host"
-        ]
+        swapped = substitute(list(request.headers), grant.swaps, KEY_HEADERS)
+        if swapped.misplaced:
+            why = "a placeholder may stand only in x-api-key or Authorization"
+            return Refusal(400, "invalid_request", why)
+        headers = [(k, v) for k, v in _forwarded(swapped.headers, grant) if k.lower() != b"host"]
         headers.insert(0, (b"host", up.netloc.rpartition("@")[2].encode()))
         forwarded = h11.Request(method=request.method, target=new_path, headers=headers)
         return Forward(target, forwarded, _masks(grant), _on_status(grant))
@@ -297,25 +347,33 @@ class CredentialGateway:
             except (TimeoutError, OSError):
                 sock.close()
                 return
-            if name is not None and self._grants.bound(ip, name):
-                await self._terminate(sock, ip, name, host, port)
+            pattern = (
+                self._grants.binding(ip, name)
+                if name is not None and _NAME_RE.match(name)
+                else None
+            )
+            if name is not None and pattern is not None:
+                await self._terminate(sock, ip, name, pattern, host, port)
             else:
-                await self._pass_through(sock, host, port, name)
-        except Exception:  # one box's connection never takes the listener down
-            log.exception("gateway: a connection from %s failed", ip)
+                await self._pass_through(sock, ip, host, port)
+        except Exception as exc:  # one box's connection never takes the listener down
+            log.error("gateway: a connection from %s failed (%s)", ip, type(exc).__name__)
             sock.close()
         finally:
             self._slots.release(ip)
 
     async def _terminate(
-        self, sock: socket.socket, ip: str, name: str, host: str, port: int
+        self, sock: socket.socket, ip: str, name: str, pattern: str, host: str, port: int
     ) -> None:
         checked = await self._grants.address_of(host, port)
         if isinstance(checked, Denied):
             sock.close()
             return
+        # One certificate per bound pattern (a wildcard's covers all its names), made off
+        # the event loop: a box naming many hosts costs no more than one.
+        context = await asyncio.to_thread(self._ca.server_context, pattern)
         try:
-            reader, writer = await _streams(sock, self._ca.server_context(name))
+            reader, writer = await _streams(sock, context)
         except (ssl.SSLError, OSError, TimeoutError):
             sock.close()  # the box did not trust the gateway's CA, or went away
             return
@@ -324,14 +382,18 @@ class CredentialGateway:
         async def connect(_: Target) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
             return await self._open(checked, target)
 
-        relay = Relay(partial(self._host_request, ip, name, target), connect)
+        relay = Relay(
+            partial(self._host_request, ip, name, port, target),
+            connect,
+            first_request=self._first_request,
+        )
         await relay.serve(reader, writer)
 
     async def _host_request(
-        self, ip: str, name: str, target: Target, request: h11.Request
+        self, ip: str, name: str, port: int, target: Target, request: h11.Request
     ) -> Forward | Refusal:
         given = next((v for k, v in request.headers if k.lower() == b"host"), b"")
-        if given.decode("ascii", "replace").lower().rsplit(":", 1)[0].rstrip(".") != name:
+        if given.lower().rstrip(b".") not in (name.encode(), f"{name}:{port}".encode()):
             return Refusal(
                 421,
                 "misdirected_request",
@@ -340,16 +402,15 @@ class CredentialGateway:
         grant = await self._grants.for_host(_asked(ip, request), name)
         if isinstance(grant, Denied):
             return _refusal(grant)
-        headers = substitute(list(request.headers), grant.swaps).headers
+        headers = _forwarded(substitute(list(request.headers), grant.swaps).headers, grant)
         forwarded = h11.Request(method=request.method, target=request.target, headers=headers)
         return Forward(target, forwarded, _masks(grant), _on_status(grant))
 
-    async def _pass_through(
-        self, sock: socket.socket, host: str, port: int, name: str | None
-    ) -> None:
-        """Not a bound host: the bytes go where the box sent them, untouched."""
+    async def _pass_through(self, sock: socket.socket, ip: str, host: str, port: int) -> None:
+        """Not a bound host: the bytes go where the box sent them, untouched, as far as
+        the box's policy lets it go now (a box switched to deny-all goes nowhere)."""
         checked = await self._grants.address_of(host, port)
-        if isinstance(checked, Denied):
+        if isinstance(checked, Denied) or not self._grants.egress(ip):
             sock.close()
             return
         box_reader, box_writer = await _streams(sock)

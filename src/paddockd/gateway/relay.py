@@ -3,8 +3,11 @@ box sends is decided on (forwarded with its headers rewritten, or refused with a
 error), its body and the answer stream through as they come (SSE included), and anything
 of the real secret an upstream sends back is masked before it reaches the box.
 
-Everything read from the box is bounded: a request head of at most 64 KiB, a first
-request within `first_request` seconds and the next within `idle` seconds."""
+Everything read from the box is bounded: a request head of at most 64 KiB, the whole head
+within `first_request` seconds (then `idle` for each next one), a request framed one way
+only (Content-Length and Transfer-Encoding together is how requests are smuggled past a
+proxy), no trailers passed on. An answer to a request that carried a real value must come
+unencoded (the gateway asks for identity): a compressed echo could not be masked."""
 
 from __future__ import annotations
 
@@ -82,13 +85,17 @@ class Masker:
         return data[: len(data) - keep]
 
     def _partial(self, data: bytes) -> int:
-        """How many bytes at the end of `data` are the start of a value."""
+        """How many bytes at the end of `data` are the start of a value: only where the
+        value's first byte stands in that tail is there anything to compare."""
         longest = 0
         for real in self._masks:
-            for n in range(min(len(real) - 1, len(data)), longest, -1):
-                if data.endswith(real[:n]):
+            at = data.find(real[:1], max(len(data) - len(real) + 1, 0))
+            while at != -1:
+                n = len(data) - at
+                if n > longest and real.startswith(data[at:]):
                     longest = n
-                    break
+                    break  # the earliest start is the longest
+                at = data.find(real[:1], at + 1)
         return longest
 
     def flush(self) -> bytes:
@@ -112,10 +119,12 @@ class _Side:
         role: type[h11.CLIENT] | type[h11.SERVER],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        write_timeout: float,
     ) -> None:
         self.conn = h11.Connection(role, max_incomplete_event_size=MAX_HEAD)
         self.reader = reader
         self.writer = writer
+        self._write_timeout = write_timeout  # a peer that reads nothing is let go
 
     async def next(self, timeout: float | None) -> object:
         """The next h11 event (or PAUSED), reading as it needs."""
@@ -131,7 +140,8 @@ class _Side:
         data = self.conn.send(event)
         if data:
             self.writer.write(data)
-            await self.writer.drain()
+            async with asyncio.timeout(self._write_timeout):
+                await self.writer.drain()
 
     def close(self) -> None:
         self.writer.transport.abort()
@@ -173,24 +183,20 @@ class Relay:
         self._answer = answer  # longest wait for any piece of an answer (a slow model)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        box = _Side(h11.SERVER, reader, writer)
+        box = _Side(h11.SERVER, reader, writer, self._idle)
         up: _Side | None = None
         up_target: Target | None = None
         wait = self._first
         try:
             while True:
                 try:
-                    event = await box.next(wait)
+                    async with asyncio.timeout(wait):  # the whole head, however it drips
+                        event = await box.next(None)
                 except (TimeoutError, h11.RemoteProtocolError, ConnectionError):
                     return
                 if not isinstance(event, h11.Request):
                     return  # ConnectionClosed, or garbage
-                if event.method == b"CONNECT" or any(k == b"upgrade" for k, _ in event.headers):
-                    await _refuse(
-                        box, Refusal(501, "not_supported", "the gateway relays plain HTTP/1.1")
-                    )
-                    return
-                verdict = await self._decide(event)
+                verdict = _malformed(event) or await self._decided(event)
                 if isinstance(verdict, Refusal):
                     await _refuse(box, verdict)
                     return
@@ -198,7 +204,7 @@ class Relay:
                     if up is not None:
                         up.close()
                     try:
-                        up = _Side(h11.CLIENT, *await self._connect(verdict.target))
+                        up = _Side(h11.CLIENT, *await self._connect(verdict.target), self._idle)
                     except UpstreamFailed as exc:
                         up = None
                         await _refuse(box, Refusal(502, "gateway_upstream", str(exc)))
@@ -214,12 +220,21 @@ class Relay:
                 up.close()
             box.close()
 
+    async def _decided(self, request: h11.Request) -> Forward | Refusal:
+        try:
+            return await self._decide(request)
+        except Exception as exc:
+            # Never the exception's text: it may quote a value being swapped in.
+            log.error("gateway: a request could not be decided on (%s)", type(exc).__name__)
+            return Refusal(500, "gateway_error", "the gateway failed on this request")
+
     async def _exchange(self, box: _Side, up: _Side, forward: Forward) -> bool:
         """One request and its answer; whether both connections can carry another."""
         try:
             await up.send(forward.request)
-        except (ConnectionError, h11.LocalProtocolError) as exc:
-            await _refuse(box, Refusal(502, "gateway_upstream", f"the upstream went away ({exc})"))
+        except (TimeoutError, ConnectionError, h11.LocalProtocolError) as exc:
+            why = f"the upstream went away ({type(exc).__name__})"
+            await _refuse(box, Refusal(502, "gateway_upstream", why))
             return False
         body = asyncio.create_task(self._request_body(box, up))
         try:
@@ -241,7 +256,7 @@ class Relay:
             if isinstance(event, h11.Data):
                 await up.send(h11.Data(data=event.data))
             elif isinstance(event, h11.EndOfMessage):
-                await up.send(h11.EndOfMessage(headers=passed_on(list(event.headers))))
+                await up.send(h11.EndOfMessage())  # trailers are not passed on
                 return True
             else:
                 return False
@@ -255,6 +270,9 @@ class Relay:
                     await box.send(h11.InformationalResponse(status_code=100, headers=[]))
                 continue
             if isinstance(event, h11.Response):
+                if forward.masks and _encoded(event):
+                    await _refuse(box, Refusal(502, "gateway_upstream", _ENCODED))
+                    return False
                 if forward.on_status is not None:
                     forward.on_status(event.status_code)
                 headers = masker.headers(passed_on(list(event.headers)))
@@ -275,6 +293,31 @@ class Relay:
                 return True
             else:
                 raise ConnectionError("the upstream closed before its answer ended")
+
+
+_ENCODED = (
+    "the upstream answered compressed although asked not to: the gateway passes only "
+    "answers it can check for the value"
+)
+
+
+def _malformed(request: h11.Request) -> Refusal | None:
+    names = [k for k, _ in request.headers]
+    if request.method == b"CONNECT" or b"upgrade" in names:
+        return Refusal(501, "not_supported", "the gateway relays plain HTTP/1.1")
+    if b"content-length" in names and b"transfer-encoding" in names:
+        why = "a request has a Content-Length or a Transfer-Encoding, not both"
+        return Refusal(400, "invalid_request", why)
+    if not (request.target.startswith(b"/") or request.target == b"*"):
+        return Refusal(400, "invalid_request", "the request target must be a path (origin form)")
+    return None
+
+
+def _encoded(response: h11.Response) -> bool:
+    return any(
+        k == b"content-encoding" and v.strip().lower() not in (b"", b"identity")
+        for k, v in response.headers
+    )
 
 
 def _reusable(side: _Side) -> bool:

@@ -1,16 +1,23 @@
 """Placeholders in a request's headers swapped for the real values, and nothing else
 changed. A placeholder may stand anywhere in a header's value, or inside HTTP Basic
-credentials (git, pip and npm send a token as a password that way)."""
+credentials in `Authorization` (git, pip and npm send a token as a password that way);
+with `where`, only in those headers (a provider's key goes in its auth header, nowhere an
+error message could quote it back).
+
+What an upstream may echo of a value is masked on the way back (relay.py `Masker`): the
+value itself, and the runs of base64 any encoding of it contains."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from ..domain.credentials import PLACEHOLDER_RE
 
 Headers = list[tuple[bytes, bytes]]
+AUTHORIZATION = b"authorization"
 
 
 @dataclass(frozen=True)
@@ -28,19 +35,13 @@ class Swapped:
     headers: Headers
     used: frozenset[bytes]  # placeholders swapped
     unknown: frozenset[bytes]  # placeholders seen that `swaps` did not have (left as they are)
+    misplaced: frozenset[bytes]  # placeholders in headers `where` does not name
 
 
-def placeholders_in(headers: Headers) -> set[bytes]:
-    found: set[bytes] = set()
-    for _, value in headers:
-        found.update(PLACEHOLDER_RE.findall(value))
-        basic = _basic(value)
-        if basic is not None:
-            found.update(PLACEHOLDER_RE.findall(basic))
-    return found
-
-
-def _basic(value: bytes) -> bytes | None:
+def _basic(name: bytes, value: bytes) -> bytes | None:
+    """The credentials of `Authorization: Basic ...`, decoded; None for anything else."""
+    if name.lower() != AUTHORIZATION:
+        return None
     scheme, _, token = value.strip().partition(b" ")
     if scheme.lower() != b"basic" or not token:
         return None
@@ -48,6 +49,21 @@ def _basic(value: bytes) -> bytes | None:
         return base64.b64decode(token.strip(), validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+def _found(name: bytes, value: bytes) -> set[bytes]:
+    found = set(PLACEHOLDER_RE.findall(value))
+    basic = _basic(name, value)
+    if basic is not None:
+        found.update(PLACEHOLDER_RE.findall(basic))
+    return found
+
+
+def placeholders_in(headers: Headers) -> set[bytes]:
+    found: set[bytes] = set()
+    for name, value in headers:
+        found |= _found(name, value)
+    return found
 
 
 def _replace(text: bytes, swaps: dict[bytes, Swap], used: set[bytes], unknown: set[bytes]) -> bytes:
@@ -62,28 +78,44 @@ def _replace(text: bytes, swaps: dict[bytes, Swap], used: set[bytes], unknown: s
     return text
 
 
-def substitute(headers: Headers, swaps: dict[bytes, Swap]) -> Swapped:
+def substitute(
+    headers: Headers, swaps: dict[bytes, Swap], where: frozenset[bytes] | None = None
+) -> Swapped:
     used: set[bytes] = set()
     unknown: set[bytes] = set()
+    misplaced: set[bytes] = set()
     out: Headers = []
     for name, value in headers:
         lower = name.lower()
-        whole = next(
-            (
-                (p, s)
-                for p, s in swaps.items()
-                if s.header == lower and p in (value + (_basic(value) or b""))
-            ),
-            None,
-        )
-        if whole is not None:
-            used.add(whole[0])
-            out.append((name, whole[1].formatted))
+        here = _found(name, value)
+        if here and where is not None and lower not in where:
+            misplaced |= here
+            out.append((name, value))
             continue
-        basic = _basic(value)
+        whole = next((p for p, s in swaps.items() if s.header == lower and p in here), None)
+        if whole is not None:
+            used.add(whole)
+            out.append((name, swaps[whole].formatted))
+            continue
+        basic = _basic(name, value)
         if basic is not None and PLACEHOLDER_RE.search(basic):
             swapped = _replace(basic, swaps, used, unknown)
             out.append((name, b"Basic " + base64.b64encode(swapped)))
             continue
         out.append((name, _replace(value, swaps, used, unknown)))
-    return Swapped(out, frozenset(used), frozenset(unknown))
+    return Swapped(out, frozenset(used), frozenset(unknown), frozenset(misplaced))
+
+
+def encodings(value: bytes) -> set[bytes]:
+    """What an answer may carry of `value`: itself, percent-encoded, and the runs of base64
+    that any base64 of data holding it contains (one per alignment: the quads made of the
+    value's bytes alone)."""
+    forms = {value, quote(value, safe="").encode()}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + value)
+        start = 4 if offset else 0  # the first quad holds the padding bytes
+        whole = (offset + len(value)) // 3 * 4  # quads with no byte after the value
+        middle = encoded[start:whole]
+        if len(middle) >= 8:
+            forms.add(middle)
+    return {f for f in forms if f}

@@ -44,6 +44,7 @@ from .ports import Port, bridge_ports, host_networks, isolate, netns_id, pin_bri
 DOCKER_CHECK_SECONDS = 20.0
 # A short floor keeps a zero-TTL answer usable for the connection that asked for it.
 MIN_ADMIT_SECONDS = 30
+MAX_INTERCEPT_SECONDS = 3600
 _SEEN = (
     "type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags dynamic,timeout; "
     "timeout 1h; size 65536; counter;"
@@ -150,15 +151,25 @@ def ruleset(
     admitted = _timed(learned)
     redirects = opened = ""
     if gateway is not None:
+        # HTTPS to a bound host's addresses goes to the gateway only as far as the box's
+        # policy lets it go now: an allow-all box's, an allowlisted box's where its list or
+        # its lookups admit the address, a deny-all box's never (a policy changed after
+        # the lookup applies at once).
+        intercept = (
+            f'iifname "{br}" ip saddr != @deny_all ip saddr . ip daddr @intercept tcp dport 443'
+        )
+        to = f"redirect to :{gateway.intercept_port}"
         redirects = (
             f'\n        iifname "{br}" ip saddr @boxes ip daddr {gateway_ip} tcp dport 80 '
             f"redirect to :{gateway.port}"
-            f'\n        iifname "{br}" ip saddr . ip daddr @intercept tcp dport 443 '
-            f"redirect to :{gateway.intercept_port}"
+            f"\n        {intercept} ip saddr != @allowlisted {to}"
+            f"\n        {intercept} ip saddr . ip daddr @learned {to}"
+            f"\n        {intercept} ip saddr . ip daddr @allowed {to}"
         )
         opened = (
             f'\n        iifname "{br}" ct status dnat meta l4proto tcp '
-            "ct original proto-dst { 80, 443 } accept"
+            "ct original proto-dst { 80, 443 } "
+            f"tcp dport {{ {gateway.port}, {gateway.intercept_port} }} accept"
         )
     held = {
         family: "packets {} bytes {}".format(*(spoofed or {}).get(family, (0, 0)))
@@ -433,7 +444,10 @@ class NftablesPolicy:
 
     async def intercept(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         if self._gateway is not None:
-            await self._add_timed("intercept", box_ip, addresses)
+            # Capped: a name's addresses are looked up again within the hour, so a
+            # detached secret's addresses do not go to the gateway for a day.
+            capped = [(a, min(ttl, MAX_INTERCEPT_SECONDS)) for a, ttl in addresses]
+            await self._add_timed("intercept", box_ip, capped)
 
     async def _add_timed(self, name: str, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         if not addresses:

@@ -17,7 +17,6 @@ import logging
 import socket
 import time
 from collections import Counter
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from ..domain.secrets import SecretRule
 from ..gateway.base import Asked, Denied, Grant
 from ..gateway.substitute import Swap
 from ..netpolicy.base import NetworkRules
+from ..netpolicy.quotas import TokenBuckets
 from ..runtime.base import Runtime
 from ..store.credentials import CredentialRepository
 from ..store.secrets import Placeholder, SecretRepository, Use
@@ -48,6 +48,9 @@ CA_ENV = {
     "PIP_CERT": SYSTEM_BUNDLE,
 }
 _CLOSED_FOR = 30.0  # seconds the host's closed ranges are reused
+REFUSALS_PER_SECOND = 1.0  # refusals written per box (a burst of REFUSAL_BURST first)
+REFUSAL_BURST = 20
+MAX_PENDING = 10_000
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,26 @@ class _Asker:
     holder: str | None
 
 
+# Where the gateway never connects, whatever the owner opened: the host itself (0.0.0.0
+# reaches its loopback too); the boxes' and builds' bridges are added by the wiring (other
+# boxes, and the host's services on their gateway addresses).
+NEVER = (
+    Closed("0.0.0.0/8", "this host"),
+    Closed("127.0.0.0/8", "this host's loopback"),
+)
+
+
 def closed_address(address: str, closed: list[Closed], opened: tuple[str, ...]) -> Closed | None:
-    """The closed range `address` lies in, unless the owner opened it (metadata: never)."""
+    """The closed range `address` lies in, unless the owner opened it (cloud metadata and
+    the host's own addresses: never)."""
     ip = ipaddress.IPv4Address(address)
     for c in closed:
         if ip not in ipaddress.IPv4Network(c.cidr, strict=False):
             continue
-        if c.cidr in METADATA or not any(
-            ip in ipaddress.IPv4Network(o, strict=False) for o in opened
+        if (
+            c.cidr in METADATA
+            or c.what.startswith("this host")
+            or not any(ip in ipaddress.IPv4Network(o, strict=False) for o in opened)
         ):
             return c
     return None
@@ -80,7 +95,15 @@ class GatewayService:
         secrets: SecretRepository,
         *,
         open_ranges: tuple[str, ...] = (),
+        bridges: tuple[str, ...] = (),
+        never: tuple[Closed, ...] = NEVER,
     ) -> None:
+        """`bridges`: the boxes' and builds' subnets; with `never`, the ranges the gateway
+        never connects to, whatever the owner opened."""
+        self._never = [
+            *never,
+            *(Closed(str(ipaddress.ip_interface(b).network), "this host's boxes") for b in bridges),
+        ]
         self._net = network
         self._boxes = boxes
         self._accounts = accounts
@@ -91,7 +114,11 @@ class GatewayService:
         self._held: Counter[tuple[str, str]] = Counter()
         self._rules: dict[str, tuple[SecretRule, ...]] = {}  # box id -> attached secrets
         self._closed: tuple[float, list[Closed]] = (0.0, [])
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Uses waiting to be written, by one writer; refusals held to a rate per box.
+        self._pending: list[tuple[str | None, Use]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._refusals = TokenBuckets(REFUSALS_PER_SECOND, REFUSAL_BURST)
+        self.dropped = 0  # use lines not written (a box refused faster than the rate)
 
     # -- what is attached ---------------------------------------------------------------
     async def refresh(self) -> None:
@@ -125,9 +152,16 @@ class GatewayService:
     def is_box(self, ip: str) -> bool:
         return self._net.box_at(ip) is not None
 
-    def bound(self, box_ip: str, host: str) -> bool:
+    def egress(self, box_ip: str) -> bool:
         box = self._net.box_at(box_ip)
-        return box is not None and self.binds(box.box_id, host)
+        return box is not None and box.policy.mode != "deny-all"
+
+    def binding(self, box_ip: str, host: str) -> str | None:
+        box = self._net.box_at(box_ip)
+        if box is None or box.policy.mode == "deny-all" or not box.policy.allows_name(host):
+            return None
+        rules = self._rules.get(box.box_id, ())
+        return next((p for r in rules if (p := r.pattern_for(host)) is not None), None)
 
     def binds(self, box_id: str, host: str) -> bool:
         return any(rule.binds(host) for rule in self._rules.get(box_id, ()))
@@ -229,7 +263,7 @@ class GatewayService:
             except OSError as exc:
                 return Denied(502, "gateway_upstream", f"could not resolve {host} ({exc})")
             addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        closed = await self._closed_ranges()
+        closed = [*self._never, *await self._closed_ranges()]
         shut: Closed | None = None
         for address in addresses:
             shut = closed_address(address, closed, self._open)
@@ -273,7 +307,10 @@ class GatewayService:
             refused,
             time.time(),
         )
-        if refused:
+        if refused is not None and not self._refusals.take(who.box_id):
+            self.dropped += 1  # a box refused over and over is counted, not written each time
+            return
+        if refused is not None:
             log.warning(
                 "gateway: box %s: %s %s for %s refused: %s",
                 who.box_name,
@@ -282,23 +319,25 @@ class GatewayService:
                 host,
                 refused,
             )
-        self._spawn(self._secrets.record(who.holder, use))
+        if len(self._pending) >= MAX_PENDING:
+            self.dropped += 1
+            return
+        self._pending.append((who.holder, use))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
 
-    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(_logged(job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def _write(self) -> None:
+        """Every use noted meanwhile, in one transaction at a time, off the request's path."""
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self._secrets.record(batch)
+            except Exception:
+                log.exception("gateway: %d uses could not be recorded", len(batch))
 
     async def drain(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-async def _logged(job: Coroutine[Any, Any, None]) -> None:
-    try:
-        await job
-    except Exception:
-        log.exception("gateway: a use could not be recorded")
+        while self._writer is not None and not self._writer.done():
+            await self._writer
 
 
 def _why_not(found: Placeholder, who: _Asker, provider: str | None) -> str:

@@ -214,21 +214,30 @@ class SecretRepository:
         return await self._db.run(work)
 
     # -- uses ---------------------------------------------------------------------------
-    async def record(self, holder: str | None, use: Use) -> None:
+    async def record(self, uses: list[tuple[str | None, Use]]) -> None:
+        """Write these (holder, use) lines; each holder keeps its newest MAX_USES uses and,
+        apart, its newest MAX_USES refusals (refusals never push uses out)."""
+
         def work(conn: Connection) -> None:
-            conn.execute(credential_uses.insert().values(user_id=holder or "", **use.__dict__))
-            mine = whose(credential_uses.c.user_id, holder)
-            cut = conn.execute(
-                sa.select(credential_uses.c.id)
-                .where(mine)
-                .order_by(credential_uses.c.id.desc())
-                .offset(MAX_USES)
-                .limit(1)
-            ).first()
-            if cut is not None:
-                conn.execute(
-                    credential_uses.delete().where(mine & (credential_uses.c.id <= cut[0]))
+            conn.execute(
+                credential_uses.insert(),
+                [{"user_id": holder or "", **use.__dict__} for holder, use in uses],
+            )
+            for holder, outcome in {(h, u.outcome) for h, u in uses}:
+                mine = whose(credential_uses.c.user_id, holder) & (
+                    credential_uses.c.outcome == outcome
                 )
+                cut = conn.execute(
+                    sa.select(credential_uses.c.id)
+                    .where(mine)
+                    .order_by(credential_uses.c.id.desc())
+                    .offset(MAX_USES)
+                    .limit(1)
+                ).first()
+                if cut is not None:
+                    conn.execute(
+                        credential_uses.delete().where(mine & (credential_uses.c.id <= cut[0]))
+                    )
 
         await self._db.run(work)
 

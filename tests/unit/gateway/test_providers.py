@@ -25,6 +25,7 @@ from ..netpolicy.test_dns import BOX_A, BOX_B
 pytestmark = pytest.mark.anyio
 KEY = "sk-ant-real-0123456789abcdef"
 STRANGER = "127.0.0.9"
+FIRST_REQUEST = 2.0  # seconds a box has for a whole request head (30 on a server)
 
 
 @dataclass
@@ -49,9 +50,11 @@ class Upstream:
                 pieces = [b"data: one\n\n", b"data: two\n\n"]
                 if b"echo" in body:
                     pieces.append(f"data: you sent {key}\n\n".encode())
+                encoding = b"content-encoding: gzip\r\n" if "gzip" in target else b""
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                    b"transfer-encoding: chunked\r\n\r\n"
+                    + encoding
+                    + b"transfer-encoding: chunked\r\n\r\n"
                 )
                 for piece in pieces:
                     writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
@@ -90,7 +93,8 @@ async def gate(world: World, upstream: Upstream) -> AsyncIterator[Gate]:
     world.network.box_at = fixed.get  # type: ignore[method-assign]
     await services.credentials.attach("a", "anthropic")
     await services.credentials.attach("b", "anthropic")
-    # The upstream is on loopback, which only an owner's open_ranges lets the gateway reach.
+    # The upstream is on loopback, which the gateway never reaches on a server (`never`);
+    # here it plays the internet, and only an owner's open_ranges lets the gateway reach it.
     grants = GatewayService(
         world.network,
         world.boxes,
@@ -98,8 +102,12 @@ async def gate(world: World, upstream: Upstream) -> AsyncIterator[Gate]:
         world.wired.services.credentials._repo,  # the same keys paddockd keeps
         world.wired.services.secrets._repo,
         open_ranges=("127.0.0.0/8",),
+        never=(),
+        bridges=("10.213.0.1/16",),
     )
-    gateway = CredentialGateway(grants, Authority(world.cfg.data_dir / "gw"))
+    gateway = CredentialGateway(
+        grants, Authority(world.cfg.data_dir / "gw"), first_request=FIRST_REQUEST
+    )
     await gateway.start("127.0.0.1", 0, 0)
     assert gateway._server is not None
     port = gateway._server.sockets[0].getsockname()[1]
@@ -208,13 +216,20 @@ async def test_a_run_holds_its_key_while_it_runs(gate: Gate, upstream: Upstream)
 
 
 async def test_the_gateway_never_connects_into_closed_ranges(world: World, gate: Gate) -> None:
-    gate.grants._open = ()  # loopback closed again, as on every server by default
     mine = await placeholder(world, "a")
+    for base, said in (
+        ("http://169.254.169.254", b"cloud metadata"),  # never, whatever is opened
+        ("http://10.213.0.7:8080", b"this host's boxes"),  # another box, the bridge
+        ("http://10.99.0.1", b"not on the public internet"),
+        ("http://192.0.2.1", b"the server's own networks"),
+    ):
+        await world.services.credentials.set("anthropic", KEY, base)
+        status, answer = await ask(gate.port, BOX_A, mine)
+        assert status == 502 and said in answer, (base, answer)
+    gate.grants._open = ()  # loopback closed again, as on every server
+    await world.services.credentials.set("anthropic", KEY, "http://127.0.0.1:9")
     status, answer = await ask(gate.port, BOX_A, mine)
     assert status == 502 and b"not on the public internet" in answer
-    await world.services.credentials.set("anthropic", KEY, "http://169.254.169.254")
-    status, answer = await ask(gate.port, BOX_A, mine)
-    assert status == 502 and b"cloud metadata" in answer
 
 
 async def test_garbage_and_slow_boxes_are_let_go(gate: Gate) -> None:
@@ -241,3 +256,95 @@ async def test_boxes_get_their_gateway_url_per_agent(world: World) -> None:
     assert env["MOONSHOT_BASE_URL"] == "http://10.213.0.1/moonshot"
     assert env["KIMI_MODEL_API_KEY"] == env["MOONSHOT_API_KEY"] != "sk-moon-0123456789"
     assert json.dumps(env).count("sk-moon") == 0
+
+
+async def raw(port: int, source: str, request: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    writer.write(request)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(), 10)
+    except ConnectionResetError:
+        return b""
+    finally:
+        writer.close()
+
+
+async def test_requests_framed_twice_or_aimed_elsewhere_never_leave(
+    gate: Gate, upstream: Upstream
+) -> None:
+    """Content-Length with Transfer-Encoding (a request smuggled past a proxy in its body),
+    an absolute target, a placeholder outside the key's headers (where an error could
+    quote it back): refused before anything reaches the upstream."""
+    mine = (await placeholder(gate.world, "a")).encode()
+    head = b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + mine + b"\r\n"
+    smuggled = head + b"content-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n"
+    assert b" 400 " in await raw(gate.port, BOX_A, smuggled)
+    aimed = (
+        b"GET http://elsewhere.example/x HTTP/1.1\r\nHost: x\r\nx-api-key: " + mine + b"\r\n\r\n"
+    )
+    assert b" 400 " in await raw(gate.port, BOX_A, aimed)
+    quoted = head + b"anthropic-beta: " + mine + b"\r\ncontent-length: 0\r\n\r\n"
+    assert b"only in x-api-key or Authorization" in await raw(gate.port, BOX_A, quoted)
+    assert upstream.seen == []
+
+
+async def test_a_compressed_answer_to_a_swapped_request_is_refused(
+    gate: Gate, upstream: Upstream
+) -> None:
+    mine = await placeholder(gate.world, "a")
+    status, answer = await ask(gate.port, BOX_A, mine, path="/anthropic/v1/gzip")
+    assert status == 502 and b"compressed" in answer
+    headers = upstream.seen[0]["headers"]
+    assert isinstance(headers, dict) and headers["accept-encoding"] == "identity"
+
+
+async def test_a_head_dripped_a_byte_at_a_time_is_cut_at_its_deadline(gate: Gate) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", gate.port, local_addr=(BOX_A, 0))
+    relay_first = FIRST_REQUEST  # the gateway's deadline for a whole head
+    started = asyncio.get_running_loop().time()
+    closed = False
+    for byte in b"GET /anthropic/v1/models HTTP/1.1\r\nx-long: " + b"a" * 10_000:
+        try:
+            writer.write(bytes([byte]))
+            await writer.drain()
+        except ConnectionError:
+            closed = True
+            break
+        if reader.at_eof() or asyncio.get_running_loop().time() - started > relay_first + 5:
+            closed = reader.at_eof()
+            break
+        await asyncio.sleep(0.005)
+    writer.close()
+    assert closed and asyncio.get_running_loop().time() - started < relay_first + 5
+
+
+def test_every_base64_of_a_value_is_masked() -> None:
+    import base64
+
+    from paddockd.gateway.relay import Masker
+    from paddockd.gateway.substitute import encodings
+
+    value = b"ghp_" + b"x1y2z3" * 6
+    masker = Masker({form: b"*" * len(form) for form in encodings(value)})
+    for prefix in (b"", b"u", b"us", b"user:"):
+        echoed = base64.b64encode(prefix + value)
+        shown = masker.feed(echoed) + masker.flush()
+        assert len(shown) == len(echoed) and value not in base64.b64decode(
+            shown.replace(b"*", b"A")
+        )
+
+
+async def test_a_box_refused_over_and_over_cannot_flood_the_log(
+    gate: Gate, upstream: Upstream
+) -> None:
+    """Refusals are written at a rate per box, apart from uses: the key's uses stay."""
+    mine = await placeholder(gate.world, "a")
+    assert (await ask(gate.port, BOX_A, mine))[0] == 200
+    for _ in range(60):
+        assert (await ask(gate.port, BOX_A, "nothing"))[0] == 401
+    await gate.grants.drain()
+    uses = await gate.world.services.secrets.uses(kind="provider", limit=1000)
+    refused = [u for u in uses if u.outcome == "refused"]
+    assert 20 <= len(refused) < 40 and gate.grants.dropped >= 20
+    assert [u.status for u in uses if u.outcome == "used"] == [200]

@@ -310,6 +310,13 @@ else:
     Stream = _Stream
 
 
+def _attached(method: str, box: str, kind: str, name: str = "") -> Call[list[str]]:
+    """Keys ("auth") or secrets attached to a box: listed, or one attached or detached."""
+    path = _box(box) + f"/{kind}" + (f"/{quote(name, safe='')}" if name else "")
+    model, field = ("BoxAuth", "providers") if kind == "auth" else ("BoxSecrets", "secrets")
+    return Call(_Request(method, path), _model(model, field))
+
+
 def _uses(path: str, params: dict[str, Any]) -> Call[list[CredentialUse]]:
     given = {k: str(v) for k, v in params.items() if v is not None}
     return Call(_Request("GET", path, params=given), _model("CredentialUseList", "uses"))
@@ -940,18 +947,16 @@ class _Base:
     @operation
     def box_secrets(self, box: str) -> Call[list[str]]:
         """The secrets attached to the box."""
-        return Call(_Request("GET", _box(box) + "/secrets"), _model("BoxSecrets", "secrets"))
+        return _attached("GET", box, "secrets")
 
     @operation
     def attach_secret(self, box: str, name: str) -> Call[list[str]]:
         """The box gets a placeholder for your secret in `$name`; returns what is attached."""
-        req = _Request("PUT", _box(box) + "/secrets/" + quote(name, safe=""))
-        return Call(req, _model("BoxSecrets", "secrets"))
+        return _attached("PUT", box, "secrets", name)
 
     @operation
     def detach_secret(self, box: str, name: str) -> Call[list[str]]:
-        req = _Request("DELETE", _box(box) + "/secrets/" + quote(name, safe=""))
-        return Call(req, _model("BoxSecrets", "secrets"))
+        return _attached("DELETE", box, "secrets", name)
 
     @operation
     def secret_log(
@@ -971,18 +976,16 @@ class _Base:
     @operation
     def box_credentials(self, box: str) -> Call[list[str]]:
         """The providers whose keys the box's commands get."""
-        return Call(_Request("GET", _box(box) + "/auth"), _model("BoxAuth", "providers"))
+        return _attached("GET", box, "auth")
 
     @operation
     def attach_credential(self, box: str, provider: str) -> Call[list[str]]:
         """The box's commands get this provider's key from now on; returns what is attached."""
-        req = _Request("PUT", _box(box) + "/auth/" + quote(provider, safe=""))
-        return Call(req, _model("BoxAuth", "providers"))
+        return _attached("PUT", box, "auth", provider)
 
     @operation
     def detach_credential(self, box: str, provider: str) -> Call[list[str]]:
-        req = _Request("DELETE", _box(box) + "/auth/" + quote(provider, safe=""))
-        return Call(req, _model("BoxAuth", "providers"))
+        return _attached("DELETE", box, "auth", provider)
 
     # -- desktop ----------------------------------------------------------------------
     @operation

@@ -30,6 +30,7 @@ REFUSED = {
     ("exec", "nosuchbox", "--", "true"): 125,
     ("shell",): 125,
     ("auth", "set", "anthropic"): 2,  # asks for the key first, and there is no terminal
+    ("secret", "set", "drive1", "--host", "x"): 2,  # the same for the value
     ("prompt", "nosuchbox"): 2,  # stdin is empty: no instruction
     ("import", "x"): 1,  # the file is looked for first: there is none to send
 }

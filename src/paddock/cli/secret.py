@@ -159,7 +159,7 @@ def show_uses(uses: list[CredentialUse], as_json: bool) -> int:
 
 
 def cmd_set(args: argparse.Namespace) -> int:
-    value = None if args.keep_value else read_hidden(args.from_stdin, f"the value of {args.name}")
+    value = None if args.keep_value else read_hidden(args.from_stdin, f"value of {args.name}")
     with client(args) as c:
         got = c.set_secret(args.name, args.host, value, header=args.header, format=args.format)
     if args.json:

@@ -81,7 +81,25 @@ def stream_rows(srv: Server, c: object, runs: int) -> list[Row]:
         for name, line in (("gateway", through), ("direct", straight)):
             done = c.exec("ag", ["bash", "-c", line])
             timed[name].append(EVENTS / float(done.stdout))
+    # One model request's round trip, 30 each way, alternating, in one shell in the box.
+    post = (
+        "curl -s -o /dev/null -w '%{time_total}\\n' -X POST -H \"x-api-key: $ANTHROPIC_API_KEY\" "
+        "-H 'content-type: application/json' -d '{\"model\":\"m\",\"max_tokens\":1,"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' "
+    )
+    loop = (
+        f"for i in $(seq 30); do {post}'http://{srv.gateway}/anthropic/v1/messages'; "
+        f"{post}'{BASE}/v1/messages'; done"
+    )
+    times = [float(t) for t in c.exec("ag", ["bash", "-c", loop]).stdout.split()]
     return [
+        Row(
+            "model request round trip in the box",
+            statistics.median(times[0::2]),
+            statistics.median(times[1::2]),
+            "s",
+            "report (raw: straight to the model)",
+        ),
         Row(
             "model stream in the box (events/s)",
             statistics.median(timed["gateway"]),
@@ -89,7 +107,7 @@ def stream_rows(srv: Server, c: object, runs: int) -> list[Row]:
             "ev/s",
             ">= 0.95x (raw: straight to the model)",
             higher_is_better=True,
-        )
+        ),
     ]
 
 

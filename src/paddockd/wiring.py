@@ -194,6 +194,7 @@ def wire(
         bridges=(cfg.box_bridge[1], cfg.engine.build_cidr),
     )
     bound.append(grants.binds)
+    credentials.changed.append(grants.forget_keys)
     authority = Authority(cfg.data_dir / "gateway")
     environment = BoxEnvironment(credentials, grants, secret_repo, runtime, authority.pem)
     boxes.environment = environment

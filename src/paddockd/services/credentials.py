@@ -11,6 +11,7 @@ member's key, never their own, so nobody's key reaches a box someone else owns."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..domain.accounts import User, holder_of
@@ -55,6 +56,8 @@ class CredentialService:
         self._accounts = accounts
         self._placeholders = placeholders
         self._gateway_url = gateway_url
+        # Told when a key is set or removed (the gateway keeps keys a moment).
+        self.changed: list[Callable[[], None]] = []
 
     async def set(
         self,
@@ -68,6 +71,7 @@ class CredentialService:
         await self._repo.put(
             holder_of(caller), p.name, check_key(key), check_base_url(base_url), check_mode(mode)
         )
+        self._changed()
         return next(s for s in await self.statuses(caller) if s.provider == p.name)
 
     async def statuses(self, caller: User | None = None) -> list[ProviderStatus]:
@@ -90,6 +94,11 @@ class CredentialService:
         holder = holder_of(caller)
         if not await self._repo.delete(holder, await self._boxes_of(holder), p.name):
             raise NotFound(f"no credentials are set for {p.name}")
+        self._changed()
+
+    def _changed(self) -> None:
+        for tell in self.changed:
+            tell()
 
     async def forget(self, user_id: str) -> int:
         """Every key of a removed member's (nobody can manage or rightly use them now)."""

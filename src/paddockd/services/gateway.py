@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState
 from ..domain.credentials import PROVIDERS, PlaceholderKind, upstream_of
 from ..domain.errors import NotFound
@@ -30,7 +31,7 @@ from ..gateway.substitute import Swap
 from ..netpolicy.base import NetworkRules
 from ..netpolicy.quotas import TokenBuckets
 from ..runtime.base import Runtime
-from ..store.credentials import CredentialRepository
+from ..store.credentials import CredentialRepository, Key
 from ..store.secrets import Placeholder, SecretRepository, Use
 from .accounts import AccountService
 from .boxes import BoxService
@@ -48,6 +49,7 @@ CA_ENV = {
     "PIP_CERT": SYSTEM_BUNDLE,
 }
 _CLOSED_FOR = 30.0  # seconds the host's closed ranges are reused
+_CACHED_FOR = 3.0  # seconds owner accounts and keys are reused between requests
 REFUSALS_PER_SECOND = 1.0  # refusals written per box (a burst of REFUSAL_BURST first)
 REFUSAL_BURST = 20
 MAX_PENDING = 10_000
@@ -114,6 +116,9 @@ class GatewayService:
         self._held: Counter[tuple[str, str]] = Counter()
         self._rules: dict[str, tuple[SecretRule, ...]] = {}  # box id -> attached secrets
         self._closed: tuple[float, list[Closed]] = (0.0, [])
+        self._owners: tuple[float, Holders | None] = (0.0, None)
+        # (holder, provider) -> (when read, the key): a key changed takes a moment to show.
+        self._keys_seen: dict[tuple[str | None, str], tuple[float, Key | None]] = {}
         # Uses waiting to be written, by one writer; refusals held to a rate per box.
         self._pending: list[tuple[str | None, Use]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -166,23 +171,49 @@ class GatewayService:
     def binds(self, box_id: str, host: str) -> bool:
         return any(rule.binds(host) for rule in self._rules.get(box_id, ()))
 
-    async def _asker(self, ip: str) -> _Asker | None:
-        address = self._net.box_at(ip)
-        box = await self._boxes.get(address.box_id) if address is not None else None
-        if box is None:
+    async def _asked_by(
+        self, asked: Asked
+    ) -> tuple[_Asker, list[Placeholder], frozenset[str]] | None:
+        """Who asks (the box at the request's address), its placeholders' rows and the
+        providers attached to it: one read of the store."""
+        address = self._net.box_at(asked.box_ip)
+        if address is None:
             return None
-        return _Asker(box.id, box.name, (await self._accounts.holders()).of(box.owner_id))
+        facts = await self._secrets.facts(address.box_id, [v.decode() for v in asked.placeholders])
+        if facts is None:
+            return None
+        holder = (await self._holders()).of(facts.owner_id)
+        return _Asker(address.box_id, facts.box_name, holder), facts.found, facts.attached
+
+    async def _holders(self) -> Holders:
+        at, holders = self._owners
+        if holders is None or time.monotonic() - at > _CACHED_FOR:
+            holders = await self._accounts.holders()
+            self._owners = (time.monotonic(), holders)
+        return holders
+
+    def forget_keys(self) -> None:
+        """A key was set or removed: read keys afresh."""
+        self._keys_seen.clear()
+
+    async def _key(self, holder: str | None, provider: str) -> Key | None:
+        """The holder's key, kept a few seconds (decrypted once, not at every request)."""
+        at, keys = self._keys_seen.get((holder, provider), (0.0, None))
+        if time.monotonic() - at > _CACHED_FOR:
+            keys = (await self._keys.keys(holder, [provider], used=False)).get(provider)
+            self._keys_seen[(holder, provider)] = (time.monotonic(), keys)
+        return keys
 
     async def for_provider(self, asked: Asked, provider: str) -> Grant | Denied:
-        who = await self._asker(asked.box_ip)
-        if who is None:
+        seen = await self._asked_by(asked)
+        if seen is None:
             return Denied(403, "forbidden", "not a box of this server")
+        who, found, attached = seen
         p = PROVIDERS.get(provider)
         if p is None:
             known = ", ".join(f"/{name}" for name in PROVIDERS)
             return Denied(404, "not_found", f"no provider {provider!r} at the gateway ({known})")
         host = p.name
-        found = await self._secrets.placeholders([v.decode() for v in asked.placeholders])
         mine = [f for f in found if (f.box_id, f.kind, f.name) == (who.box_id, "provider", p.name)]
         for other in (f for f in found if f not in mine):
             self._note(who, "provider", p.name, host, asked, 403, _why_not(other, who, p.name))
@@ -197,8 +228,7 @@ class GatewayService:
             if not found:
                 self._note(who, "provider", p.name, host, asked, 401, "no placeholder")
             return Denied(403 if found else 401, "placeholder_refused", why)
-        attached = p.name in await self._keys.attached(who.box_id)
-        if not attached and self._held[(who.box_id, p.name)] <= 0:
+        if p.name not in attached and self._held[(who.box_id, p.name)] <= 0:
             self._note(who, "provider", p.name, host, asked, 403, "not attached")
             return Denied(
                 403,
@@ -206,7 +236,7 @@ class GatewayService:
                 f"{p.name}'s key is not attached to box {who.box_name} "
                 f"(`paddock auth attach {who.box_name} {p.name}`)",
             )
-        key = (await self._keys.keys(who.holder, [p.name])).get(p.name)
+        key = await self._key(who.holder, p.name)
         if key is None or key.mode != "gateway":
             why = "is not set" if key is None else "is set with --mode env (the box holds it)"
             self._note(who, "provider", p.name, host, asked, 403, f"key {why}")
@@ -220,13 +250,13 @@ class GatewayService:
         return Grant(swaps, upstream, record)
 
     async def for_host(self, asked: Asked, host: str) -> Grant | Denied:
-        who = await self._asker(asked.box_ip)
-        if who is None:
-            return Denied(403, "forbidden", "not a box of this server")
         if not asked.placeholders:
-            return Grant()
+            return Grant() if self.is_box(asked.box_ip) else Denied(403, "forbidden", "no box")
+        seen = await self._asked_by(asked)
+        if seen is None:
+            return Denied(403, "forbidden", "not a box of this server")
+        who, found, _ = seen
         rules = {r.name: r for r in self._rules.get(who.box_id, ()) if r.binds(host)}
-        found = await self._secrets.placeholders([v.decode() for v in asked.placeholders])
         usable = [
             f for f in found if f.box_id == who.box_id and f.kind == "secret" and f.name in rules
         ]

@@ -131,8 +131,11 @@ class CredentialRepository:
 
         return await self._db.run(work)
 
-    async def keys(self, holder: str | None, providers: list[str]) -> dict[str, Key]:
-        """provider -> its key, for the holder's keys that are set; marks them used."""
+    async def keys(
+        self, holder: str | None, providers: list[str], used: bool = True
+    ) -> dict[str, Key]:
+        """provider -> its key, for the holder's keys that are set; marks them `used` (the
+        gateway marks its uses in its own writes)."""
 
         def work(conn: Connection) -> dict[str, Key]:
             wanted = _whose(holder) & credentials.c.provider.in_(providers)
@@ -144,7 +147,7 @@ class CredentialRepository:
                     credentials.c.mode,
                 ).where(wanted)
             ).all()
-            if rows:
+            if rows and used:
                 conn.execute(credentials.update().where(wanted).values(last_used_at=time.time()))
             return {r[0]: Key(self._sealer.open(r[1]), r[2], check_mode(r[3])) for r in rows}
 

@@ -16,7 +16,16 @@ from sqlalchemy.engine import Connection
 from ..domain.credentials import PlaceholderKind, new_placeholder
 from ..domain.secrets import SecretRule
 from .credentials import Sealer, whose
-from .db import Database, box_secrets, credential_uses, placeholders, secrets
+from .db import (
+    Database,
+    box_credentials,
+    box_secrets,
+    boxes,
+    credential_uses,
+    credentials,
+    placeholders,
+    secrets,
+)
 
 # The most use lines kept per holder; the oldest go first.
 MAX_USES = 5000
@@ -35,6 +44,14 @@ class Placeholder:
     box_id: str
     kind: PlaceholderKind
     name: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    box_name: str
+    owner_id: str | None
+    found: list[Placeholder]
+    attached: frozenset[str]  # providers whose keys are attached to the box
 
 
 @dataclass(frozen=True)
@@ -121,13 +138,12 @@ class SecretRepository:
         return await self._db.run(work)
 
     async def values(self, holder: str | None, names: list[str]) -> dict[str, str]:
-        """name -> the real value, for the holder's secrets among `names`; marks them used."""
+        """name -> the real value, for the holder's secrets among `names` (their use is
+        marked with the use's line: `record`)."""
 
         def work(conn: Connection) -> dict[str, str]:
             wanted = whose(secrets.c.user_id, holder) & secrets.c.name.in_(names)
             rows = conn.execute(sa.select(secrets.c.name, secrets.c.value).where(wanted)).all()
-            if rows:
-                conn.execute(secrets.update().where(wanted).values(last_used_at=time.time()))
             return {r[0]: self._sealer.open(r[1]) for r in rows}
 
         return await self._db.run(work)
@@ -173,6 +189,37 @@ class SecretRepository:
                 )
             ).all()
             return {(r[0], r[1]): _rule(r[1:]) for r in rows}
+
+        return await self._db.run(work)
+
+    # -- what the gateway needs to know of a request, in one read ----------------------
+    async def facts(self, box_id: str, values: list[str]) -> Facts | None:
+        """The box's name and owner, the rows of these placeholders, and the providers
+        attached to the box; None for no such box."""
+
+        def work(conn: Connection) -> Facts | None:
+            box = conn.execute(
+                sa.select(boxes.c.name, boxes.c.owner_id).where(boxes.c.id == box_id)
+            ).first()
+            if box is None:
+                return None
+            rows = conn.execute(
+                sa.select(
+                    placeholders.c.value,
+                    placeholders.c.box_id,
+                    placeholders.c.kind,
+                    placeholders.c.name,
+                ).where(placeholders.c.value.in_(values))
+            ).all()
+            attached = conn.execute(
+                sa.select(box_credentials.c.provider).where(box_credentials.c.box_id == box_id)
+            ).all()
+            return Facts(
+                str(box[0]),
+                box[1],
+                [Placeholder(*r) for r in rows],
+                frozenset(str(a[0]) for a in attached),
+            )
 
         return await self._db.run(work)
 
@@ -223,6 +270,22 @@ class SecretRepository:
                 credential_uses.insert(),
                 [{"user_id": holder or "", **use.__dict__} for holder, use in uses],
             )
+            used = {(h or "", u.kind, u.name) for h, u in uses if u.outcome == "used"}
+            last = max(u.at for _, u in uses)
+            for user, kind, name in used:
+                table, column = (
+                    (credentials, credentials.c.provider)
+                    if kind == "provider"
+                    else (
+                        secrets,
+                        secrets.c.name,
+                    )
+                )
+                conn.execute(
+                    table.update()
+                    .where((table.c.user_id == user) & (column == name))
+                    .values(last_used_at=last)
+                )
             for holder, outcome in {(h, u.outcome) for h, u in uses}:
                 mine = whose(credential_uses.c.user_id, holder) & (
                     credential_uses.c.outcome == outcome

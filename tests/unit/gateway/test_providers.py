@@ -111,6 +111,7 @@ async def gate(world: World, upstream: Upstream) -> AsyncIterator[Gate]:
     await gateway.start("127.0.0.1", 0, 0)
     assert gateway._server is not None
     port = gateway._server.sockets[0].getsockname()[1]
+    services.credentials.changed.append(grants.forget_keys)  # as the wiring does
     yield Gate(port, grants, world)
     await gateway.close()
     await grants.drain()

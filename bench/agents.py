@@ -84,8 +84,8 @@ def stream_rows(srv: Server, c: object, runs: int) -> list[Row]:
     # One model request's round trip, 30 each way, alternating, in one shell in the box.
     post = (
         "curl -s -o /dev/null -w '%{time_total}\\n' -X POST -H \"x-api-key: $ANTHROPIC_API_KEY\" "
-        "-H 'content-type: application/json' -d '{\"model\":\"m\",\"max_tokens\":1,"
-        "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' "
+        '-H \'content-type: application/json\' -d \'{"model":"m","max_tokens":1,'
+        '"messages":[{"role":"user","content":"hi"}]}\' '
     )
     loop = (
         f"for i in $(seq 30); do {post}'http://{srv.gateway}/anthropic/v1/messages'; "

@@ -138,6 +138,9 @@ class Config:
     default_ttl: int = 3600
     # Seconds a box may go unused before it stops (0: never), unless `new` says otherwise.
     idle_stop: int = 0
+    # The shortest idle stop a box may ask for: below a minute a box stops between two
+    # commands of a script.
+    idle_stop_min: int = 60
     ttl_action: TtlAction = TtlAction.STOP
     stop_timeout: int = 10
     snapshot_retention: int = 5  # automatic (stop) snapshots kept per box

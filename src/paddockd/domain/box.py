@@ -145,10 +145,11 @@ class Box:
 MAX_IDLE_STOP = 30 * 86400
 
 
-def validate_idle_stop(seconds: int) -> int:
-    if seconds and not 60 <= seconds <= MAX_IDLE_STOP:
+def validate_idle_stop(seconds: int, shortest: int = 60) -> int:
+    if seconds and not shortest <= seconds <= MAX_IDLE_STOP:
         raise InvalidRequest(
-            f"an idle stop is 60 s to {MAX_IDLE_STOP // 86400} days without use (0: never)"
+            f"an idle stop is {shortest} s to {MAX_IDLE_STOP // 86400} days without use "
+            "(0: never)"
         )
     return seconds
 

@@ -242,7 +242,9 @@ class BoxService:
         secrets = list(dict.fromkeys(secrets))
         if secrets and self.environment is not None:
             await self.environment.check_secrets(holder_of(caller), secrets)
-        idle = validate_idle_stop(self._cfg.idle_stop if idle_stop is None else idle_stop)
+        idle = validate_idle_stop(
+            self._cfg.idle_stop if idle_stop is None else idle_stop, self._cfg.idle_stop_min
+        )
         keep = validate_keep(keep, self._cfg.snapshot_limit)
         if network is not None:
             network = await self.reachable(network)

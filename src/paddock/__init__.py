@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         Secret,
         ServerStatus,
         Snapshot,
+        Template,
         TokenInfo,
     )
 
@@ -125,6 +126,7 @@ __all__ = [
     "ServerStatus",
     "Snapshot",
     "StorageLow",
+    "Template",
     "TokenInfo",
     "TooManyAttempts",
     "__version__",

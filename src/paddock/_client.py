@@ -25,6 +25,7 @@ from .wire import frames as _frames
 from .wire.errors import (
     ConnectionFailed,
     InvalidRequest,
+    NotFound,
     PaddockError,
     ServerError,
     error_from_body,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         Generator,
         Iterable,
         Iterator,
+        Mapping,
         Sequence,
     )
     from pathlib import Path
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
         Secret,
         ServerStatus,
         Snapshot,
+        Template,
         TokenInfo,
     )
 
@@ -103,7 +106,7 @@ class _Request:
         self,
         method: str,
         path: str,
-        params: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
         json: Any = None,
         body: bytes | Iterable[bytes] | None = None,
         content_type: str | None = None,
@@ -120,7 +123,8 @@ class _Request:
 
     @property
     def target(self) -> str:
-        return self.path + ("?" + urlencode(self.params) if self.params else "")
+        # doseq: a list is the parameter repeated (`allow=a&allow=b`).
+        return self.path + ("?" + urlencode(self.params, doseq=True) if self.params else "")
 
 
 SLOW_SECONDS = 900.0
@@ -308,6 +312,44 @@ else:
     streaming = _streaming
     Call = _Call
     Stream = _Stream
+
+
+def _template(name: str) -> str:
+    if not name or "/" in name:
+        raise InvalidRequest(f"invalid template name {name!r}")
+    return "/v1/templates/" + quote(name, safe="")
+
+
+# `defaults` keys that are lists on the wire, named in the singular there.
+_PLURAL = {"drives": "drive"}
+
+
+def _query(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None and v != []}
+
+
+def _context_plan(folder: str | Path, dockerfile: str | Path | None) -> tuple[PushPlan, str]:
+    """The build context as a tar plan (`.dockerignore` honoured), and the Dockerfile's
+    path inside it (one outside the context travels beside it)."""
+    from pathlib import Path
+
+    from ._archive import plan_push
+
+    context = Path(folder)
+    if not context.is_dir():
+        raise NotFound(f"no such folder: {context}")
+    ignore = context / ".dockerignore"
+    excludes = ignore.read_text(errors="replace").splitlines() if ignore.is_file() else []
+    items = [(str(context), "")]
+    given = Path(dockerfile) if dockerfile is not None else context / "Dockerfile"
+    try:
+        inside = given.resolve().relative_to(context.resolve()).as_posix()
+    except ValueError:
+        if not given.is_file():
+            raise NotFound(f"no such Dockerfile: {given}") from None
+        inside = ".paddock-dockerfile"
+        items.append((str(given), inside))
+    return plan_push(items, excludes), inside
 
 
 def _attached(method: str, box: str, kind: str, name: str = "") -> Call[list[str]]:
@@ -543,14 +585,17 @@ class _Base:
         idle_stop: int | None = None,
         keep: int | None = None,
         secrets: Sequence[str] | None = None,
+        template: str | None = None,
     ) -> Call[Box]:
         """Create and start a box. `drives`: names (or "name:ro") mounted at /mnt/<name>,
         created if they do not exist. `network`: allow-all, deny-all or allowlist (with
         `allow`: IPv4 addresses/CIDRs, domains, *.domains). `agent`: the box's default
         agent for `prompt`. `idle_stop`: seconds without use after which it stops (0:
         never; None: the server's default). `keep`: the stop snapshots it keeps, newest
-        first (None: the server's retention). `secrets`: your secrets attached to it."""
+        first (None: the server's retention). `secrets`: your secrets attached to it.
+        `template`: made from that template (its files; its defaults fill in the rest)."""
         body = {
+            "template": template,
             "secrets": list(secrets) if secrets else None,
             "agent": agent,
             "idle_stop": idle_stop,
@@ -896,6 +941,108 @@ class _Base:
         change and ("box-removed", {"id": ...}). The server ends the stream after a while
         (15 minutes): call again to go on."""
         return Stream(_Request("GET", "/v1/events", untimed=True), _Lines(b"\n\n", _box_event))
+
+    # -- templates ----------------------------------------------------------------------
+    @operation
+    def list_templates(self) -> Call[list[Template]]:
+        """Your templates and the ones shared with everyone."""
+        return Call(_Request("GET", "/v1/templates"), _model("TemplateList", "templates"))
+
+    @operation
+    def get_template(self, name: str) -> Call[Template]:
+        return Call(_Request("GET", _template(name)), _model("Template"))
+
+    @operation
+    def build_template(
+        self,
+        name: str,
+        context: str | Path = ".",
+        *,
+        dockerfile: str | Path | None = None,
+        build_args: Mapping[str, str] | None = None,
+        box_type: str | None = None,
+        network: str | None = None,
+        allow: Sequence[str] | None = None,
+        timeout: int | None = None,
+        env: Mapping[str, str] | None = None,
+        start_cmd: str | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        progress: Progress | None = None,
+    ) -> Call[Template]:
+        """Start building a template from a Dockerfile (`CONTEXT/Dockerfile` unless given)
+        in a build box of yours; the context folder is sent as a tar (a `.dockerignore`
+        there is honoured). Returns at once: follow it with `follow_template_build`.
+        `network`/`allow`: the build box's egress; `timeout`: seconds it may take;
+        `env`, `start_cmd`, `defaults` (type, ttl, network, allow, drives, idle_stop): what
+        boxes made from it get."""
+        from ._archive import tar_stream
+
+        plan, inside = _context_plan(context, dockerfile)
+        params: dict[str, Any] = {
+            "dockerfile": inside,
+            "build_arg": [f"{k}={v}" for k, v in (build_args or {}).items()],
+            "type": box_type,
+            "network": network,
+            "allow": list(allow or ()),
+            "timeout": timeout,
+            "env": [f"{k}={v}" for k, v in (env or {}).items()],
+            "start_cmd": start_cmd,
+            **{f"default_{_PLURAL.get(k, k)}": v for k, v in (defaults or {}).items()},
+        }
+        body = tar_stream(plan, 0, 0, progress=progress)
+        req = _Request(
+            "POST",
+            _template(name) + "/build",
+            _query(params),
+            body=body,
+            content_type="application/x-tar",
+            slow=True,
+        )
+        return Call(req, _model("Template"))
+
+    @streaming
+    def follow_template_build(self, name: str, *, live: bool = True) -> Stream[dict[str, Any]]:
+        """The template's last build, so far and (if `live`) as it goes: {"stream",
+        "data"} events (stream: note, step, stdout, stderr), then {"status", "message"}."""
+        params = {"follow": "true" if live else "false"}
+        return Stream(_Request("GET", _template(name) + "/log", params, untimed=True), _ndjson())
+
+    @operation
+    def create_template(
+        self,
+        name: str,
+        box: str,
+        *,
+        snapshot: str | None = None,
+        env: Mapping[str, str] | None = None,
+        start_cmd: str | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> Call[Template]:
+        """A template of a box's files as they are now (or as `snapshot` keeps them)."""
+        body = {
+            "name": name,
+            "box": box,
+            "snapshot": snapshot,
+            "env": [f"{k}={v}" for k, v in (env or {}).items()],
+            "start_cmd": start_cmd,
+            "defaults": dict(defaults or {}),
+        }
+        return Call(_Request("POST", "/v1/templates", json=body, slow=True), _model("Template"))
+
+    @operation
+    def rebuild_template(self, name: str) -> Call[Template]:
+        """Build it again from its Dockerfile and context, on today's box image."""
+        return Call(_Request("POST", _template(name) + "/rebuild"), _model("Template"))
+
+    @operation
+    def share_template(self, name: str, shared: bool = True) -> Call[Template]:
+        """Share one of your templates with everyone on the server (the owner's), or stop."""
+        req = _Request("PUT", _template(name) + "/shared", json={"shared": shared})
+        return Call(req, _model("Template"))
+
+    @operation
+    def delete_template(self, name: str) -> Call[None]:
+        return Call(_Request("DELETE", _template(name)))
 
     # -- provider credentials -----------------------------------------------------------
     @operation

@@ -55,6 +55,7 @@ from .services.secrets import SecretService
 from .services.snapshots import SnapshotService
 from .services.stats import StatsService
 from .services.system import SystemService
+from .services.templates import TemplateService
 from .services.terminals import TerminalService
 from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
@@ -65,6 +66,7 @@ from .store.previews import PreviewRepository
 from .store.runs import RunRepository
 from .store.sandboxes import SandboxRepository
 from .store.secrets import SecretRepository
+from .store.templates import TemplateRepository
 from .store.tokens import TokenRepository
 
 log = logging.getLogger("paddockd")
@@ -228,6 +230,10 @@ def wire(
         owner_active=accounts_repo.exists,
     )
 
+    templates = TemplateService(
+        TemplateRepository(db), boxes, reconciler, runtime, cfg, cfg.data_dir / "templates"
+    )
+    boxes.templates = templates
     stats = StatsService(boxes, runtime)
     snapshots = SnapshotService(repo, runtime, reconciler, boxes, limit=cfg.snapshot_limit)
     services = Services(
@@ -248,6 +254,7 @@ def wire(
         ),
         credentials=credentials,
         secrets=secrets,
+        templates=templates,
         agents=AgentService(runtime, cfg.image.name, credentials),
         runs=runs,
         stats=stats,
@@ -255,7 +262,7 @@ def wire(
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
         members=MemberService(
-            accounts_repo, tokens, boxes, credentials, public_url, previews, secrets
+            accounts_repo, tokens, boxes, credentials, public_url, previews, secrets, templates
         ),
         previews=previews,
         events=EventService(changes, boxes),

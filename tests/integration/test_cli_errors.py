@@ -31,6 +31,7 @@ REFUSED = {
     ("shell",): 125,
     ("auth", "set", "anthropic"): 2,  # asks for the key first, and there is no terminal
     ("secret", "set", "drive1", "--host", "x"): 2,  # the same for the value
+    ("template", "rebuild"): 2,  # a name or --all: a usage mistake before any request
     ("prompt", "nosuchbox"): 2,  # stdin is empty: no instruction
     ("import", "x"): 1,  # the file is looked for first: there is none to send
 }

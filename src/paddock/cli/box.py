@@ -92,6 +92,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="give the box's commands this provider's API key (see `paddock auth`; repeatable)",
     )
     p.add_argument(
+        "--template",
+        metavar="NAME",
+        help="start from a template's files (see `paddock template`); its defaults fill in "
+        "type, TTL, network and drives not given here",
+    )
+    p.add_argument(
         "--secret",
         action="append",
         default=[],
@@ -251,6 +257,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             idle_stop=args.idle_stop,
             keep=args.keep,
             secrets=args.secret,
+            template=args.template,
         )
         for provider in args.auth:
             c.attach_credential(box.name, provider)

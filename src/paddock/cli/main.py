@@ -49,6 +49,7 @@ COMMANDS = {
     "skill": "skill",
     **dict.fromkeys(["auth", "agents"], "auth"),
     "secret": "secret",
+    "template": "template",
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
     "e2b": "e2b",

@@ -26,6 +26,7 @@ DesktopActionName = Literal["click", "type", "key"]
 RunStatus = Literal["running", "succeeded", "failed", "stopped", "lost"]
 SnapshotKind = Literal["stop", "live", "fork"]
 KeyMode = Literal["gateway", "env"]
+TemplateStatus = Literal["building", "ready", "failed"]
 CredentialKind = Literal["provider", "secret"]
 UseOutcome = Literal["used", "refused"]
 
@@ -65,6 +66,9 @@ class BoxCreate:
     # Automatic (stop) snapshots the box keeps, newest first; absent: the server's.
     keep: int | None = None
     secrets: list[str] = field(default_factory=list)  # your secrets attached to it
+    # Made from this template (yours, or one shared with everyone): its files, environment
+    # and start command; its defaults fill in what is not given here.
+    template: str | None = None
 
 
 @dataclass
@@ -715,3 +719,62 @@ class MemberRemoved:
     username: str
     tokens_revoked: int
     boxes_stopped: list[str]
+
+
+@dataclass
+class TemplateDefaults:
+    """What `new --template` takes unless told otherwise."""
+
+    type: str | None = None
+    ttl: int | None = None
+    network: NetworkMode | None = None
+    allow: list[str] = field(default_factory=list)
+    drives: list[str] = field(default_factory=list)
+    idle_stop: int | None = None
+
+
+@dataclass
+class Template:
+    """A starting point for boxes: a box's files (from a Dockerfile built in a box, or taken
+    from a box), and what a box made from it gets beside them. `stale`: why it is behind
+    what it was built on (None: it is not)."""
+
+    name: str
+    status: TemplateStatus
+    base: str  # paddock-box, or the template it was built on
+    owner: str
+    mine: bool
+    shared: bool
+    size_bytes: int
+    created_at: datetime
+    source: Literal["dockerfile", "box"]
+    message: str | None = None
+    built_at: datetime | None = None
+    stale: str | None = None
+    env: list[str] = field(default_factory=list)  # NAME=value
+    user: str | None = None
+    workdir: str | None = None
+    start_cmd: str | None = None
+    defaults: TemplateDefaults = field(default_factory=TemplateDefaults)
+
+
+@dataclass
+class TemplateList:
+    templates: list[Template] = field(default_factory=list)
+
+
+@dataclass
+class TemplateFromBox:
+    """A template of a box's files (`snapshot`: as one of its snapshots keeps them)."""
+
+    name: str
+    box: str
+    snapshot: str | None = None
+    env: list[str] = field(default_factory=list)  # NAME=value, on top of the box's
+    start_cmd: str | None = None
+    defaults: TemplateDefaults = field(default_factory=TemplateDefaults)
+
+
+@dataclass
+class TemplateShare:
+    shared: bool

@@ -38,6 +38,7 @@ from .routes import (
     snapshots,
     stats,
     system,
+    templates,
     terminals,
     web,
 )
@@ -109,6 +110,7 @@ def create_app(
         stats,
         previews,
         portable,
+        templates,
     )
     for router in (members.router, members.admin, *(m.router for m in modules)):
         _mark_owner_only(router)

@@ -31,6 +31,7 @@ from ..services.secrets import SecretService
 from ..services.snapshots import SnapshotService
 from ..services.stats import StatsService
 from ..services.system import SystemService
+from ..services.templates import TemplateService
 from ..services.terminals import TerminalService
 from ..store.tokens import TokenRepository
 
@@ -48,6 +49,7 @@ class Services:
     desktop: DesktopService
     credentials: CredentialService
     secrets: SecretService
+    templates: TemplateService
     agents: AgentService
     runs: RunService
     stats: StatsService

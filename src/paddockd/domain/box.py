@@ -90,6 +90,13 @@ class Box:
     owner_id: str | None = None  # the user whose box it is; None: the owner's
     idle_stop: int = 0  # seconds without use after which it stops (0: never)
     keep: int | None = None  # stop snapshots it keeps; None: the server's retention
+    # From its template (domain/templates.py): its commands' environment and default user
+    # and folder, and the command it starts at each boot.
+    template: str | None = None  # the template's id
+    env: tuple[tuple[str, str], ...] = ()
+    user: str | None = None
+    workdir: str | None = None
+    start_cmd: str | None = None
 
     @classmethod
     def of_type(
@@ -148,8 +155,7 @@ MAX_IDLE_STOP = 30 * 86400
 def validate_idle_stop(seconds: int, shortest: int = 60) -> int:
     if seconds and not shortest <= seconds <= MAX_IDLE_STOP:
         raise InvalidRequest(
-            f"an idle stop is {shortest} s to {MAX_IDLE_STOP // 86400} days without use "
-            "(0: never)"
+            f"an idle stop is {shortest} s to {MAX_IDLE_STOP // 86400} days without use (0: never)"
         )
     return seconds
 

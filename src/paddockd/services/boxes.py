@@ -38,6 +38,7 @@ from ..domain.errors import (
 )
 from ..domain.network import NetworkPolicy, closed_entry, policy
 from ..domain.snapshot import parse_drive
+from ..domain.templates import Template
 from ..netpolicy.base import NetworkRules
 from ..runtime import inbox
 from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, FileInfo, Runtime
@@ -83,6 +84,10 @@ async def _crashing_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]
     async for chunk in chunks:
         yield chunk
         faults.point("pull.streaming")
+
+
+class Templates(Protocol):
+    async def for_box(self, name: str, caller: User | None) -> Template: ...
 
 
 class BoxEnvironment(Protocol):
@@ -157,6 +162,14 @@ class BoxService:
         # Extra environment for a box's commands (provider keys attached to it); set by the
         # composition root, since the credentials service itself resolves boxes here.
         self.environment: BoxEnvironment | None = None
+        # Templates boxes are made from (services/templates.py); set by the composition
+        # root likewise.
+        self.templates: Templates | None = None
+
+    def _templates(self) -> Templates:
+        if self.templates is None:
+            raise InvalidRequest("this server has no templates")
+        return self.templates
 
     # -- reading ----------------------------------------------------------------------
     @property
@@ -234,11 +247,28 @@ class BoxService:
         disk: str | None = None,
         keep: int | None = None,
         secrets: Sequence[str] = (),
+        template: str | Template | None = None,
     ) -> Box:
         """Admit a box (validation, capacity, name) and bring it up; `image` (and `disk`,
         a saved disk it gets a copy of) are for forks. It is `caller`'s box. `keep`: the
         stop snapshots it keeps (None: the server's retention); `secrets`: the caller's
-        secrets attached to it."""
+        secrets attached to it; `template`: made from one (a name the caller may use),
+        whose defaults fill in what is not given."""
+        made_from: Template | None = None
+        if template is not None:
+            made_from = (
+                template
+                if isinstance(template, Template)
+                else await self._templates().for_box(template, caller)
+            )
+            d = made_from.defaults
+            type_name = type_name or d.type
+            ttl = ttl if ttl is not None else d.ttl
+            if network is None and d.network:
+                network = policy(d.network, d.allow)
+            drives = drives or d.drives
+            idle_stop = idle_stop if idle_stop is not None else d.idle_stop
+            image, disk = made_from.image, made_from.disk
         secrets = list(dict.fromkeys(secrets))
         if secrets and self.environment is not None:
             await self.environment.check_secrets(holder_of(caller), secrets)
@@ -289,6 +319,11 @@ class BoxService:
                 keep=keep,
                 # A claimed box's container is there already; the reconciler names it.
                 container_id=pooled.container_id if pooled else None,
+                template=made_from.id if made_from else None,
+                env=made_from.env if made_from else (),
+                user=made_from.user if made_from else None,
+                workdir=made_from.workdir if made_from else None,
+                start_cmd=made_from.start_cmd if made_from else None,
             )
             box = replace(box, expires_at=box.deadline_from(now))
             try:
@@ -569,7 +604,7 @@ class BoxService:
         box = await self._running(ref, caller)
         # The container's own PADDOCK_BOX is the name it was made with: a pooled box's
         # was its id.
-        base = {"PADDOCK_BOX": box.name}
+        base = {**dict(box.env), "PADDOCK_BOX": box.name}
         if self.environment is not None:
             base.update(await self.environment.env_for_box(box))
         env = {**base, **env}
@@ -579,8 +614,8 @@ class BoxService:
         spec = ExecSpec(
             cmd=cmd,
             env=env,
-            workdir=box_path(workdir or HOME),
-            user=user or BOX_USER,
+            workdir=box_path(workdir or box.workdir or HOME),
+            user=user or box.user or BOX_USER,
             tty=tty,
             stdin=stdin,
         )

@@ -22,6 +22,7 @@ from .boxes import BoxService
 from .credentials import CredentialService
 from .previews import PreviewService
 from .secrets import SecretService
+from .templates import TemplateService
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,11 @@ class MemberService:
         public_url: Callable[[], str],
         previews: PreviewService | None = None,
         secrets: SecretService | None = None,
+        templates: TemplateService | None = None,
     ) -> None:
         self._previews = previews
         self._secrets = secrets
+        self._templates = templates
         self._accounts = accounts
         self._tokens = tokens
         self._boxes = boxes
@@ -144,6 +147,8 @@ class MemberService:
         forgotten = await self._credentials.forget(user.id)
         if self._secrets is not None:
             forgotten += await self._secrets.forget(user.id)
+        if self._templates is not None:
+            await self._templates.forget_owner(user.id)
         # Their previews go with them: a public one would otherwise wake their box for
         # anyone who has the link, boot hooks and all.
         if self._previews is not None:

@@ -28,6 +28,7 @@ from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import Conflict, InvalidState, NotFound, PaddockError, SnapshotTooLarge
 from ..domain.snapshot import Snapshot, SnapshotKind, parse_drive
 from ..netpolicy.base import BoxAddress, NetworkRules
+from ..runtime import inbox
 from ..runtime.base import (
     LABEL_BOX,
     LABEL_INSTANCE,
@@ -35,6 +36,7 @@ from ..runtime.base import (
     LABEL_POOL,
     ContainerInfo,
     ContainerSpec,
+    ExecSpec,
     Mount,
     Runtime,
 )
@@ -104,6 +106,8 @@ class Reconciler:
         self._retiring: set[str] = set()
         # Running boxes that see the host's /proc rather than their own (id -> why).
         self.view_problems: dict[str, str] = {}
+        # What else stands on images and saved disks (templates): (images, disks) to keep.
+        self.keeps: list[Callable[[], Awaitable[tuple[set[str], set[str]]]]] = []
 
     def run_dir(self, box_id: str) -> Path:
         return self._boxes_dir / box_id / "run"
@@ -276,7 +280,23 @@ class Reconciler:
             await self._rt.set_hostname(cid, box.name)
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
+        if started is not None and box.start_cmd:
+            self._background(self._start_command(box, cid))
         return box
+
+    async def _start_command(self, box: Box, cid: str) -> None:
+        """The command its template starts at each boot, in the background of the box (its
+        output in /tmp/paddock-start.log there)."""
+        argv = inbox.detached(["/bin/sh", "-c", box.start_cmd or ""], "/tmp/paddock-start.log")
+        spec = ExecSpec(argv, dict(box.env), box.workdir or "/config", box.user or "abc")
+        proc = await self._rt.exec(cid, spec)
+        try:
+            async for _ in proc.output():
+                pass  # what it printed before it was on its own: nothing paddockd keeps
+            if await proc.wait() != 0:
+                log.warning("box %s: its start command could not start", box.name)
+        finally:
+            await proc.close()
 
     async def _remove_unrecorded(self, box: Box) -> None:
         """A crash between the engine's create and the row's update left a container the
@@ -429,6 +449,8 @@ class Reconciler:
         for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
             if info.box_id != except_box:
                 needed.add(info.image)
+        for kept in self.keeps:
+            needed |= (await kept())[0]
         return needed
 
     async def release_image(self, image: str) -> None:
@@ -542,13 +564,13 @@ class Reconciler:
             await self._save(box, **_current(snap))
             return snap
 
-    async def save_for_forks(self, box_id: str) -> tuple[str, str] | None:
+    async def save_for_forks(self, box_id: str, key: str | None = None) -> tuple[str, str] | None:
         """A copy of the box's disk now, for forks to copy in turn: (its base image, the
         saved disk), to be dropped with `drop_saved` once they are made; None where boxes'
         disks are not copied (the caller commits instead)."""
         if not await self._rt.copies_disks():
             return None
-        key = f"forks/{secrets.token_hex(8)}"
+        key = key or f"forks/{secrets.token_hex(8)}"
         async with self._locks[box_id]:
             box = await self._repo.get(box_id)
             info = await self._container(box) if box is not None else None
@@ -564,6 +586,53 @@ class Reconciler:
                 raise
         faults.point("fork.copied")
         return info.image_id or info.image, key
+
+    async def save_disk_as(self, box_id: str, key: str) -> tuple[str, str]:
+        """A copy of the running box's disk now, kept as `key` (a template's): (its base
+        image, `key`). The caller records it before the sweep's next pass (it is kept meanwhile)."""
+        saved = await self.save_for_forks(box_id, key)
+        if saved is None:
+            raise InvalidState(
+                "templates need the engine's disks copied by reflink, which this server's "
+                "filesystem does not do (paddock status)"
+            )
+        return saved
+
+    async def save_snapshot_as(self, box_id: str, seq: int | None, key: str) -> tuple[str, str]:
+        """A copy of the box's files kept as `key`: of its disk now (a running box), its
+        current files (a stopped one), or snapshot `seq`: (its base image, `key`)."""
+        async with self._locks[box_id]:
+            box = await self._repo.get(box_id)
+            if box is None:
+                raise NotFound("the box was deleted meanwhile")
+            snaps = await self._repo.snapshots(box_id)
+            snap = next((x for x in snaps if x.seq == seq), None) if seq is not None else None
+            if seq is not None and snap is None:
+                raise NotFound(f"box {box.name} has no snapshot {seq}")
+            running = box.container_id is not None and box.state == BoxState.RUNNING
+            source = snap.disk if snap else (None if running else box.current_disk)
+            image = snap.image if snap else box.current_snapshot
+        if source is None and snap is None and running:
+            return await self.save_disk_as(box_id, key)
+        if source is None or image is None:
+            raise InvalidState(
+                f"box {box.name} has no copy of its files to make a template of: resume it, "
+                "or name one of its snapshots"
+            )
+        self.committing.add(key)
+        try:
+            await self._rt.copy_disk(source, key)
+        except BaseException:
+            self.committing.discard(key)
+            raise
+        return image, key
+
+    async def snapshots_of(self, box_id: str) -> list[Snapshot]:
+        return await self._repo.snapshots(box_id)
+
+    def recorded(self, key: str) -> None:
+        """A saved disk is named by its row now: the sweep may judge it."""
+        self.committing.discard(key)
 
     async def drop_saved(self, key: str) -> None:
         try:
@@ -695,6 +764,9 @@ class Reconciler:
         its row written by the time the rows are read."""
         saved = await self._rt.saved_disks()
         making = set(self.committing)
-        for key in saved - making - await self._repo.all_snapshot_disks():
+        named = await self._repo.all_snapshot_disks()
+        for kept in self.keeps:
+            named |= (await kept())[1]
+        for key in saved - making - named:
             log.warning("removing saved disk %s: no snapshot names it", key)
             await self._rt.drop_disk(key)

@@ -31,6 +31,7 @@ def _dt(value: float | None) -> datetime | None:
 def _to_row(box: Box) -> dict[str, Any]:
     row = asdict(box)
     row["drives"] = json.dumps(list(box.drives))
+    row["env"] = json.dumps([list(pair) for pair in box.env])
     row["network"] = box.network.to_json()
     row["state"] = box.state.value
     row["desired"] = box.desired.value
@@ -48,6 +49,7 @@ def _from_row(row: sa.Row[Any]) -> Box:
     data["desired"] = Desired(data["desired"])
     data["ttl_action"] = TtlAction(data["ttl_action"])
     data["drives"] = tuple(json.loads(data.get("drives") or "[]"))
+    data["env"] = tuple((str(k), str(v)) for k, v in json.loads(data.get("env") or "[]"))
     data["network"] = NetworkPolicy.from_json(data.get("network"))
     return Box(**data)
 

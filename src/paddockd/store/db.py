@@ -42,6 +42,38 @@ boxes = sa.Table(
     sa.Column("owner_id", sa.String(32), index=True),  # None: the owner's
     sa.Column("idle_stop", sa.Integer, nullable=False, server_default="0"),
     sa.Column("keep", sa.Integer),  # stop snapshots kept; None: the server's retention
+    sa.Column("template", sa.String(32)),  # the template it was made from
+    sa.Column("env", sa.Text, nullable=False, server_default="[]"),  # [[name, value], ...]
+    sa.Column("user", sa.String(64)),  # its commands' default user and folder
+    sa.Column("workdir", sa.Text),
+    sa.Column("start_cmd", sa.Text),  # run at each boot
+)
+
+templates = sa.Table(
+    "templates",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    # Whose (a member's id, or '' for the owner's, as keys); names are each holder's own.
+    sa.Column("user_id", sa.String(32), nullable=False, server_default=""),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("shared", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("status", sa.String(16), nullable=False),  # building | ready | failed
+    sa.Column("message", sa.Text),
+    sa.Column("base", sa.String(64), nullable=False),  # paddock-box, or a template's id
+    sa.Column("image", sa.String(255)),  # the image its disk is made over
+    sa.Column("disk", sa.String(255)),  # its saved disk (runtime/base.py save_disk)
+    sa.Column("built_on", sa.String(255)),  # the box image (id) when it was built
+    sa.Column("env", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("user", sa.String(64)),
+    sa.Column("workdir", sa.Text),
+    sa.Column("start_cmd", sa.Text),
+    sa.Column("defaults", sa.Text, nullable=False, server_default="{}"),  # JSON
+    sa.Column("dockerfile", sa.Text),  # what it was built from (None: a box's files)
+    sa.Column("build_args", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("size", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("built_at", sa.Float),
+    sa.UniqueConstraint("user_id", "name"),
 )
 
 snapshots = sa.Table(
@@ -430,6 +462,26 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX ix_credential_uses_at ON credential_uses (at)",
             # Attachments of boxes deleted before they went with their box.
             "DELETE FROM box_credentials WHERE box_id NOT IN (SELECT id FROM boxes)",
+        ],
+    ),
+    (
+        26,
+        [
+            # Templates: boxes that start with a project's tools in them.
+            "ALTER TABLE boxes ADD COLUMN template VARCHAR(32)",
+            "ALTER TABLE boxes ADD COLUMN env TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE boxes ADD COLUMN user VARCHAR(64)",
+            "ALTER TABLE boxes ADD COLUMN workdir TEXT",
+            "ALTER TABLE boxes ADD COLUMN start_cmd TEXT",
+            """CREATE TABLE templates (
+                id VARCHAR(32) PRIMARY KEY, user_id VARCHAR(32) NOT NULL DEFAULT '',
+                name VARCHAR(64) NOT NULL, shared BOOLEAN NOT NULL DEFAULT 0,
+                status VARCHAR(16) NOT NULL, message TEXT, base VARCHAR(64) NOT NULL,
+                image VARCHAR(255), disk VARCHAR(255), built_on VARCHAR(255),
+                env TEXT NOT NULL DEFAULT '[]', user VARCHAR(64), workdir TEXT,
+                start_cmd TEXT, defaults TEXT NOT NULL DEFAULT '{}', dockerfile TEXT,
+                build_args TEXT NOT NULL DEFAULT '{}', size BIGINT NOT NULL DEFAULT 0,
+                created_at FLOAT NOT NULL, built_at FLOAT, UNIQUE (user_id, name))""",
         ],
     ),
 ]

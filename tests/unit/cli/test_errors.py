@@ -24,6 +24,7 @@ NO_SERVER = {
     ("shell",): 125,
     ("auth", "set", "anthropic"): 2,  # asks for the key first, and there is no terminal
     ("secret", "set", "drive1", "--host", "x"): 2,  # the same for the value
+    ("template", "rebuild"): 2,  # a name or --all: a usage mistake before any request
     ("prompt", "nosuchbox"): 2,  # the instruction comes from stdin, which is empty
     ("host", "x"): 2,  # one word is neither BOX PORT nor a subcommand: a usage mistake
 }

@@ -65,6 +65,7 @@ async def create_box(body: BoxCreate, svc: Svc, caller: Caller) -> BoxModel:
         idle_stop=body.idle_stop,
         keep=body.keep,
         secrets=body.secrets,
+        template=body.template,
     )
     return await present(svc, box, caller)
 

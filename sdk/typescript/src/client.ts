@@ -3,11 +3,11 @@
  * is `http.ts`'s job, archives `push.ts`'s and `pull.ts`'s. */
 
 import type { IncomingMessage } from "node:http";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, readFileSync } from "node:fs";
 import { lstat, realpath, rename, rm } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { basename, dirname, join, posix } from "node:path";
+import { basename, dirname, isAbsolute, join, posix, relative, resolve, sep } from "node:path";
 
 import { loadConfig } from "./config.js";
 import { Conflict, ConnectionFailed, InvalidRequest } from "./errors.js";
@@ -26,6 +26,10 @@ import { extract } from "./pull.js";
 import { planPush, tarStream } from "./push.js";
 import { ExecSession } from "./session.js";
 import type {
+  Template,
+  TemplateBuildOptions,
+  TemplateDefaults,
+  TemplateEvent,
   AgentInfo,
   CredentialUse,
   Secret,
@@ -862,6 +866,120 @@ export class Client {
   }
 
   /** Store a provider's API key on the server (encrypted; it is never sent back). */
+  /** Your templates and the ones shared with everyone. */
+  async listTemplates(): Promise<Template[]> {
+    return (await this.#call<{ templates: Template[] }>({ method: "GET", path: "/v1/templates" }))
+      .templates;
+  }
+
+  async getTemplate(name: string): Promise<Template> {
+    return this.#call({ method: "GET", path: `/v1/templates/${seg(name)}` });
+  }
+
+  /** Start building a template from a Dockerfile (`CONTEXT/Dockerfile` unless given) in a
+   * build box of yours; the context folder goes as a tar (`.dockerignore` honoured). Returns
+   * at once: follow it with `followTemplateBuild`. */
+  async buildTemplate(
+    name: string,
+    context: string = ".",
+    options: TemplateBuildOptions = {},
+  ): Promise<Template> {
+    const ignore = join(context, ".dockerignore");
+    const exclude = existsSync(ignore) ? readFileSync(ignore, "utf8").split("\n") : [];
+    const items: [string, string][] = [[context, ""]];
+    let inside = "Dockerfile";
+    if (options.dockerfile !== undefined) {
+      const rel = relative(resolve(context), resolve(options.dockerfile));
+      if (rel.startsWith("..") || isAbsolute(rel)) {
+        inside = ".paddock-dockerfile";
+        items.push([options.dockerfile, inside]);
+      } else inside = rel.split(sep).join("/");
+    }
+    const pairs = (m?: Record<string, string>) =>
+      Object.entries(m ?? {}).map(([k, v]) => `${k}=${v}`);
+    const d = options.defaults ?? {};
+    const query: Record<string, string | string[] | undefined> = {
+      dockerfile: inside,
+      build_arg: pairs(options.buildArgs),
+      type: options.type,
+      network: options.network,
+      allow: [...(options.allow ?? [])],
+      timeout: options.timeout === undefined ? undefined : String(options.timeout),
+      env: pairs(options.env),
+      start_cmd: options.startCmd,
+      default_type: d.type ?? undefined,
+      default_ttl: d.ttl == null ? undefined : String(d.ttl),
+      default_network: d.network ?? undefined,
+      default_allow: [...(d.allow ?? [])],
+      default_drive: [...(d.drives ?? [])],
+      default_idle_stop: d.idle_stop == null ? undefined : String(d.idle_stop),
+    };
+    const plan = await planPush(items, exclude);
+    return this.#call({
+      method: "POST",
+      path: `/v1/templates/${seg(name)}/build`,
+      query,
+      body: tarStream(plan, 0, 0),
+      contentType: "application/x-tar",
+      wait: "slow",
+    });
+  }
+
+  /** The template's last build, so far and (unless `live: false`) as it goes. */
+  async *followTemplateBuild(
+    name: string,
+    options: { live?: boolean } = {},
+  ): AsyncGenerator<TemplateEvent> {
+    const query = { follow: options.live === false ? "false" : "true" };
+    const req: Request = {
+      method: "GET",
+      path: `/v1/templates/${seg(name)}/log`,
+      query,
+      wait: "stream",
+    };
+    yield* ndjson(await this.#http.open(req)) as AsyncGenerator<TemplateEvent>;
+  }
+
+  /** A template of a box's files as they are now (or as `snapshot` keeps them). */
+  async createTemplate(
+    name: string,
+    box: string,
+    options: {
+      snapshot?: string;
+      env?: Record<string, string>;
+      startCmd?: string;
+      defaults?: TemplateDefaults;
+    } = {},
+  ): Promise<Template> {
+    const json = {
+      name,
+      box,
+      snapshot: options.snapshot ?? null,
+      env: Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      start_cmd: options.startCmd ?? null,
+      defaults: options.defaults ?? {},
+    };
+    return this.#call({ method: "POST", path: "/v1/templates", json, wait: "slow" });
+  }
+
+  /** Build it again from its Dockerfile and context, on today's box image. */
+  async rebuildTemplate(name: string): Promise<Template> {
+    return this.#call({ method: "POST", path: `/v1/templates/${seg(name)}/rebuild` });
+  }
+
+  /** Share one of your templates with everyone on the server (the owner's), or stop. */
+  async shareTemplate(name: string, shared = true): Promise<Template> {
+    return this.#call({
+      method: "PUT",
+      path: `/v1/templates/${seg(name)}/shared`,
+      json: { shared },
+    });
+  }
+
+  async deleteTemplate(name: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/templates/${seg(name)}` });
+  }
+
   /** Store a provider's API key on the server. `mode`: "gateway" (the default: boxes get a
    * placeholder, the credential gateway adds the key on the way out) or "env". */
   async setCredential(

@@ -12,7 +12,8 @@ import { VERSION } from "./version.js";
 export interface Request {
   method: "GET" | "POST" | "PUT" | "DELETE";
   path: string;
-  query?: Record<string, string | undefined>;
+  /** A list is the parameter repeated (`allow=a&allow=b`). */
+  query?: Record<string, string | readonly string[] | undefined>;
   json?: unknown;
   /** A raw body: bytes, or a stream of them (sent chunked, never retried). */
   body?: Buffer | AsyncIterable<Buffer>;
@@ -101,7 +102,8 @@ export class Transport {
   private target(req: Request): URL {
     const url = new URL(this.base.pathname.replace(/\/$/, "") + req.path, this.base);
     for (const [key, value] of Object.entries(req.query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, value);
+      if (typeof value === "string") url.searchParams.set(key, value);
+      else for (const each of value ?? []) url.searchParams.append(key, each);
     }
     return url;
   }

@@ -21,6 +21,29 @@ export type DesktopRequest = Schemas["DesktopRequest"];
 export type Credential = Schemas["Credential"];
 export type CredentialUse = Schemas["CredentialUse"];
 export type Secret = Schemas["Secret"];
+export type Template = Schemas["Template"];
+export type TemplateDefaults = Schemas["TemplateDefaults"];
+
+/** What `buildTemplate` takes beside the context folder. */
+export interface TemplateBuildOptions {
+  /** A path (default CONTEXT/Dockerfile); one outside the context is sent beside it. */
+  dockerfile?: string;
+  buildArgs?: Record<string, string>;
+  /** The build box's type, egress and deadline (seconds). */
+  type?: string;
+  network?: "allow-all" | "deny-all" | "allowlist";
+  allow?: readonly string[];
+  timeout?: number;
+  /** What boxes made from the template get. */
+  env?: Record<string, string>;
+  startCmd?: string;
+  defaults?: TemplateDefaults;
+}
+
+/** A build's log: output of its steps, then how it ended. */
+export type TemplateEvent =
+  | { seq: number; stream: "note" | "step" | "stdout" | "stderr"; data: string }
+  | { seq: number; status: "ready" | "failed"; message: string };
 export type AgentInfo = Schemas["AgentInfo"];
 export type RunInfo = Schemas["RunInfo"];
 export type RunRequest = Schemas["RunRequest"];

@@ -363,6 +363,32 @@ describe(
       assert.equal((await c.exec(BOX, "cat /config/state.txt")).stdout, "three\n");
     });
 
+    test("templates: build from a Dockerfile, a box from it", async () => {
+      const dir = mkdtempSync(join(tmpdir(), "paddock-tpl-"));
+      writeFileSync(join(dir, "hello.txt"), "from the context\n");
+      writeFileSync(
+        join(dir, "Dockerfile"),
+        "FROM paddock-box\nCOPY hello.txt /etc/hello\nENV TPL=ts\n",
+      );
+      const name = `ts-tpl-${id}`;
+      const started = await c.buildTemplate(name, dir, { network: "deny-all" });
+      assert.equal(started.status, "building");
+      const events = [];
+      for await (const event of c.followTemplateBuild(name)) events.push(event);
+      const last = events.at(-1);
+      assert.ok(last && "status" in last && last.status === "ready", JSON.stringify(events));
+      assert.ok((await c.listTemplates()).some((t) => t.name === name && t.status === "ready"));
+      const made = await c.createBox({ name: `${name}-box`, template: name });
+      try {
+        const r = await c.exec(made.name, ["sh", "-c", "cat /etc/hello; echo $TPL"]);
+        assert.equal(r.stdout, "from the context\nts\n");
+      } finally {
+        await c.deleteBox(made.name, { force: true });
+        await c.deleteTemplate(name);
+        rmSync(dir, { recursive: true });
+      }
+    });
+
     test("delete: the box is gone", async () => {
       await c.deleteBox(BOX, { force: true });
       await assert.rejects(c.getBox(BOX), NotFound);

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import re
 import stat
@@ -502,6 +503,51 @@ def test_secrets_are_set_listed_and_shown_with_their_boxes(dash: Server, chromiu
             c.delete_box(name, force=True)
             c.delete_secret("DASH_TOKEN")
             c.delete_credential("anthropic")
+
+
+def test_the_templates_page_lists_follows_and_makes_boxes(
+    dash: Server, chromium: Any, tmp_path: Path
+) -> None:
+    """A template built with the CLI: listed, its build log shown live, a box made from it
+    through the New box dialog, then deleted."""
+    status = json.loads(dash.cli("status", "--json", check=True).stdout)
+    if status.get("snapshots") != "copy":
+        pytest.skip("templates need copy-on-write disks")
+    (tmp_path / "Dockerfile").write_text(
+        "FROM paddock-box\nRUN echo built-by-dockerfile > /etc/mark\n"
+    )
+    name = f"dash-{uuid.uuid4().hex[:4]}"
+    dash.cli("template", "build", name, str(tmp_path), check=True, timeout=300)
+    page = logged_in(chromium, dash, "ada")
+    made = ""
+    try:
+        page.goto(f"{dash.url}/#/templates")
+        row = page.locator("tr", has_text=name)
+        row.locator(".s-ready").wait_for()
+        row.locator("button", has_text="Log").click()
+        page.wait_for_function(
+            "() => document.querySelector('pre.log').textContent.includes('[ready:')"
+        )
+        assert "RUN echo built-by-dockerfile" in page.inner_text("pre.log")
+        row.locator("button", has_text="New box").click()
+        assert page.input_value("dialog select[name=template]") == name
+        page.click("dialog button.primary")
+        page.wait_for_selector(".toast:has-text('created')")
+        made = page.url.rsplit("/", 1)[-1]
+        assert dash.cli("exec", made, "--", "cat", "/etc/mark").stdout == "built-by-dockerfile\n"
+        page.goto(f"{dash.url}/#/templates")
+        page.once("dialog", lambda d: d.accept())
+        page.locator("tr", has_text=name).locator("button", has_text="Delete").click()
+        page.click("dialog button.danger, dialog button.primary")
+        page.wait_for_selector(f".toast:has-text('template {name} deleted')")
+        assert page.alerts == [] and page.errors == []
+    finally:
+        page.context.close()
+        with dash.client() as c:
+            if made:
+                c.delete_box(made, force=True)
+            with contextlib.suppress(Exception):
+                c.delete_template(name)
 
 
 def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: Any) -> None:

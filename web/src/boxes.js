@@ -56,13 +56,17 @@ export function boxActions(box, { onDeleted } = {}) {
   );
 }
 
-async function createDialog() {
-  const [types, agents, drives] = await Promise.all([get("/types"), get("/agents").catch(() => ({ agents: [] })), get("/drives")]);
+export async function createDialog(preset = "") {
+  const [types, agents, drives, templates] = await Promise.all([get("/types"), get("/agents").catch(() => ({ agents: [] })), get("/drives"),
+    get("/templates").catch(() => ({ templates: [] }))]);
   const net = networkEditor({ mode: "" }, { allowDefault: true });
-  const typeSel = h("select", { name: "type" }, types.types.map((t) => h("option", { value: t.name, selected: t.name === types.default },
-    `${t.name} — ${t.cpus} CPU, ${mib(t.memory_mb)}`)));
+  const typeSel = h("select", { name: "type" }, h("option", { value: "" }, `default (${types.default}, or the template's)`),
+    types.types.map((t) => h("option", { value: t.name }, `${t.name} — ${t.cpus} CPU, ${mib(t.memory_mb)}`)));
   const fields = [
     field("Name", h("input", { name: "name", placeholder: "(chosen for you)", autocomplete: "off" })),
+    field("Template", h("select", { name: "template" }, h("option", { value: "" }, "none: the box image"),
+      templates.templates.filter((t) => t.status === "ready").map((t) => h("option", { value: t.name, selected: t.name === preset }, t.name))),
+    "start from a template's files (Templates page)"),
     field("Type", typeSel),
     field("Time to live", h("select", { name: "ttl" }, TTLS.map(([v, l]) => h("option", { value: v }, l))), "then it stops"),
     field("Idle stop", h("select", { name: "idle_stop" }, IDLE.map(([v, l]) => h("option", { value: v }, l))),
@@ -81,7 +85,7 @@ async function createDialog() {
     if (!net.valid()) { toast("fix the allowlist first", "err"); continue; }
     const { mode, allow } = net.value();
     const body = {
-      name: v.name || null, type: v.type, ttl: v.ttl === "" ? null : Number(v.ttl),
+      name: v.name || null, type: v.type || null, ttl: v.ttl === "" ? null : Number(v.ttl), template: v.template || null,
       drives: Object.keys(v).filter((k) => k.startsWith("drive:")).map((k) => k.slice(6)),
       network: mode || null, allow, agent: v.agent || null,
       ...(v.idle_stop === "" ? {} : { idle_stop: Number(v.idle_stop) }),

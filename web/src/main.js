@@ -6,10 +6,11 @@ import { session, isOwner } from "./api.js";
 import { h, clear } from "./dom.js";
 import { boxesPage } from "./boxes.js";
 import { boxPage } from "./box.js";
-import { drivesPage, credentialsPage, tokensPage, membersPage, serverPage, previewsPage } from "./pages.js";
+import { drivesPage, credentialsPage, tokensPage, membersPage, serverPage, previewsPage, templatesPage } from "./pages.js";
 
 const PAGES = [
   ["boxes", "Boxes", boxesPage],
+  ["templates", "Templates", templatesPage],
   ["drives", "Drives", drivesPage],
   ["previews", "Previews", previewsPage],
   ["credentials", "Credentials", credentialsPage],

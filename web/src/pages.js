@@ -111,6 +111,53 @@ export function useTable(uses) {
   ], uses, { empty: "No uses yet." });
 }
 
+export function templatesPage(main) {
+  const log = h("pre.log", { "aria-live": "off", tabindex: "0", "aria-label": "Build log" });
+  const logTitle = h("h2", {}, "Build log");
+  let abort = null;
+  const watch = (name) => {
+    abort?.abort();
+    abort = new AbortController();
+    log.textContent = "";
+    logTitle.textContent = `Build log: ${name}`;
+    ndjson("GET", `/templates/${enc(name)}/log?follow=true`, undefined, (e) => {
+      if (e.data !== undefined) log.append(e.data);  // text, never markup
+      if (e.status) log.append(`\n[${e.status}: ${e.message}]\n`);
+      log.scrollTop = log.scrollHeight;
+    }, abort.signal).catch((err) => log.append(`\n[${err.message}]\n`));
+  };
+  page(main, "Templates", async (refresh) => h("div", {},
+    h("p", {}, "A template is a box's files to start new boxes from, built from a Dockerfile in a build box "
+      + "(paddock template build NAME .) or taken from a box (paddock template create NAME --from BOX)."),
+    table([
+      { label: "Name", cell: (t) => t.name + (t.shared ? " (shared)" : "") },
+      { label: "Status", cell: (t) => h(`span.state.s-${t.stale ? "stale" : t.status}`, { title: t.stale || t.message || "" }, t.stale ? "stale" : t.status) },
+      { label: "Base", cell: (t) => t.base },
+      { label: "Size", cell: (t) => bytes(t.size_bytes) },
+      { label: "Built", cell: (t) => when(t.built_at) },
+      ...(isOwner ? [{ label: "Owner", cell: (t) => t.owner }] : []),
+      { label: "", cell: (t) => h("span.actions", {},
+        h("button.small", { type: "button", "aria-label": `Build log of ${t.name}`, on: { click: () => watch(t.name) } }, "Log"),
+        t.status === "ready" ? h("button.small", { type: "button", "aria-label": `New box from ${t.name}`, on: { click: async () => {
+          const { createDialog } = await import("./boxes.js");
+          const box = await createDialog(t.name);
+          if (box) location.assign(`#/box/${enc(box.name)}`);
+        } } }, "New box") : null,
+        t.mine && t.source === "dockerfile" ? h("button.small", { type: "button", "aria-label": `Rebuild ${t.name}`, on: { click: async () => {
+          if (await attempt(() => post(`/templates/${enc(t.name)}/rebuild`), `rebuilding ${t.name}`)) { watch(t.name); refresh(); }
+        } } }, "Rebuild") : null,
+        t.mine && isOwner ? h("button.small", { type: "button", on: { click: async () => {
+          if (await attempt(() => put(`/templates/${enc(t.name)}/shared`, { shared: !t.shared }), t.shared ? "no longer shared" : "shared")) refresh();
+        } } }, t.shared ? "Unshare" : "Share") : null,
+        t.mine ? h("button.small.danger", { type: "button", "aria-label": `Delete template ${t.name}`, on: { click: async () => {
+          if (await confirmed(`Delete template ${t.name}? Boxes made from it keep their files.`, "Delete")
+            && await attempt(() => del(`/templates/${enc(t.name)}`), `template ${t.name} deleted`)) refresh();
+        } } }, "Delete") : null) },
+    ], (await get("/templates")).templates, { empty: "No templates yet." }),
+    logTitle, log));
+  return () => abort?.abort();
+}
+
 export function tokensPage(main) {
   page(main, "API tokens", async (refresh) => table([
     { label: "Name", cell: (t) => t.name },

@@ -69,6 +69,8 @@ def current(server: Server) -> Iterator[str]:
         for secret in ("GITHUB_TOKEN", "NPM_TOKEN"):
             with contextlib.suppress(NotFound):
                 c.delete_secret(secret)
+        for template in c.list_templates():  # what `template` examples made
+            c.delete_template(template.name)
     server.cli("rm", "--force", name)
 
 
@@ -86,6 +88,12 @@ def test_example_runs(
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.py").write_text("print('hi')\n")
     (tmp_path / "home").mkdir()
+    # A project's Dockerfile (`template build`), at the top and where -f names one.
+    (tmp_path / "docker").mkdir()
+    for dockerfile in (tmp_path / "Dockerfile", tmp_path / "docker" / "Dockerfile"):
+        dockerfile.write_text(
+            "FROM paddock-box\nCOPY src/main.py /opt/tools/\nENV TOOLS=/opt/tools\n"
+        )
     settings = tmp_path / "cli.json"
     settings.write_text(json.dumps({"url": server.url, "token": server.token, "current": current}))
     env = {

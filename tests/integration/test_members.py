@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from paddock import Client, NotFound
+from paddock import Client, Forbidden, NotFound
 
 from ..harness import Server
 from .test_accounts import PASSWORD, create_owner, csrf_of, log_in, web
@@ -149,6 +149,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
         owner.set_secret("OWNERS_TOKEN", ["api.github.com"], "ghp_owner0123456789")
         owner.attach_secret(box.name, "OWNERS_TOKEN")
         preview = owner.create_preview(box.name, 8080)
+        owner.create_template("owners-tpl", box.name)
     # A run of the owner's box, as the run service records one.
     with db(server) as conn:
         conn.execute(
@@ -182,16 +183,25 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
                 ("/v1/drives/{name}", {"name": drive}),
                 ("/v1/auth/{provider}", {"provider": "openai"}),
                 ("/v1/secrets/{name}", {"name": "OWNERS_TOKEN"}),
+                *(
+                    (f"/v1/templates/{{name}}{tail}", {"name": "owners-tpl"})
+                    for tail in ("", "/log", "/rebuild", "/build", "/shared")
+                ),
             ):
                 for method, path, kwargs in requests_of(template, params):
-                    if method == "PUT":
-                        continue  # setting a key of one's own reaches no one else's
+                    if method == "PUT" or path.endswith("/build"):
+                        continue  # setting (or building) one's own reaches no one else's
+                    # Sharing is the owner's alone: refused before any name is looked up.
+                    refused = 403 if path.endswith("/shared") else 404
                     for whose in ({}, {"owner": "ada"}):
                         kwargs["params"] = {**kwargs["params"], **whose}
                         answer = member.request(method, path, **kwargs)
-                        assert answer.status_code == 404, (method, path, whose, answer.text)
-                        assert answer.json()["error"]["code"] == "not_found"
+                        assert answer.status_code == refused, (method, path, whose, answer.text)
+                        assert answer.json()["error"]["code"] in ("not_found", "forbidden")
                 checked.append(("*", template))
+            # A box made from the owner's template is refused as if it did not exist.
+            made = member.post("/v1/boxes", json={"template": "owners-tpl"})
+            assert made.status_code == 404, made.text
             gone = member.delete(f"/v1/previews/{preview.id}")
             assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
             assert member.get("/v1/previews").json()["previews"] == []
@@ -210,6 +220,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             assert member.get("/v1/boxes").json()["boxes"] == []
             assert member.get("/v1/stats").json()["boxes"] == []
             assert member.get("/v1/secrets").json()["secrets"] == []
+            assert member.get("/v1/templates").json()["templates"] == []
         with server.client() as owner:
             # Nothing the member sent changed it, and the owner still reaches all of it.
             still = owner.get_box(box.id)
@@ -222,11 +233,13 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             assert [(s.name, s.boxes) for s in owner.list_secrets()] == [
                 ("OWNERS_TOKEN", [box.name])
             ]
+            assert owner.get_template("owners-tpl").status == "ready"
     finally:
         with server.client() as owner:
             owner.delete_box(box.name, force=True)
             owner.delete_credential("openai")
             owner.delete_secret("OWNERS_TOKEN")
+            owner.delete_template("owners-tpl")
         let_go(server, drive)
         with server.client() as owner:
             owner.delete_drive(drive)
@@ -237,7 +250,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
 # caller, the device login's public steps). Anything else is the server's: owner-only.
 PER_USER = re.compile(
     r"/v1/(boxes|imports|drives|auth|secrets|previews|runs|tokens|events|device|health|types|"
-    r"agents|stats|"
+    r"agents|stats|templates|"
     r"status)"
     r"(/|$)"
 )
@@ -319,6 +332,49 @@ def test_a_members_own_box_is_theirs_and_the_owner_sees_it(two_users: tuple[Serv
                 assert httpx.get(server.url + path, headers=bearer(bob)).status_code == 200
         finally:
             member.delete_box(mine.name, force=True)
+
+
+def test_a_shared_template_is_usable_and_not_changeable(two_users: tuple[Server, str]) -> None:
+    server, bob = two_users
+    with server.client() as owner:
+        src = owner.create_box("tpl-source", ttl=900)
+        owner.exec(src.name, ["sh", "-c", "echo owners > /opt/made-by"], user="root")
+        owner.create_template("team-base", src.name, env={"TEAM": "1"})
+    try:
+        with Client(url=server.url, token=bob) as member:
+            assert [t.name for t in member.list_templates()] == []
+            with pytest.raises(Forbidden):
+                member.share_template("team-base", True)
+            with server.client() as owner:
+                owner.share_template("team-base", True)
+            [seen] = member.list_templates()
+            assert (seen.name, seen.owner, seen.mine, seen.shared) == (
+                "team-base",
+                "ada",
+                False,
+                True,
+            )
+            made = member.create_box("bobs-from-tpl", ttl=900, template="team-base")
+            try:
+                got = member.exec(made.name, ["sh", "-c", "cat /opt/made-by; echo $TEAM"])
+                assert got.stdout == "owners\n1\n", got.stderr
+                # What the member did in their box stays there.
+                member.exec(made.name, ["sh", "-c", "echo bob > /opt/made-by"], user="root")
+            finally:
+                member.delete_box(made.name, force=True)
+            # Shared is not theirs: no rebuild, no delete, and a name of their own is.
+            for change in (member.rebuild_template, member.delete_template):
+                with pytest.raises(NotFound):
+                    change("team-base")
+            with server.client() as owner:
+                again = owner.create_box("tpl-check", ttl=900, template="team-base")
+                out = owner.exec(again.name, ["cat", "/opt/made-by"]).stdout
+                owner.delete_box(again.name, force=True)
+            assert out == "owners\n"
+    finally:
+        with server.client() as owner:
+            owner.delete_template("team-base")
+            owner.delete_box(src.name, force=True)
 
 
 def test_drives_and_keys_are_each_users_own(two_users: tuple[Server, str]) -> None:

@@ -39,6 +39,7 @@ from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.e2b.service import E2BService
 from .services.e2b.snapshots import SandboxSnapshots
+from .services.e2b.templates import E2BTemplates
 from .services.egress import EgressLog, EgressService
 from .services.events import BoxChanges, EventService
 from .services.files import FileService
@@ -276,6 +277,7 @@ def wire(
             tokens,
             SandboxRepository(db),
             SandboxSnapshots(boxes, snapshots),
+            E2BTemplates(templates, cfg.data_dir / "templates"),
             now,
         ),
     )

@@ -8,6 +8,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -363,3 +364,91 @@ def test_unknown_call_is_a_clear_error(server: Server, sbx: e2b.Sandbox) -> None
     with pytest.raises(e2b.SandboxException, match="does not support file metadata"):
         sbx.files.write("tagged.txt", "x", metadata={"owner": "me"})
     assert not sbx.files.exists("tagged.txt")
+
+
+def test_a_template_built_by_the_sdk(
+    server: Server, sdk_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The SDK's Template builder, built through Paddock's E2B API (its files uploaded to the
+    link the API gives), then a sandbox from it by name."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "main.py").write_text("print('from the template')\n")
+    (tmp_path / "app" / "skip.log").write_text("left out\n")
+    (tmp_path / ".dockerignore").write_text("**/*.log\n")
+    logs: list[str] = []
+    template = (
+        e2b.Template(file_context_path=str(tmp_path))
+        .from_base_image()
+        .set_envs({"GREETING": "hello"})
+        .set_envs({"APP_MODE": 'quoted "value" $GREETING'})
+        .set_workdir("/opt/app")
+        .copy("app", "/opt/app/", user="abc", mode=0o750)
+        .run_cmd("python3 /opt/app/main.py > /opt/app/ran.txt && echo built-ok")
+        .run_cmd("whoami > /opt/app/who.txt", user="abc")
+        .set_start_cmd("touch /tmp/started", "test -f /tmp/started")
+    )
+    info = e2b.Template.build(template, "sdk-made", on_build_logs=lambda e: logs.append(e.message))
+    assert info.template_id == "sdk-made"
+    assert any("built-ok" in line for line in logs), logs
+    assert any("readyCmd" in line for line in logs), logs  # said, not silently dropped
+    assert e2b.Template.exists("sdk-made")
+    assert not e2b.Template.exists("nobody-made")
+    sbx = e2b.Sandbox.create("sdk-made")
+    try:
+        run = sbx.commands.run(
+            'cat /opt/app/ran.txt /opt/app/who.txt; echo "$GREETING|$APP_MODE"; pwd; '
+            "ls -A /opt/app; stat -c %U:%a /opt/app/main.py",
+            cwd="/opt/app",
+        )
+        lines = run.stdout.splitlines()
+        assert lines[:2] == ["from the template", "abc"], run.stdout
+        assert lines[2] == 'hello|quoted "value" hello', run.stdout  # $GREETING expanded
+        assert "skip.log" not in run.stdout and "main.py" in run.stdout
+        assert lines[-1] == "abc:750"
+        assert sbx.files.exists("/tmp/started")  # the start command ran at boot
+    finally:
+        sbx.kill()
+    with server.client() as c:
+        made = c.get_template("sdk-made")
+        assert made.status == "ready" and made.source == "dockerfile"
+    # What cannot be built here fails clearly, before any build box.
+    with pytest.raises(e2b.BuildException, match="no image registry is reachable"):
+        e2b.Template.build(e2b.Template().from_image("python:3").run_cmd("true"), "pulled")
+    failing = e2b.Template().from_template("sdk-made").run_cmd("exit 7")
+    with pytest.raises(e2b.BuildException, match="exited with 7"):
+        e2b.Template.build(failing, "fails-here")
+    e2b.Template.build(e2b.Template().from_template("sdk-made").run_cmd("true"), "on-top")
+    with pytest.raises(e2b.SandboxException, match="404: template 'never-built' not found"):
+        e2b.Sandbox.create("never-built")
+    import httpx
+
+    key = {"X-API-Key": server.token}
+    for name in ("on-top", "fails-here", "sdk-made"):
+        assert httpx.delete(f"{server.url}/e2b/templates/{name}", headers=key).status_code == 204
+    with server.client() as c:
+        assert [t.name for t in c.list_templates()] == []
+
+
+def test_template_uploads_need_their_link(server: Server, sdk_env: dict[str, str]) -> None:
+    """The upload link is the only key to a build's files: a made-up one is refused before
+    its body is read, and one of another build's ends when that build starts."""
+    import httpx
+
+    key = {"X-API-Key": server.token}
+    asked = httpx.post(f"{server.url}/e2b/v3/templates", headers=key, json={"name": "links"})
+    assert asked.status_code == 202, asked.text
+    build = asked.json()["buildID"]
+    files_hash = "a" * 64
+    link = httpx.get(f"{server.url}/e2b/templates/links/files/{files_hash}", headers=key).json()
+    assert link["present"] is False and link["url"].startswith(server.url + "/e2b/")
+    forged = link["url"].replace("/template-files/", "/template-files/x")
+    refused = httpx.put(forged, content=b"\0" * 4096)
+    assert refused.status_code == 401 and refused.json()["error_code"] == "unauthorized"
+    assert httpx.put(link["url"], content=b"not a tar").status_code == 200
+    bad = {"steps": [{"type": "COPY", "args": ["x", "/x"], "filesHash": files_hash}]}
+    start = f"{server.url}/e2b/v2/templates/links/builds/{build}"
+    failed = httpx.post(start, headers=key, json=bad)
+    assert failed.status_code == 400 and "not a tar" in failed.json()["message"]
+    assert httpx.put(link["url"], content=b"").status_code == 401  # its build has started
+    with server.client() as c:
+        assert "links" not in [t.name for t in c.list_templates()]

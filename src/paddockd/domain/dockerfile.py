@@ -174,7 +174,8 @@ def plan(
             state = state.with_env(**_pairs(cmd, values))
         elif cmd.cmd == "WORKDIR":
             state = replace(state, workdir=_absolute(expand(cmd.value[0], values), state))
-            made_by_root = replace(state, user="root")  # as Docker makes it, whoever USER is
+            # As Docker makes it: by root whoever USER is, from a folder that exists.
+            made_by_root = replace(state, user="root", workdir="/")
             mkdir = ("mkdir", "-p", state.workdir)
             steps.append(Run(cmd.start_line, cmd.original, made_by_root, argv=mkdir))
         elif cmd.cmd == "USER":

@@ -57,6 +57,8 @@ _READ = 1 << 20
 @dataclass(frozen=True)
 class BuildOptions:
     dockerfile: str = "Dockerfile"  # its path in the context
+    text: str | None = None  # the Dockerfile itself, when it is not in the context
+    notes: tuple[str, ...] = ()  # for the build's log (what the request asked in vain)
     build_args: tuple[tuple[str, str], ...] = ()
     box_type: str | None = None  # the build box's
     network: NetworkPolicy | None = None  # the build box's (None: the server's default)
@@ -181,9 +183,11 @@ class TemplateService:
         await anyio.to_thread.run_sync(lambda: folder.mkdir(parents=True, mode=0o700))
         try:
             await self._receive(context, folder / "context.tar")
-            text = await anyio.to_thread.run_sync(
-                dockerfile_in, folder / "context.tar", options.dockerfile
-            )
+            text = options.text
+            if text is None:
+                text = await anyio.to_thread.run_sync(
+                    dockerfile_in, folder / "context.tar", options.dockerfile
+                )
             steps = plan(text, dict(options.build_args))
             base = await self._base(steps, caller)
         except BaseException:
@@ -272,7 +276,7 @@ class TemplateService:
         failure: str | None = None
         try:
             book.note(f"building template {t.name} from {steps.base}")
-            for note in steps.notes:
+            for note in (*options.notes, *steps.notes):
                 book.note(note)
             async with asyncio.timeout(options.timeout):
                 box = await self._boxes.create(
@@ -474,7 +478,7 @@ class _Log:
 
     def _write(self, event: dict[str, object]) -> None:
         self._seq += 1
-        event = {"seq": self._seq, **event}
+        event = {"seq": self._seq, "at": round(time.time(), 3), **event}
         line = json.dumps(event).encode() + b"\n"
         if self._kept + len(line) <= MAX_LOG or "status" in event:
             self._kept += len(line)

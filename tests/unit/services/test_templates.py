@@ -83,7 +83,8 @@ async def test_a_dockerfile_runs_in_a_build_box_and_gives_its_boxes_what_it_set(
     log = [e async for e in world.services.templates.follow("web", live=False)]
     steps = [str(e["data"]) for e in log if e.get("stream") == "step"]
     assert steps[0].startswith("step 1/4: COPY --chown=abc:abc notes/")
-    assert log[-1] == {"seq": log[-1]["seq"], "status": "ready", "message": "template web is ready"}
+    end = {"seq": log[-1]["seq"], "at": log[-1]["at"], "status": "ready"}
+    assert log[-1] == {**end, "message": "template web is ready"}
     # A box from it: its files are a copy of the template's disk, its commands get the
     # environment, user and folder the Dockerfile set.
     box = await world.boxes.create("site", None, None, None, template="web")
@@ -195,3 +196,11 @@ async def test_a_box_template_carries_its_defaults(world: World) -> None:
 def test_plan_reads_env_with_the_base_images_path() -> None:
     steps = plan("FROM paddock-box\nENV PATH=/opt/x/bin:$PATH\n", base_env={"PATH": "/usr/bin"})
     assert dict(steps.final.env) == {"PATH": "/opt/x/bin:/usr/bin"}
+
+
+def test_a_new_workdir_is_made_by_root_from_a_folder_that_exists() -> None:
+    steps = plan("FROM paddock-box\nUSER abc\nWORKDIR /opt/new\nRUN pwd\n")
+    mkdir, run = steps.steps
+    assert mkdir.argv == ("mkdir", "-p", "/opt/new")
+    assert (mkdir.state.user, mkdir.state.workdir) == ("root", "/")
+    assert (run.state.user, run.state.workdir) == ("abc", "/opt/new")

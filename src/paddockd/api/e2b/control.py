@@ -252,7 +252,7 @@ async def snapshots(
 
 
 @router.delete("/templates/{template_id}", status_code=204)
-async def delete_snapshot(template_id: str, svc: Svc, user: Caller) -> Response:
-    """E2B deletes a snapshot as a template; here only snapshots are templates to delete."""
-    await svc.snapshots.delete(user, template_id)
+async def delete_template(template_id: str, svc: Svc, user: Caller) -> Response:
+    """E2B deletes a snapshot as a template: a snapshot's id, or a template's name."""
+    await svc.delete_template(user, template_id)
     return Response(status_code=204)

@@ -6,12 +6,13 @@ not Paddock's Bearer token, and shapes its errors its own way.
     /e2b/sandbox/process.Process/*    envd over Connect  (E2B_SANDBOX_URL=https://HOST/e2b/sandbox;
     /e2b/sandbox/filesystem.Filesystem/*                  the box comes from E2b-Sandbox-Id)
     /e2b/sandbox/files, /health       envd's REST side
+    /e2b/template-files/KEY/HASH      a template build's files (the link's key authenticates)
 
-Every call is authenticated here, before anything reads its body: without a valid key the
-answer is 401 and the body stays unread (it may be hundreds of MiB, or a small gzip that
-inflates to gigabytes). Then the control plane's JSON bodies are capped at 1 MiB, envd's
-Connect messages at 4 MiB (connectrpc's own cap, decompressed included), and uploads
-stream into the box (api/e2b/uploads.py).
+Every call (but those uploads) is authenticated here, before anything reads its body:
+without a valid key the answer is 401 and the body stays unread (it may be hundreds of
+MiB, or a small gzip that inflates to gigabytes). Then the control plane's JSON bodies
+are capped at 1 MiB, envd's Connect messages at 4 MiB (connectrpc's own cap, decompressed
+included), and uploads stream into the box (api/e2b/uploads.py).
 
 Anything else under /e2b is answered with a JSON error naming the call that is not
 supported, so a newer SDK fails clearly instead of hanging."""
@@ -39,15 +40,16 @@ from ...services.e2b.service import E2BService, api_key
 from ..deps import CALLER
 from ..errors import status_of
 from ..gate import BodyLimit, has_body
-from . import control, files
+from . import control, files, templates
 from .filesystem import FilesystemService
 from .process import ProcessService
 
 PREFIX = "/e2b"
 SANDBOX = "/sandbox"
 MAX_JSON_BODY = 1 << 20
-# Routes whose bodies stream on (they never hold them whole): envd's uploads.
-_STREAMING = (("POST", "/sandbox/files"),)
+# Routes whose bodies stream on (they never hold them whole): envd's uploads, and a
+# template build's files.
+_STREAMING = (("POST", "/sandbox/files"), ("PUT", templates.UPLOADS + "/{key}/{files_hash}"))
 log = logging.getLogger("paddockd.e2b")
 
 
@@ -68,6 +70,7 @@ def _rest_app(e2b: E2BService) -> FastAPI:
     app.state.e2b = e2b
     app.include_router(control.router)
     app.include_router(files.router)
+    app.include_router(templates.router)
 
     @app.exception_handler(PaddockError)
     async def paddock_error(_: Request, exc: PaddockError) -> JSONResponse:
@@ -119,13 +122,16 @@ class E2BGateway:
         ):
             await self.app(scope, receive, send)
             return
-        try:
-            user = await self.e2b.authenticate(api_key(Headers(scope=scope).get))
-        except Unauthorized as exc:
-            await _answer(exc, scope)(scope, receive, send)
-            return
-        scope.setdefault("state", {})[CALLER] = user
         rest = path[len(PREFIX) :]
+        # A template's file upload comes without the API key (the SDK sends it as to a
+        # storage bucket): its link's key is checked by the route, before the body is read.
+        if not rest.startswith(templates.UPLOADS + "/"):
+            try:
+                user = await self.e2b.authenticate(api_key(Headers(scope=scope).get))
+            except Unauthorized as exc:
+                await _answer(exc, scope)(scope, receive, send)
+                return
+            scope.setdefault("state", {})[CALLER] = user
         if rest.startswith(SANDBOX + "/"):
             service, _, method = rest[len(SANDBOX) :].rpartition("/")
             if service in self.rpc:

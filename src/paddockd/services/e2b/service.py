@@ -5,6 +5,7 @@ metadata, env vars) in its own table. No second implementation of boxes lives he
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -22,6 +23,7 @@ from ..boxes import BoxService
 from ..stats import StatsService
 from .listing import Query, page
 from .snapshots import SandboxSnapshots, parse_snapshot_id
+from .templates import E2BTemplates
 
 # The envd version the SDK is told: the features it gates (stdin, default user, octet-stream
 # uploads, recursive watch, entry info in watch events) are the ones served here. File
@@ -96,6 +98,7 @@ class E2BService:
         tokens: TokenRepository,
         repo: SandboxRepository,
         snapshots: SandboxSnapshots,
+        templates: E2BTemplates | None,
         now: Callable[[], datetime],
     ) -> None:
         self._cfg = cfg
@@ -105,10 +108,23 @@ class E2BService:
         self._repo = repo
         self._now = now
         self.snapshots = snapshots
+        self.templates = templates
 
     @property
     def boxes(self) -> BoxService:
         return self._boxes
+
+    def templates_of(self) -> E2BTemplates:
+        if self.templates is None:
+            raise InvalidRequest("this server builds no templates")
+        return self.templates
+
+    async def delete_template(self, caller: User, template_id: str) -> None:
+        """E2B deletes snapshots as templates: a snapshot id is one, else a template name."""
+        if parse_snapshot_id(template_id) is not None:
+            await self.snapshots.delete(caller, template_id)
+        else:
+            await self.templates_of().delete(caller, template_id)
 
     async def authenticate(self, key: str) -> User:
         if not key:
@@ -120,20 +136,25 @@ class E2BService:
 
     async def _template(
         self, caller: User, template: str
-    ) -> tuple[str | None, str | None, str | None]:
-        """(box type, image, saved disk) a template names: `base` is the server's default
-        box, another name a box type, `BOX:SEQ` one of the caller's snapshots (its box's
-        type; its disk, where snapshots are copies of one)."""
+    ) -> tuple[str | None, str | None, str | None, str | None]:
+        """(box type, image, saved disk, Paddock template) a template names: `base` is the
+        server's default box, a box type's name that type, `BOX:SEQ` one of the caller's
+        snapshots (its box's type; its disk, where snapshots are copies of one), another
+        name a template of the caller's (or a shared one)."""
         if template == DEFAULT_TEMPLATE:
-            return None, None, None
+            return None, None, None, None
         if template in self._cfg.types:
-            return template, None, None
+            return template, None, None, None
         if parse_snapshot_id(template) is not None:
             box, snap = await self.snapshots.find(caller, template)
-            return box.type, snap.image, snap.disk
+            return box.type, snap.image, snap.disk, None
+        if self.templates is not None:
+            with contextlib.suppress(NotFound, InvalidRequest):
+                return None, None, None, (await self.templates.find(caller, template)).name
         known = ", ".join([DEFAULT_TEMPLATE, *sorted(self._cfg.types)])
         raise NotFound(
-            f"template {template!r} not found; templates here: {known}, or a snapshot id"
+            f"template {template!r} not found; templates here: {known}, a template of "
+            "yours (`paddock template ls`), or a snapshot id"
         )
 
     async def create(
@@ -152,7 +173,7 @@ class E2BService:
         for key, value in env_vars.items():
             if not key.isidentifier() or "\x00" in value:
                 raise InvalidRequest(f"invalid environment variable {key!r}")
-        type_name, image, disk = await self._template(caller, template)
+        type_name, image, disk, made_from = await self._template(caller, template)
         net = network_policy(allow_internet_access, network)
         box = await self._boxes.create(
             None,
@@ -165,6 +186,7 @@ class E2BService:
             network=net,
             caller=caller,
             disk=disk,
+            template=made_from,
         )
         extras = SandboxExtras(box.id, template, dict(metadata), dict(env_vars))
         await self._repo.put(extras)

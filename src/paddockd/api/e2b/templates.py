@@ -1,0 +1,93 @@
+"""E2B's template build API (what the SDK's `Template.build` and `Template.exists` call), as
+thin routes over E2BTemplates: request a build, a link per COPY's files, the upload to
+that link, start, status with logs, an alias's lookup, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...domain.accounts import holder_of
+from ...domain.errors import Forbidden
+from .control import Caller, Svc
+
+router = APIRouter()
+UPLOADS = "/template-files"  # the upload links' path (authenticated by their key)
+
+
+class BuildRequest(BaseModel):
+    # cpuCount, memoryMB, minFreeDiskMB: a box's size is its type's here (`template` defaults).
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(max_length=128)
+    tags: list[str] = []
+
+
+class BuildStart(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    steps: list[dict[str, Any]] = Field([], max_length=200)
+    from_image: str | None = Field(None, alias="fromImage", max_length=512)
+    from_template: str | None = Field(None, alias="fromTemplate", max_length=128)
+    from_image_registry: dict[str, Any] | None = Field(None, alias="fromImageRegistry")
+    start_cmd: str | None = Field(None, alias="startCmd", max_length=4096)
+    ready_cmd: str | None = Field(None, alias="readyCmd", max_length=4096)
+
+
+@router.post("/v3/templates", status_code=202)
+async def request_build(body: BuildRequest, svc: Svc, user: Caller) -> dict[str, Any]:
+    p = await svc.templates_of().request(user, body.name, body.tags)
+    return {
+        "templateID": p.name,
+        "buildID": p.build_id,
+        "public": False,
+        "names": [p.name],
+        "aliases": [p.name],
+        "tags": [],
+    }
+
+
+@router.get("/templates/{template_id}/files/{files_hash}", status_code=201)
+async def upload_link(
+    template_id: str, files_hash: str, request: Request, svc: Svc, user: Caller
+) -> dict[str, Any]:
+    p = svc.templates_of().upload_link(user, template_id, files_hash)
+    base = str(request.base_url).rstrip("/")
+    return {"present": False, "url": f"{base}{UPLOADS}/{p.key}/{files_hash}"}
+
+
+@router.put(UPLOADS + "/{key}/{files_hash}", status_code=200)
+async def upload(key: str, files_hash: str, request: Request, svc: Svc) -> Response:
+    # The gateway let this through on the key alone (the SDK sends no API key here).
+    builds = svc.templates_of()
+    await builds.receive(builds.uploader(key), files_hash, request.stream())
+    return Response(status_code=200)
+
+
+@router.post("/v2/templates/{template_id}/builds/{build_id}", status_code=202)
+async def start_build(
+    template_id: str, build_id: str, body: BuildStart, svc: Svc, user: Caller
+) -> Response:
+    spec = body.model_dump(by_alias=True, exclude_none=True)
+    await svc.templates_of().start(user, template_id, build_id, spec)
+    return Response(status_code=202)
+
+
+@router.get("/templates/{template_id}/builds/{build_id}/status")
+async def build_status(
+    template_id: str,
+    build_id: str,
+    svc: Svc,
+    user: Caller,
+    logs_offset: Annotated[int, Query(alias="logsOffset", ge=0)] = 0,
+) -> dict[str, Any]:
+    return await svc.templates_of().status(user, template_id, build_id, logs_offset)
+
+
+@router.get("/templates/aliases/{alias}")
+async def alias(alias: str, svc: Svc, user: Caller) -> dict[str, Any]:
+    t = await svc.templates_of().find(user, alias)
+    if t.owner_id != holder_of(user):
+        # E2B's answer for a name that exists and is someone else's (shared with you).
+        raise Forbidden(f"template {t.name} is shared with you, not yours")
+    return {"templateID": t.name, "public": t.shared}

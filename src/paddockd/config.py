@@ -117,6 +117,9 @@ class DesktopConfig:
 class PoolConfig:
     # Ready boxes kept per box type (services/pool.py); None: 2 of the default type.
     types: dict[str, int] | None = None
+    # Ready boxes kept per template (the owner's or a shared one, by name), of the type
+    # the template's defaults name (else the default type).
+    templates: dict[str, int] = field(default_factory=dict)
     # All types together; 0 turns the pool off. Capacity bounds it too.
     max_boxes: int = 4
     # The pool refills only once no user's create or resume has run for this long.
@@ -281,5 +284,8 @@ def _check_pool(cfg: Config) -> None:
             raise ValueError(f"[pool] types: {name!r} is not a configured type")
         if not isinstance(size, int) or size < 0:
             raise ValueError(f"[pool] types: {name} = {size!r} is not a whole number >= 0")
+    for name, size in cfg.pool.templates.items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"[pool] templates: {name} = {size!r} is not a whole number >= 0")
     if cfg.pool.max_boxes < 0 or cfg.pool.refill_delay < 0:
         raise ValueError("[pool] max_boxes and refill_delay cannot be negative")

@@ -158,6 +158,8 @@ def wire(
         instance=cfg.instance,
         now=now,
         refill_delay=cfg.pool.refill_delay,
+        template_sizes=cfg.pool.templates,
+        default_type=cfg.default_type,
     )
     activity = Activity()
     boxes = BoxService(
@@ -234,7 +236,7 @@ def wire(
     templates = TemplateService(
         TemplateRepository(db), boxes, reconciler, runtime, cfg, cfg.data_dir / "templates"
     )
-    boxes.templates = templates
+    boxes.templates = pool.templates = templates
     stats = StatsService(boxes, runtime)
     snapshots = SnapshotService(repo, runtime, reconciler, boxes, limit=cfg.snapshot_limit)
     services = Services(

@@ -198,3 +198,25 @@ def test_twenty_parallel_news_get_twenty_distinct_working_boxes(
     with srv.client() as c:
         for box_id in ids:
             c.delete_box(box_id, force=True)
+
+
+def test_the_pool_keeps_boxes_of_a_template(make_server: type[Server]) -> None:
+    srv = make_server(pool_types={}, pool_templates={"tools": 1})
+    with srv.client() as c:
+        if c.status().snapshots != "copy":
+            return  # templates need copy-on-write disk copies (test_templates.py skips too)
+        c.create_box("prep", ttl=600)
+        srv.sh("prep", "sudo sh -c 'echo from-the-template > /opt/tools-marker'")
+        c.create_template("tools", "prep", start_cmd="touch /tmp/started-at-boot")
+        c.delete_box("prep", force=True)
+        wait_ready(c, {"template:tools": 1})
+        pooled = unclaimed(srv, c)
+        box = c.create_box("from-tools", ttl=600, template="tools")
+        assert box.id in pooled  # claimed, not made
+        assert srv.sh("from-tools", "cat /opt/tools-marker") == "from-the-template\n"
+        wait_for(lambda: srv.sh("from-tools", "ls /tmp").count("started-at-boot") == 1)
+        # A box of the box image is never given a template's box.
+        wait_ready(c, {"template:tools": 1})
+        plain = c.create_box("plain", ttl=600)
+        assert plain.id not in unclaimed(srv, c) | pooled
+        assert "No such file" in srv.sh("plain", "cat /opt/tools-marker 2>&1 || true")

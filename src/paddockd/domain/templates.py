@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from .accounts import User
 from .errors import InvalidRequest
 
 TemplateStatus = Literal["building", "ready", "failed"]
@@ -68,6 +69,12 @@ class Template:
     @property
     def ready(self) -> bool:
         return self.status == "ready" and self.disk is not None
+
+
+class Templates(Protocol):
+    """Templates as the box services and the warm pool ask for them (services/templates.py)."""
+
+    async def for_box(self, name: str, caller: User | None) -> Template: ...
 
 
 def validate_template_name(name: str) -> str:

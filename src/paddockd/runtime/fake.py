@@ -113,7 +113,10 @@ class FakeRuntime:
         pass
 
     async def image_id(self, ref: str) -> str | None:
-        return f"sha256:{self.image_ids.get(ref, ref)}" if ref in self.images else None
+        # By name or by id, as the engine answers.
+        if ref in self.images:
+            return f"sha256:{self.image_ids.get(ref, ref)}"
+        return ref if await self.image_exists(ref) else None
 
     async def image_exists(self, ref: str) -> bool:
         # By name or by id, as the engine answers.

@@ -38,7 +38,7 @@ from ..domain.errors import (
 )
 from ..domain.network import NetworkPolicy, closed_entry, policy
 from ..domain.snapshot import parse_drive
-from ..domain.templates import Template
+from ..domain.templates import Template, Templates
 from ..netpolicy.base import NetworkRules
 from ..runtime import inbox
 from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, FileInfo, Runtime
@@ -84,10 +84,6 @@ async def _crashing_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]
     async for chunk in chunks:
         yield chunk
         faults.point("pull.streaming")
-
-
-class Templates(Protocol):
-    async def for_box(self, name: str, caller: User | None) -> Template: ...
 
 
 class BoxEnvironment(Protocol):
@@ -289,13 +285,18 @@ class BoxService:
             # The box is the caller's, so the drives are: a name another user has too
             # makes or finds the caller's own drive of that name, never theirs.
             await self._drives.ensure(parse_drive(spec)[0], holder_of(caller))
-        # A pooled box fits a box of the box image (not a fork's snapshot) without drives.
-        pooled_image = None if mounts or image else await self._pool.image_version(type_name)
+        # A pooled box fits a box without drives of the box image or a template (not a
+        # fork's snapshot).
+        pooled_image = (
+            None
+            if mounts or (image and made_from is None)
+            else await self._pool.image_version(type_name, made_from)
+        )
         now = self._now()
         async with self._claim:
             boxes = await self._repo.all()
             name = await self._admit(boxes, name, box_type, caller, "a new box")
-            pooled = self._pool.take(type_name, pooled_image)
+            pooled = self._pool.take(type_name, pooled_image, made_from)
             box = Box(
                 id=pooled.box_id if pooled else new_box_id(),
                 name=name,

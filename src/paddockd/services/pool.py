@@ -6,13 +6,16 @@ limits count it, and it has no network at all: the bridge guard binds ports only
 boxes in the store, and drops what an unbound port sends. It does hold its type's CPU and
 memory against the server's capacity.
 
-A `new` that a pooled box fits (its type, the box image as it is now, the engine's runtime
-profile and /proc views; no drives, which are volumes fixed when a container is made)
-claims it: BoxService writes the row with the container's id and the reconciler gives the
-box its name (hostname, /etc/hostname, /etc/hosts) before the `new` returns; its network
-policy, owner, TTL and provider keys live on the row, so they are the claimed box's from
-the first moment. A pooled box is claimed once and then is a box like any other; the pool
-makes a fresh one in its place. It refills one box at a time, only once no user's create
+The pool keeps boxes of box types (`[pool] types`) and of templates (`[pool] templates`:
+the owner's or shared ones, by name; a copy of the template's disk as a box of it gets).
+A `new` that a pooled box fits (its type, its template's disk or the box image as it is
+now, the engine's runtime profile and /proc views; no drives, which are volumes fixed when
+a container is made) claims it: BoxService writes the row with the container's id and
+the reconciler gives the box its name (hostname, /etc/hostname, /etc/hosts) before the
+`new` returns; its network policy, owner, TTL and provider keys live on the row, so they
+are the claimed box's from the first moment (and a template's start command runs then). A
+pooled box is claimed once and then is a box like any other; the pool makes a fresh one in
+its place. It refills one box at a time, only once no user's create
 or resume has run for `refill_delay` seconds, and only into room no box needs: a request
 that needs the room takes it from the pool first.
 
@@ -36,6 +39,7 @@ from paddock.wire.models import PoolStatus, PoolTypeStatus
 
 from ..domain.box import Box, BoxType, new_box_id
 from ..domain.errors import PaddockError, StorageLow
+from ..domain.templates import Template, Templates
 from ..runtime.base import (
     LABEL_INSTANCE,
     LABEL_POOL,
@@ -63,6 +67,24 @@ class Pooled:
     key: str  # the type's limits and the runtime profile it was made under (pool_key)
     image_id: str
     views: bool  # LXCFS's /proc views are bound in
+    template: str = ""  # the template disk it has a copy of ("": the box image's files)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What the pool keeps `size` ready boxes of: a type, of the box image or a template."""
+
+    name: str  # the type's, or "template:NAME"
+    box_type: BoxType
+    size: int
+    template: Template | None = None
+
+    @property
+    def disk(self) -> str:
+        return (self.template.disk or "") if self.template else ""
+
+    def holds(self, pooled: Pooled) -> bool:
+        return pooled.type == self.box_type.name and pooled.template == self.disk
 
 
 @dataclass(frozen=True)
@@ -74,11 +96,13 @@ class Engine:
     image_id: str | None  # None: no box image
 
 
-def pool_key(box_type: BoxType, profile: Profile) -> str:
+def pool_key(box_type: BoxType, profile: Profile, template: str = "") -> str:
     """What a pooled container must share with a box made now, besides its image and
-    views: its type's limits (a type can be redefined between two starts) and profile."""
+    views: its type's limits (a type can be redefined between two starts), profile, and
+    the template disk it has a copy of."""
     t = box_type
-    return f"{t.cpus:g}/{t.memory_mb}/{t.pids}/{t.disk_mb}/{profile}"
+    key = f"{t.cpus:g}/{t.memory_mb}/{t.pids}/{t.disk_mb}/{profile}"
+    return f"{key}/{template}" if template else key
 
 
 class WarmPool:
@@ -97,8 +121,14 @@ class WarmPool:
         now: Callable[[], datetime],
         refill_delay: float = 1.0,
         interval: float = 10.0,
+        template_sizes: dict[str, int] | None = None,
+        default_type: str = "",
     ) -> None:
         self._sizes = dict(sizes)
+        self._template_sizes = {n: k for n, k in (template_sizes or {}).items() if k > 0}
+        self._default_type = default_type
+        # Templates to resolve `[pool] templates` (set by the composition root).
+        self.templates: Templates | None = None
         self._max = max_boxes
         self._types = types
         self._image = image
@@ -111,11 +141,13 @@ class WarmPool:
         self._delay = refill_delay
         self._interval = interval
         self._ready: dict[str, Pooled] = {}  # by box id, oldest first
-        self._making: dict[str, BoxType] = {}  # by box id
+        self._making: dict[str, Slot] = {}  # by box id
         self._cancelled: set[str] = set()  # being made, but a user's request took the room
         self._busy = 0  # users' creates and resumes under way
         self._last_user = float("-inf")  # when the last one ended (monotonic)
         self._failures = 0  # makes that failed in a row
+        self._template_slots: list[Slot] = []
+        self._template_note: str | None = None
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.note: str | None = None  # why the pool is not full, for `paddock status`
@@ -124,21 +156,31 @@ class WarmPool:
     def held(self) -> tuple[float, int]:
         """CPUs and memory the pool holds (ready boxes and those being made)."""
         held = [(p.cpus, p.memory_mb) for p in self._ready.values()]
-        held += [(t.cpus, t.memory_mb) for i, t in self._making.items() if i not in self._cancelled]
+        held += [
+            (s.box_type.cpus, s.box_type.memory_mb)
+            for i, s in self._making.items()
+            if i not in self._cancelled
+        ]
         return sum(c for c, _ in held), sum(m for _, m in held)
 
-    async def image_version(self, type_name: str) -> str | None:
-        """The box image's id, when a box of this type may be ready (else None, and no
-        engine call): what `take` needs. Asked before the admission lock is taken."""
-        if not any(p.type == type_name for p in self._ready.values()):
+    async def image_version(self, type_name: str, template: Template | None = None) -> str | None:
+        """The id of the image a box of this type (and template) is made from, when one may
+        be ready (else None, and no engine call): what `take` needs. Asked before the
+        admission lock is taken."""
+        disk = (template.disk or "") if template else ""
+        if not any(p.type == type_name and p.template == disk for p in self._ready.values()):
             return None
-        return await self._rt.image_id(self._image)
+        return await self._rt.image_id(template.image or self._image if template else self._image)
 
-    def take(self, type_name: str, image_id: str | None) -> Pooled | None:
-        """Claim the oldest ready box of this type made from this image, if there is one.
-        It is the caller's from here on: its row must follow, or `drop` it."""
+    def take(
+        self, type_name: str, image_id: str | None, template: Template | None = None
+    ) -> Pooled | None:
+        """Claim the oldest ready box of this type (and template) made from this image, if
+        there is one. It is the caller's from here on: its row must follow, or `drop` it."""
+        disk = (template.disk or "") if template else ""
         for pooled in self._ready.values():
-            if pooled.type == type_name and image_id and pooled.image_id == image_id:
+            fits = pooled.type == type_name and pooled.template == disk
+            if fits and image_id and pooled.image_id == image_id:
                 del self._ready[pooled.box_id]
                 self._wake.set()
                 return pooled
@@ -178,18 +220,17 @@ class WarmPool:
 
     def status(self) -> PoolStatus:
         cpus, memory = self.held()
+        making = [s for i, s in self._making.items() if i not in self._cancelled]
         return PoolStatus(
-            max_boxes=self._max if self._sizes else 0,
+            max_boxes=self._max if self._sizes or self._template_sizes else 0,
             types=[
                 PoolTypeStatus(
-                    type=name,
-                    size=size,
-                    ready=sum(p.type == name for p in self._ready.values()),
-                    making=sum(
-                        t.name == name for i, t in self._making.items() if i not in self._cancelled
-                    ),
+                    type=slot.name,
+                    size=slot.size,
+                    ready=sum(slot.holds(p) for p in self._ready.values()),
+                    making=sum(s.name == slot.name for s in making),
                 )
-                for name, size in self._sizes.items()
+                for slot in self._slots
             ],
             cpus=cpus,
             memory_mb=memory,
@@ -230,26 +271,54 @@ class WarmPool:
 
     def _fits(self, pooled: Pooled, engine: Engine) -> bool:
         box_type = self._types.get(pooled.type)
-        return (
-            box_type is not None
-            and pooled.key == pool_key(box_type, engine.profile)
-            and pooled.image_id == engine.image_id
-            and pooled.views == engine.views
-        )
+        if box_type is None or pooled.key != pool_key(box_type, engine.profile, pooled.template):
+            return False
+        if pooled.views != engine.views:
+            return False
+        if pooled.template:  # its template's disk as it is now (a rebuild replaces it)
+            return any(s.holds(pooled) for s in self._slots)
+        return pooled.image_id == engine.image_id
 
-    def _wanted(self) -> BoxType | None:
-        """The type to make a box of next, if the pool is short of one."""
+    @property
+    def _slots(self) -> list[Slot]:
+        types = [
+            Slot(name, self._types[name], size)
+            for name, size in self._sizes.items()
+            if name in self._types
+        ]
+        return types + self._template_slots
+
+    async def _resolve_templates(self) -> None:
+        """The `[pool] templates` as they are now (a template built, rebuilt or gone)."""
+        slots, missing = [], []
+        for name, size in self._template_sizes.items():
+            if self.templates is None:
+                break
+            try:
+                t = await self.templates.for_box(name, None)
+            except PaddockError as exc:
+                missing.append(f"template {name}: {exc.message}")
+                continue
+            box_type = self._types.get(t.defaults.type or self._default_type)
+            if box_type is not None:
+                slots.append(Slot(f"template:{name}", box_type, size, t))
+        self._template_slots = slots
+        self._template_note = "; ".join(missing) or None
+
+    def _wanted(self) -> Slot | None:
+        """What to make a box of next, if the pool is short of one."""
         if len(self._ready) + len(self._making) >= self._max:
             return None
-        for name, size in self._sizes.items():
-            have = sum(p.type == name for p in self._ready.values())
-            have += sum(t.name == name for t in self._making.values())
-            if have < size and name in self._types:
-                return self._types[name]
+        for slot in self._slots:
+            have = sum(slot.holds(p) for p in self._ready.values())
+            have += sum(s.name == slot.name for s in self._making.values())
+            if have < slot.size:
+                return slot
         return None
 
     async def fill(self) -> None:
         """One round: replace what went out of date, then make what is missing."""
+        await self._resolve_templates()
         await self._check()
         await self._refill()
 
@@ -276,10 +345,12 @@ class WarmPool:
                 info.image_id,
                 info.views,
             )
+            # Only boxes of the box image (a template's has its disk in its key: no fit).
             if (
                 info.running
                 and wanted is not None
-                and wanted == box_type
+                and wanted.template is None
+                and wanted.box_type == box_type
                 and self._fits(candidate, engine)
             ):
                 self._ready[info.box_id] = candidate
@@ -311,8 +382,8 @@ class WarmPool:
     async def _refill(self) -> None:
         while self._wanted() is not None:
             await self._quiet()
-            box_type = self._wanted()  # claims may have moved it meanwhile
-            if box_type is None:
+            slot = self._wanted()  # claims may have moved it meanwhile
+            if slot is None:
                 break
             try:
                 self._capacity.check_disk("the warm pool")
@@ -327,17 +398,17 @@ class WarmPool:
             # the reservation and takes it back if it needs the room; one admitted before
             # is in the rows read below.
             box_id = new_box_id()
-            self._making[box_id] = box_type
+            self._making[box_id] = slot
             try:
                 self.make_room(await self._repo.all())
                 if box_id in self._cancelled:
                     self.note = "the server has no room for more ready boxes"
                     return
-                await self._make(box_id, box_type, engine)
+                await self._make(box_id, slot, engine)
             finally:
                 del self._making[box_id]
                 self._cancelled.discard(box_id)
-        self.note = None
+        self.note = self._template_note
 
     async def _quiet(self) -> None:
         """Return once no user's create or resume has run for `refill_delay` seconds."""
@@ -347,11 +418,15 @@ class WarmPool:
                 return
             await asyncio.sleep(max(wait, 0.1))
 
-    async def _make(self, box_id: str, box_type: BoxType, engine: Engine) -> None:
+    async def _make(self, box_id: str, slot: Slot, engine: Engine) -> None:
         """Make the box reserved as `box_id`; ready unless its room was taken meanwhile."""
-        key = pool_key(box_type, engine.profile)
-        # Named by its id: the claim gives it its name.
-        box = Box.of_type(box_id, box_id, box_type, self._image, self._now())
+        box_type = slot.box_type
+        key = pool_key(box_type, engine.profile, slot.disk)
+        # Named by its id: the claim gives it its name. A template's box is made with a
+        # copy of the template's disk, as a box of it is.
+        t = slot.template
+        image = (t.image or self._image) if t else self._image
+        box = Box.of_type(box_id, box_id, box_type, image, self._now(), current_disk=t and t.disk)
         try:
             info = await self._reconciler.create_pooled(
                 box, {LABEL_POOL: box_type.name, LABEL_POOL_KEY: key}
@@ -372,6 +447,7 @@ class WarmPool:
             key,
             info.image_id,
             info.views,
+            slot.disk,
         )
 
     async def _sweep(self, containers: list[ContainerInfo]) -> None:

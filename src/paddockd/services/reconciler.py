@@ -278,9 +278,11 @@ class Reconciler:
             # its claim (the row says CREATING until then, even across a crash), and
             # again after every start, where the engine names it as it was made.
             await self._rt.set_hostname(cid, box.name)
+        # A claimed pooled box booted before it was anyone's: its first boot as a box.
+        first = box.state == BoxState.CREATING
         if box.state != BoxState.RUNNING or box.message != note:
             box = await self._save(box, state=BoxState.RUNNING, message=note)
-        if started is not None and box.start_cmd:
+        if (started is not None or first) and box.start_cmd:
             self._background(self._start_command(box, cid))
         return box
 

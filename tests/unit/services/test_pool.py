@@ -19,6 +19,7 @@ from paddockd.netpolicy.fake import FakeNetwork
 from paddockd.runtime.base import LABEL_BOX, LABEL_NAME, LABEL_POOL, ContainerSpec
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.reconciler import docker_volume
+from paddockd.services.templates import Given
 from paddockd.wiring import wire
 
 from ..conftest import Clock
@@ -43,6 +44,7 @@ class Pool:
         redefined: BoxType | None = None,
         cpus: float = 8,
         memory_mb: int = 8192,
+        templates: dict[str, int] | None = None,
     ) -> Config:
         box_types = {**config.DEFAULT_TYPES, **({redefined.name: redefined} if redefined else {})}
         return replace(
@@ -53,7 +55,9 @@ class Pool:
             capacity_memory_mb=memory_mb,
             types=box_types,
             engine=replace(EngineConfig(), data_root=str(self.tmp_path)),
-            pool=PoolConfig(types=types, max_boxes=max_boxes, refill_delay=0),
+            pool=PoolConfig(
+                types=types, max_boxes=max_boxes, refill_delay=0, templates=templates or {}
+            ),
         )
 
     def restart(self, **settings: Any) -> None:
@@ -322,3 +326,39 @@ async def test_a_removal_the_engine_missed_is_done_on_a_later_round(pool: Pool) 
     await pool.fill()
     assert not set(await pool.unclaimed()) & ready  # gone now
     assert pool.ready() == {"small": 2}
+
+
+async def test_the_pool_keeps_boxes_of_a_template_with_its_files(tmp_path: Path) -> None:
+    pool = Pool(tmp_path, types={"small": 1}, templates={"tools": 1})
+    pool.runtime.copies = True  # templates are disk copies (reflinks on a real engine)
+    await pool.fill()
+    status = pool.wired.pool.status()
+    assert pool.ready() == {"small": 1} and "template tools" in (status.note or "")
+    # The owner makes the template; the pool then keeps a box of it, of a copy of its disk.
+    await pool.boxes.create("prepared", None, None, None)
+    templates = pool.wired.services.templates
+    made = await templates.from_box("tools", "prepared", None, Given(start_cmd="make serve"))
+    await pool.fill()
+    assert pool.ready() == {"small": 1, "template:tools": 1}
+    [waiting] = [
+        c for c in pool.runtime.by_id.values() if c["spec"].disk and c["labels"].get(LABEL_POOL)
+    ]
+    assert waiting["spec"].disk == made.disk
+    box = await pool.boxes.create("fromit", None, None, None, template="tools")
+    assert pool.container(box.container_id) is waiting  # claimed, not made
+    assert box.current_disk  # its own copy of the template's disk, as a box of it has
+    assert any("make serve" in " ".join(e.cmd) for e in pool.runtime.execs)  # started
+    plain = await pool.boxes.create("plain", None, None, None)
+    assert pool.container(plain.container_id)["spec"].disk is None  # never a template's
+    # The template made again: the ready box of the old one goes, one of the new comes.
+    await pool.fill()
+    await templates.delete("tools")
+    again = await templates.from_box("tools", "prepared", None, Given())
+    await pool.fill()
+    disks = [
+        c["spec"].disk
+        for c in pool.runtime.by_id.values()
+        if c["labels"].get(LABEL_POOL) and c["labels"][LABEL_BOX] in await pool.unclaimed()
+    ]
+    assert again.disk in disks and made.disk not in disks
+    pool.wired.db.close()

@@ -219,6 +219,34 @@ def test_timeout_pause_resume(sdk_env: dict[str, str]) -> None:
         e2b.Sandbox.connect(box.sandbox_id)
 
 
+def test_as_e2b_answers(sdk_env: dict[str, str]) -> None:
+    """Where code written for E2B's cloud expects an answer: a paused or killed sandbox is
+    not running (no exception), removing a missing file succeeds, a connect never shortens
+    a running sandbox's timeout, and options Paddock does not offer are refused by name."""
+    box = e2b.Sandbox.create(timeout=600)
+    try:
+        box.files.remove("/tmp/never-there")
+        e2b.Sandbox.connect(box.sandbox_id, timeout=30)
+        assert box.get_info().end_at.timestamp() - time.time() > 500
+        e2b.Sandbox.connect(box.sandbox_id, timeout=900)
+        assert box.get_info().end_at.timestamp() - time.time() > 800
+        assert box.is_running()
+        box.pause()
+        assert not box.is_running()
+    finally:
+        box.kill()
+    assert not box.is_running()
+    for options, says in (
+        ({"mcp": {"github": {"githubPersonalAccessToken": "x"}}}, "no MCP gateway"),
+        ({"lifecycle": {"on_timeout": "pause", "auto_resume": True}}, "auto_resume"),
+        ({"network": {"allow_public_traffic": False}}, "allowPublicTraffic"),
+    ):
+        before = {s.sandbox_id for s in e2b.Sandbox.list().next_items()}
+        with pytest.raises(e2b.SandboxException, match=says):
+            e2b.Sandbox.create(**options)
+        assert {s.sandbox_id for s in e2b.Sandbox.list().next_items()} == before
+
+
 def test_auth_and_other_users(server: Server, sbx: e2b.Sandbox) -> None:
     with pytest.raises(e2b.AuthenticationException):
         e2b.Sandbox.list(api_key="pdk_wrong").next_items()
@@ -242,11 +270,12 @@ def test_list_pages(sdk_env: dict[str, str]) -> None:
             while pager.has_next:
                 pages.append([s.sandbox_id for s in pager.next_items()])
             assert pages == [expected[:2], expected[2:]]
-        # A token handed back later still starts after the sandbox it names.
+        # Newest first when no order is sent (as E2B's); a token handed back later still
+        # starts after the sandbox it names.
         first = e2b.Sandbox.list(query=query, limit=1)
-        assert [s.sandbox_id for s in first.next_items()] == ids[:1]
+        assert [s.sandbox_id for s in first.next_items()] == ids[-1:]
         rest = e2b.Sandbox.list(query=query, limit=5, next_token=first.next_token)
-        assert [s.sandbox_id for s in rest.next_items()] == ids[1:]
+        assert [s.sandbox_id for s in rest.next_items()] == ids[-2::-1]
         assert not rest.has_next
     finally:
         for s in made:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...domain.accounts import User
-from ...domain.errors import PaddockError
+from ...domain.errors import InvalidRequest, PaddockError
 from ...domain.snapshot import Snapshot
 from ...services.e2b import listing
 from ...services.e2b.service import CLIENT_ID, ENVD_VERSION, MAX_FORKS, E2BService, Sandbox, api_key
@@ -46,6 +46,29 @@ class NewSandbox(BaseModel):
     allow_internet_access: bool | None = None
     network: dict[str, Any] | None = None
     auto_pause: bool | None = Field(None, alias="autoPause")
+    # What Paddock does not do is refused by name, never dropped (services/e2b/service.py).
+    auto_pause_memory: bool | None = Field(None, alias="autoPauseMemory")
+    auto_resume: dict[str, Any] | None = Field(None, alias="autoResume")
+    mcp: dict[str, Any] | None = None
+    iam: dict[str, Any] | None = None
+    volume_mounts: list[dict[str, Any]] | None = Field(None, alias="volumeMounts")
+
+    def refused(self) -> list[str]:
+        """The options asked for that Paddock does not offer, with what to do instead."""
+        asked = {
+            "mcp (Paddock offers no MCP gateway in a sandbox: `paddock mcp` serves its own)": (
+                self.mcp
+            ),
+            "volumeMounts (volumes: mount a Paddock drive, `paddock new --drive`)": (
+                self.volume_mounts
+            ),
+            "iam": self.iam,
+            "lifecycle auto_resume (a paused sandbox resumes on connect, not on traffic)": (
+                self.auto_resume or {}
+            ).get("enabled"),
+            "keep memory on pause (a pause keeps files, not memory)": self.auto_pause_memory,
+        }
+        return [name for name, value in asked.items() if value]
 
 
 class Timeout(BaseModel):
@@ -108,6 +131,8 @@ def _created(request: Request, svc: E2BService, s: Sandbox) -> dict[str, Any]:
 @router.post("/v2/sandboxes", status_code=201)
 @router.post("/sandboxes", status_code=201)
 async def create(body: NewSandbox, request: Request, svc: Svc, user: Caller) -> dict[str, Any]:
+    if refused := body.refused():
+        raise InvalidRequest("not supported by Paddock: " + "; ".join(refused))
     s = await svc.create(
         user,
         body.template_id,
@@ -137,7 +162,7 @@ async def listed(
     state: Annotated[list[str] | None, Query()] = None,
     template: Annotated[str | None, Query(max_length=128)] = None,
     started_after: Annotated[datetime | None, Query(alias="startedAfter")] = None,
-    order: Literal["asc", "desc"] = "asc",
+    order: Literal["asc", "desc"] = "desc",  # newest first, as E2B's (since SDK 2.45)
     limit: Annotated[int, Query(ge=1, le=listing.MAX_LIMIT)] = listing.MAX_LIMIT,
     next_token: Annotated[str | None, Query(alias="nextToken", max_length=256)] = None,
 ) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ...domain.errors import InvalidRequest, InvalidState, PaddockError
+from ...domain.errors import InvalidRequest, InvalidState, NotFound, PaddockError
 from ...services.e2b.service import E2BService
 from . import uploads
 from .envd import target
@@ -165,5 +165,11 @@ async def download(request: Request) -> Response:
 
 @router.get("/sandbox/health")
 async def health(request: Request) -> Response:
-    await target(_e2b(request), request.headers.get)
+    # As E2B's proxy answers for a paused or gone sandbox: 502, which the SDK's
+    # `is_running()` reads as "not running".
+    try:
+        await target(_e2b(request), request.headers.get)
+    except (InvalidState, NotFound) as exc:
+        body = {"code": 502, "message": exc.message, "error_code": exc.code}
+        return JSONResponse(body, status_code=502)
     return Response(status_code=204)

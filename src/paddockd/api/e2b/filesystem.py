@@ -138,6 +138,8 @@ class FilesystemService(filesystem_connect.Filesystem):
         t = await self._target(ctx)
         try:
             await self._e2b.boxes.remove_file(t.box.id, box_path(request.path), t.user, t.caller)
+        except NotFound:
+            pass  # as envd: removing what is not there succeeds
         except PaddockError as exc:
             raise connect_error(exc) from None
         return pb.RemoveResponse()

@@ -74,6 +74,9 @@ def network_policy(
     )
     if unsupported:
         raise InvalidRequest(f"unsupported network options: {', '.join(unsupported)}")
+    if network.get("allowPublicTraffic") is False:
+        # Previews are reached with a link's token (`paddock preview`), not E2B's header.
+        raise InvalidRequest("allowPublicTraffic=False is not supported: previews decide it")
     everything = {"0.0.0.0/0", "::/0"}
     if deny and not set(deny) <= everything:
         # Paddock's policy is an allowlist; a deny list of some hosts has no equivalent.
@@ -262,10 +265,15 @@ class E2BService:
         return Sandbox(box, await self._repo.get(box.id))
 
     async def connect(self, caller: User, sandbox_id: str, timeout: int | None) -> Sandbox:
-        """Resume a paused sandbox (its files were kept) and reset its timeout."""
+        """Resume a paused sandbox (its files were kept) and set its timeout; a running
+        one's timeout is only ever made later."""
         box = await self._resolve(caller, sandbox_id)
+        running = box.desired == Desired.RUNNING and box.state == BoxState.RUNNING
         if timeout is not None and timeout > 0:
-            box = await self._boxes.extend(box.id, timeout, caller)
+            # E2B's connect only ever extends a running sandbox's timeout.
+            later = self._now() + timedelta(seconds=timeout)
+            if not running or (box.expires_at is not None and later > box.expires_at):
+                box = await self._boxes.extend(box.id, timeout, caller)
         if box.desired != Desired.RUNNING or box.state != BoxState.RUNNING:
             box = await self._boxes.resume(box.id, caller)
         return Sandbox(box, await self._repo.get(box.id))

@@ -34,7 +34,6 @@ from ..domain.errors import (
     InvalidState,
     NotFound,
     PaddockError,
-    PayloadTooLarge,
 )
 from ..domain.network import NetworkPolicy
 from ..domain.snapshot import Snapshot
@@ -43,6 +42,7 @@ from ..runtime.base import STDOUT, Runtime
 from ..store.templates import TemplateRepository
 from .boxes import BoxService
 from .reconciler import Reconciler
+from .spool import pieces, spool
 from .template_context import copy_tar, dockerfile_in
 
 log = logging.getLogger("paddockd.templates")
@@ -51,7 +51,6 @@ MAX_CONTEXT = 2 << 30  # bytes of a build's context
 MAX_LOG = 16 << 20  # bytes of a build's log kept
 DEFAULT_TIMEOUT = 1800
 MAX_TIMEOUT = 3 * 3600
-_READ = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -235,19 +234,13 @@ class TemplateService:
 
     async def _receive(self, chunks: AsyncIterator[bytes], path: Path) -> None:
         """The context, to a file of paddockd's (bounded: a build cannot fill the disk)."""
-        f = await anyio.to_thread.run_sync(lambda: path.open("wb"))
-        total = 0
-        try:
-            async for chunk in chunks:
-                total += len(chunk)
-                if total > MAX_CONTEXT:
-                    raise PayloadTooLarge(
-                        f"the build's context is over {MAX_CONTEXT >> 30} GiB: leave out what "
-                        "the build does not copy (a .dockerignore)"
-                    )
-                await anyio.to_thread.run_sync(f.write, chunk)
-        finally:
-            await anyio.to_thread.run_sync(f.close)
+        total = await spool(
+            chunks,
+            path,
+            MAX_CONTEXT,
+            f"the build's context is over {MAX_CONTEXT >> 30} GiB: leave out what the build "
+            "does not copy (a .dockerignore)",
+        )
         if total == 0:
             await anyio.to_thread.run_sync(_empty_tar, path)
 
@@ -362,11 +355,7 @@ class TemplateService:
             await anyio.to_thread.run_sync(copy_tar, context, step, out)
             await anyio.to_thread.run_sync(out.seek, 0)
 
-            async def chunks() -> AsyncIterator[bytes]:
-                while piece := await anyio.to_thread.run_sync(out.read, _READ):
-                    yield piece
-
-            await self._boxes.push(box.id, "/", (0, 0), chunks())
+            await self._boxes.push(box.id, "/", (0, 0), pieces(out))
 
     # -- from a box ----------------------------------------------------------------------
     async def from_box(

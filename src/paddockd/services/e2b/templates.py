@@ -11,6 +11,7 @@ bounded (builds, bytes, files), and a build not started within an hour is forgot
 
 from __future__ import annotations
 
+import asyncio
 import io
 import secrets
 import shutil
@@ -27,6 +28,7 @@ import anyio.to_thread
 from ...domain.accounts import User, holder_of
 from ...domain.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from ...domain.templates import Template, validate_template_name
+from ..spool import read_back, spool
 from ..templates import MAX_CONTEXT, BuildOptions, Given, TemplateService
 from .template_steps import FILES_HASH, translate
 
@@ -34,7 +36,6 @@ MAX_PENDING = 8  # builds requested and not started, per caller
 MAX_UPLOADS = 256  # files uploads per build
 PENDING_FOR = 3600.0
 MAX_MEMBERS = 200_000
-_PIECE = 1 << 20
 
 
 @dataclass
@@ -46,6 +47,8 @@ class Pending:
     folder: Path
     created: float
     uploads: dict[str, int] = field(default_factory=dict)  # files hash -> bytes
+    # One upload at a time: the budget each is given is what the others left.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def size(self) -> int:
@@ -113,24 +116,12 @@ class E2BTemplates:
         if files_hash not in p.uploads and len(p.uploads) >= MAX_UPLOADS:
             raise InvalidRequest(f"a build takes at most {MAX_UPLOADS} file uploads")
         path = p.folder / f"{files_hash}.tar"
-        budget = MAX_CONTEXT - p.size + p.uploads.get(files_hash, 0)
-        f = await anyio.to_thread.run_sync(lambda: path.open("wb"))
-        total = 0
-        try:
-            async for chunk in chunks:
-                total += len(chunk)
-                if total > budget:
-                    raise PayloadTooLarge(
-                        f"a build's uploads are at most {MAX_CONTEXT >> 30} GiB in all"
-                    )
-                await anyio.to_thread.run_sync(f.write, chunk)
-        except BaseException:
-            await anyio.to_thread.run_sync(path.unlink)
-            p.uploads.pop(files_hash, None)
-            raise
-        finally:
-            await anyio.to_thread.run_sync(f.close)
-        p.uploads[files_hash] = total
+        too_large = f"a build's uploads are at most {MAX_CONTEXT >> 30} GiB in all"
+        async with p.lock:
+            if p.build_id not in self._pending:
+                raise Unauthorized("the upload link is not valid (its build has started)")
+            p.uploads.pop(files_hash, None)  # until it is all here
+            p.uploads[files_hash] = await spool(chunks, path, MAX_CONTEXT - p.size, too_large)
 
     # -- the build ----------------------------------------------------------------------
     async def start(
@@ -138,16 +129,21 @@ class E2BTemplates:
     ) -> Template:
         p = self._build(caller, template_id, build_id)
         plan = translate(spec)
-        missing = [h for h in plan.files if h not in p.uploads]
-        if missing:
-            raise InvalidRequest(f"a COPY step's files ({missing[0][:12]}...) were not uploaded")
-        del self._pending[p.build_id]  # its upload links end here
+        async with p.lock:  # no upload is under way from here
+            missing = [h for h in plan.files if h not in p.uploads]
+            if missing:
+                raise InvalidRequest(
+                    f"a COPY step's files ({missing[0][:12]}...) were not uploaded"
+                )
+            self._pending.pop(p.build_id, None)  # its upload links end here
         try:
             context = p.folder / "context.tar"
             uploads = [p.folder / f"{h}.tar" for h in dict.fromkeys(plan.files)]
             await anyio.to_thread.run_sync(_merge, uploads, context)
             options = BuildOptions(text=plan.dockerfile, notes=plan.notes)
-            return await self._templates.build(p.name, _read(context), options, Given(), p.caller)
+            return await self._templates.build(
+                p.name, read_back(context), options, Given(), p.caller
+            )
         finally:
             await anyio.to_thread.run_sync(shutil.rmtree, p.folder, True)
 
@@ -202,15 +198,6 @@ def _status(
     if reason is not None:
         answer["reason"] = {"message": reason}
     return answer
-
-
-async def _read(path: Path) -> AsyncIterator[bytes]:
-    f = await anyio.to_thread.run_sync(lambda: path.open("rb"))
-    try:
-        while piece := await anyio.to_thread.run_sync(f.read, _PIECE):
-            yield piece
-    finally:
-        await anyio.to_thread.run_sync(f.close)
 
 
 def _merge(uploads: list[Path], out_path: Path) -> None:

@@ -959,6 +959,7 @@ class _Base:
         context: str | Path = ".",
         *,
         dockerfile: str | Path | None = None,
+        base: str | None = None,
         build_args: Mapping[str, str] | None = None,
         box_type: str | None = None,
         network: str | None = None,
@@ -974,12 +975,14 @@ class _Base:
         there is honoured). Returns at once: follow it with `follow_template_build`.
         `network`/`allow`: the build box's egress; `timeout`: seconds it may take;
         `env`, `start_cmd`, `defaults` (type, ttl, network, allow, drives, idle_stop): what
-        boxes made from it get."""
+        boxes made from it get; `base`: a template of yours to build on, whatever the
+        Dockerfile's FROM says."""
         from ._archive import tar_stream
 
         plan, inside = _context_plan(context, dockerfile)
         params: dict[str, Any] = {
             "dockerfile": inside,
+            "from": base,
             "build_arg": [f"{k}={v}" for k, v in (build_args or {}).items()],
             "type": box_type,
             "network": network,

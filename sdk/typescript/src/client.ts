@@ -900,6 +900,7 @@ export class Client {
     const d = options.defaults ?? {};
     const query: Record<string, string | string[] | undefined> = {
       dockerfile: inside,
+      from: options.from,
       build_arg: pairs(options.buildArgs),
       type: options.type,
       network: options.network,

@@ -28,6 +28,8 @@ export type TemplateDefaults = Schemas["TemplateDefaults"];
 export interface TemplateBuildOptions {
   /** A path (default CONTEXT/Dockerfile); one outside the context is sent beside it. */
   dockerfile?: string;
+  /** A template of yours to build on, whatever the Dockerfile's FROM says. */
+  from?: string;
   buildArgs?: Record<string, string>;
   /** The build box's type, egress and deadline (seconds). */
   type?: string;

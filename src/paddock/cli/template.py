@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     b.add_argument("context", nargs="?", default=".", metavar="CONTEXT")
     b.add_argument("-f", "--file", metavar="DOCKERFILE", help="default: CONTEXT/Dockerfile")
     b.add_argument(
+        "--from",
+        dest="base",
+        metavar="TEMPLATE",
+        help="build on this template of yours, whatever the Dockerfile's FROM says",
+    )
+    b.add_argument(
         "--build-arg", action="append", default=[], metavar="NAME=VALUE", help="an ARG's value"
     )
     b.add_argument("--type", dest="box_type", help="the build box's type (default: the server's)")
@@ -161,6 +167,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             args.name,
             args.context,
             dockerfile=args.file,
+            base=args.base,
             build_args=_pairs(args.build_arg),
             box_type=args.box_type,
             network="allowlist" if args.allow else args.network,

@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio.to_thread
@@ -58,6 +58,7 @@ class BuildOptions:
     dockerfile: str = "Dockerfile"  # its path in the context
     text: str | None = None  # the Dockerfile itself, when it is not in the context
     notes: tuple[str, ...] = ()  # for the build's log (what the request asked in vain)
+    base: str | None = None  # what it builds on, whatever the Dockerfile's FROM says
     build_args: tuple[tuple[str, str], ...] = ()
     box_type: str | None = None  # the build box's
     network: NetworkPolicy | None = None  # the build box's (None: the server's default)
@@ -188,6 +189,8 @@ class TemplateService:
                     dockerfile_in, folder / "context.tar", options.dockerfile
                 )
             steps = plan(text, dict(options.build_args))
+            if options.base:
+                steps = replace(steps, base=options.base)
             base = await self._base(steps, caller)
         except BaseException:
             await anyio.to_thread.run_sync(_remove, folder)
@@ -223,7 +226,9 @@ class TemplateService:
         if t.id in self._tasks:
             raise InvalidState(f"template {name} is being built already")
         context = self._root / t.id / "context.tar"
-        steps = plan(t.dockerfile, dict(t.build_args))
+        # On what it was built on (a --from over the Dockerfile's FROM included).
+        on = BOX_IMAGE if t.base == BOX_IMAGE else await self.name_of(t.base)
+        steps = replace(plan(t.dockerfile, dict(t.build_args)), base=on)
         base = await self._base(steps, caller)
         t = await self._repo.update(t, status="building", message=None)
         self._tasks[t.id] = asyncio.create_task(

@@ -204,3 +204,23 @@ def test_a_new_workdir_is_made_by_root_from_a_folder_that_exists() -> None:
     assert mkdir.argv == ("mkdir", "-p", "/opt/new")
     assert (mkdir.state.user, mkdir.state.workdir) == ("root", "/")
     assert (run.state.user, run.state.workdir) == ("abc", "/opt/new")
+
+
+async def test_from_builds_on_a_template_whatever_from_says_and_a_rebuild_keeps_it(
+    world: World,
+) -> None:
+    await built(world, "first", {"Dockerfile": b"FROM paddock-box\nENV FIRST=1\n"})
+    await built(world, "second", {"Dockerfile": b"FROM paddock-box\nRUN true\n"}, base="first")
+    templates = world.services.templates
+    first, second = await templates.find("first"), await templates.find("second")
+    assert second.base == first.id and dict(second.env) == {"FIRST": "1"}
+    await templates.rebuild("second")
+    for _ in range(200):
+        if (await templates.find("second")).status != "building":
+            break
+        await asyncio.sleep(0.01)
+    again = await templates.find("second")
+    assert again.status == "ready" and again.base == first.id
+    with pytest.raises(InvalidRequest, match="FROM nope"):
+        await templates.build("third", body(context({"Dockerfile": b"FROM paddock-box\n"})),
+                              BuildOptions(base="nope"), Given())  # fmt: skip

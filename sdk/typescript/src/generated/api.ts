@@ -12381,6 +12381,7 @@ export interface operations {
         parameters: {
             query?: {
                 dockerfile?: string;
+                from?: string | null;
                 build_arg?: string[] | null;
                 type?: string | null;
                 network?: string | null;

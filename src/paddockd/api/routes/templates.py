@@ -16,7 +16,13 @@ from paddock.wire.models import TemplateDefaults, TemplateFromBox, TemplateList,
 
 from ...domain.accounts import User
 from ...domain.network import policy
-from ...domain.templates import BOX_IMAGE, Defaults, Template, parse_env
+from ...domain.templates import (
+    BOX_IMAGE,
+    Defaults,
+    Template,
+    parse_env,
+    validate_template_name,
+)
 from ...services.templates import BuildOptions, Given
 from ..deps import Caller, Services, Svc
 
@@ -100,6 +106,7 @@ async def build_template(
     svc: Svc,
     caller: Caller,
     dockerfile: Annotated[str, Query(max_length=1024)] = "Dockerfile",
+    base: Annotated[str | None, Query(alias="from", max_length=64)] = None,
     build_arg: Annotated[list[str] | None, Query()] = None,
     type: Annotated[str | None, Query(max_length=64)] = None,  # noqa: A002 - the API's word
     network: Annotated[str | None, Query(max_length=16)] = None,
@@ -121,6 +128,7 @@ async def build_template(
         box_type=type,
         network=policy(mode, allow or []) if mode else None,
         timeout=timeout,
+        base=base and (base if base == BOX_IMAGE else validate_template_name(base)),
     )
     defaults = TemplateDefaults(
         type=default_type,

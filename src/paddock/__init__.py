@@ -67,6 +67,8 @@ if TYPE_CHECKING:
         Secret,
         ServerStatus,
         Snapshot,
+        SshHostKey,
+        SshKey,
         Template,
         TokenInfo,
     )
@@ -125,6 +127,8 @@ __all__ = [
     "ServerError",
     "ServerStatus",
     "Snapshot",
+    "SshHostKey",
+    "SshKey",
     "StorageLow",
     "Template",
     "TokenInfo",

@@ -79,6 +79,8 @@ if TYPE_CHECKING:
         Secret,
         ServerStatus,
         Snapshot,
+        SshHostKey,
+        SshKey,
         Template,
         TokenInfo,
     )
@@ -1114,6 +1116,29 @@ class _Base:
     ) -> Call[list[CredentialUse]]:
         """Your secrets' uses through the credential gateway (and refusals), newest first."""
         return _uses("/v1/secrets/log", {"name": name, "box": box, "limit": limit})
+
+    # -- ssh ------------------------------------------------------------------------------
+    @operation
+    def list_ssh_keys(self) -> Call[list[SshKey]]:
+        return Call(_Request("GET", "/v1/ssh-keys"), _model("SshKeyList", "keys"))
+
+    @operation
+    def add_ssh_key(self, name: str, public_key: str) -> Call[SshKey]:
+        """Register an OpenSSH public key (one line, as in `id_ed25519.pub`) that may log
+        in to your boxes over `paddock ssh`."""
+        req = _Request(
+            "PUT", "/v1/ssh-keys/" + quote(name, safe=""), json={"public_key": public_key}
+        )
+        return Call(req, _model("SshKey"))
+
+    @operation
+    def delete_ssh_key(self, name: str) -> Call[None]:
+        return Call(_Request("DELETE", "/v1/ssh-keys/" + quote(name, safe="")))
+
+    @operation
+    def box_ssh_host_key(self, box: str) -> Call[SshHostKey]:
+        """The box's SSH host key, for a pinned known_hosts line."""
+        return Call(_Request("GET", _box(box) + "/ssh"), _model("SshHostKey"))
 
     @operation
     def list_credentials(self) -> Call[list[Credential]]:

@@ -54,6 +54,7 @@ from .services.reconciler import Reconciler
 from .services.runs import RunService
 from .services.secrets import SecretService
 from .services.snapshots import SnapshotService
+from .services.ssh import SshService
 from .services.stats import StatsService
 from .services.system import SystemService
 from .services.templates import TemplateService
@@ -61,12 +62,20 @@ from .services.terminals import TerminalService
 from .store.accounts import AccountRepository
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository, Sealer, load_key
-from .store.db import Database, box_credentials, box_secrets, placeholders, sandboxes
+from .store.db import (
+    Database,
+    box_credentials,
+    box_secrets,
+    box_ssh,
+    placeholders,
+    sandboxes,
+)
 from .store.devices import DeviceRepository
 from .store.previews import PreviewRepository
 from .store.runs import RunRepository
 from .store.sandboxes import SandboxRepository
 from .store.secrets import SecretRepository
+from .store.ssh import SshRepository
 from .store.templates import TemplateRepository
 from .store.tokens import TokenRepository
 
@@ -128,6 +137,7 @@ def wire(
         box_credentials.c.box_id,
         box_secrets.c.box_id,
         placeholders.c.box_id,
+        box_ssh.c.box_id,
     )
     repo = BoxRepository(db, changes.changed, dependents=dependents)
     accounts_repo = AccountRepository(db)
@@ -272,6 +282,7 @@ def wire(
         terminals=TerminalService(boxes),
         files=FileService(boxes),
         portable=PortableService(runtime, reconciler, boxes, snapshots, cfg.image.name),
+        ssh=SshService(SshRepository(db), boxes),
         e2b=E2BService(
             cfg,
             boxes,

@@ -33,6 +33,8 @@ import type {
   AgentInfo,
   CredentialUse,
   Secret,
+  SshHostKey,
+  SshKey,
   Box,
   BoxCreate,
   BoxStats,
@@ -1015,6 +1017,29 @@ export class Client {
       format: options.format ?? null,
     };
     return this.#call({ method: "PUT", path: `/v1/secrets/${seg(name)}`, json });
+  }
+
+  async listSshKeys(): Promise<SshKey[]> {
+    return (await this.#call<{ keys: SshKey[] }>({ method: "GET", path: "/v1/ssh-keys" })).keys;
+  }
+
+  /** Register an OpenSSH public key (one line, as in `id_ed25519.pub`) that may log in to
+   * your boxes over `paddock ssh`. */
+  async addSshKey(name: string, publicKey: string): Promise<SshKey> {
+    return this.#call({
+      method: "PUT",
+      path: `/v1/ssh-keys/${seg(name)}`,
+      json: { public_key: publicKey },
+    });
+  }
+
+  async deleteSshKey(name: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/ssh-keys/${seg(name)}` });
+  }
+
+  /** The box's SSH host key, for a pinned known_hosts line. */
+  async boxSshHostKey(box: string): Promise<SshHostKey> {
+    return this.#call({ method: "GET", path: `${this.#box(box)}/ssh` });
   }
 
   async listSecrets(): Promise<Secret[]> {

@@ -21,6 +21,8 @@ export type DesktopRequest = Schemas["DesktopRequest"];
 export type Credential = Schemas["Credential"];
 export type CredentialUse = Schemas["CredentialUse"];
 export type Secret = Schemas["Secret"];
+export type SshKey = Schemas["SshKey"];
+export type SshHostKey = Schemas["SshHostKey"];
 export type Template = Schemas["Template"];
 export type TemplateDefaults = Schemas["TemplateDefaults"];
 

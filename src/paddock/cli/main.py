@@ -50,6 +50,7 @@ COMMANDS = {
     **dict.fromkeys(["auth", "agents"], "auth"),
     "secret": "secret",
     "template": "template",
+    **dict.fromkeys(["ssh", "ssh-config", "ssh-proxy", "ssh-key", "forward"], "ssh"),
     **dict.fromkeys(["prompt", "runs"], "runs"),
     "mcp": "mcp",
     "e2b": "e2b",

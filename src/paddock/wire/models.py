@@ -424,6 +424,9 @@ class ExecRequest:
     # log; else in the background, stdout `PID LOG` (its pid, the file of its output).
     detach: bool = False
     wake: bool = False  # start the box first if it is stopped
+    # Instead of `cmd`: an SSH session (OpenSSH's `sshd -i` speaking SSH on stdin and
+    # stdout, the box's host key, the caller's registered keys). WebSocket only.
+    ssh: bool = False
 
 
 @dataclass
@@ -778,3 +781,33 @@ class TemplateFromBox:
 @dataclass
 class TemplateShare:
     shared: bool
+
+
+@dataclass
+class SshKey:
+    """A public key of yours that may log in to your boxes over `paddock ssh`."""
+
+    name: str
+    type: str
+    fingerprint: str  # SHA256:..., as `ssh-keygen -l` prints it
+    comment: str
+    created_at: datetime
+
+
+@dataclass
+class SshKeyList:
+    keys: list[SshKey]
+
+
+@dataclass
+class NewSshKey:
+    public_key: str  # one OpenSSH line, e.g. the contents of ~/.ssh/id_ed25519.pub
+
+
+@dataclass
+class SshHostKey:
+    """The box's own SSH host key, for a known_hosts line (pinned: a change is refused)."""
+
+    host_key: str  # "ssh-ed25519 AAAA..."
+    fingerprint: str
+    user: str  # whom `ssh` logs in as unless told (the box user)

@@ -36,6 +36,7 @@ from .routes import (
     runs,
     secrets,
     snapshots,
+    ssh,
     stats,
     system,
     templates,
@@ -111,6 +112,7 @@ def create_app(
         previews,
         portable,
         templates,
+        ssh,
     )
     for router in (members.router, members.admin, *(m.router for m in modules)):
         _mark_owner_only(router)

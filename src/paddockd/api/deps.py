@@ -29,6 +29,7 @@ from ..services.previews import PreviewService
 from ..services.runs import RunService
 from ..services.secrets import SecretService
 from ..services.snapshots import SnapshotService
+from ..services.ssh import SshService
 from ..services.stats import StatsService
 from ..services.system import SystemService
 from ..services.templates import TemplateService
@@ -62,6 +63,7 @@ class Services:
     terminals: TerminalService
     files: FileService
     portable: PortableService
+    ssh: SshService
     e2b: E2BService | None = None
 
 

@@ -20,7 +20,7 @@ from ..runtime.base import ImageEngine
 
 CONTEXT = Path(__file__).parent / "context"
 # In build order; each is `context/<name>.Dockerfile`, built FROM the previous one.
-LAYERS = ["devtools", "user", "docker", "desktop", "agents", "browser"]
+LAYERS = ["devtools", "user", "docker", "desktop", "agents", "browser", "ssh"]
 PINS = Path(__file__).with_name("agents.json")
 
 

@@ -27,8 +27,8 @@ name holds).
                              the system bundle once
 
 And the prefixes of commands paddockd starts in a box: `noted` (the command's pid kept
-under a name, for `signal`) and `detached` (started in a session of its own, its output
-in a log, the exec done once it started).
+under a name, for `signal`), `detached` (started in a session of its own, its output
+in a log, the exec done once it started) and `ssh_session` (one SSH session's sshd).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from typing import Literal
 import anyio
 
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
+from ..domain.ssh import SSH_DIR
 from . import inbox_program as codes
 from .base import STDOUT, ExecProcess, ExecSpec, FileInfo, FileKind
 
@@ -151,6 +152,23 @@ def detached(argv: list[str], log: str) -> list[str]:
         'l=$0; setsid -f "$@" >>"$l" 2>&1 </dev/null'
     )
     return ["/bin/sh", "-c", script, log, *argv]
+
+
+def ssh_session(config: str, keys: str, host_key: str) -> list[str]:
+    """One SSH session: its sshd's settings, the caller's keys and the box's host key
+    written where `config` says (a folder root's alone, as sshd's StrictModes wants), then
+    OpenSSH's `sshd -i` speaking SSH on the exec's stdin and stdout (its errors on stderr).
+    Run as root."""
+    d = SSH_DIR
+    script = (
+        f"umask 022; mkdir -p /run/sshd {d} && chmod 0755 /run/sshd /run/paddock {d} || exit 1\n"
+        f'printf %s "$1" > {d}/sshd_config && printf %s "$2" > {d}/authorized_keys || exit 1\n'
+        f'(umask 077; printf %s "$3" > {d}/host_key) || exit 1\n'
+        "[ -x /usr/sbin/sshd ] || { echo 'this box has no OpenSSH server: it was made from an "
+        "older box image (paddock image build, then a new box)' >&2; exit 127; }\n"
+        f"exec /usr/sbin/sshd -i -e -f {d}/sshd_config"
+    )
+    return ["/bin/sh", "-c", script, "paddock-ssh", config, keys, host_key]
 
 
 def spec(command: str, *args: str, user: str = "root", stdin: bool = False) -> ExecSpec:

@@ -49,6 +49,25 @@ boxes = sa.Table(
     sa.Column("start_cmd", sa.Text),  # run at each boot
 )
 
+ssh_keys = sa.Table(
+    "ssh_keys",
+    metadata,
+    # Whose (a member's id, or '' for the owner's, as provider keys).
+    sa.Column("user_id", sa.String(32), primary_key=True, server_default=""),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("public_key", sa.Text, nullable=False),  # one OpenSSH line, as parsed
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+box_ssh = sa.Table(
+    "box_ssh",
+    metadata,
+    sa.Column("box_id", sa.String(32), primary_key=True),
+    sa.Column("host_key", sa.Text, nullable=False),  # its private key, OpenSSH's format
+    sa.Column("public_key", sa.Text, nullable=False),
+)
+
 templates = sa.Table(
     "templates",
     metadata,
@@ -482,6 +501,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 start_cmd TEXT, defaults TEXT NOT NULL DEFAULT '{}', dockerfile TEXT,
                 build_args TEXT NOT NULL DEFAULT '{}', size BIGINT NOT NULL DEFAULT 0,
                 created_at FLOAT NOT NULL, built_at FLOAT, UNIQUE (user_id, name))""",
+        ],
+    ),
+    (
+        27,
+        [
+            # SSH into boxes: each user's public keys, each box's host key.
+            """CREATE TABLE ssh_keys (
+                user_id VARCHAR(32) NOT NULL DEFAULT '', name VARCHAR(64) NOT NULL,
+                public_key TEXT NOT NULL, fingerprint VARCHAR(64) NOT NULL,
+                created_at FLOAT NOT NULL, PRIMARY KEY (user_id, name))""",
+            """CREATE TABLE box_ssh (
+                box_id VARCHAR(32) PRIMARY KEY, host_key TEXT NOT NULL,
+                public_key TEXT NOT NULL)""",
         ],
     ),
 ]

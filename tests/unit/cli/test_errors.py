@@ -27,6 +27,8 @@ NO_SERVER = {
     ("template", "rebuild"): 2,  # a name or --all: a usage mistake before any request
     ("prompt", "nosuchbox"): 2,  # the instruction comes from stdin, which is empty
     ("host", "x"): 2,  # one word is neither BOX PORT nor a subcommand: a usage mistake
+    ("ssh-key", "add"): 2,  # the key file is read first (no ~/.ssh/id_ed25519.pub here)
+    ("forward", "nosuchbox", "x"): 2,  # "x" is no [LOCAL:]PORT
 }
 
 

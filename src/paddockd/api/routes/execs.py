@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from paddock.wire import frames as _frames
 from paddock.wire.models import ExecRequest, ExecResult
 
-from ...domain.errors import PaddockError
+from ...domain.errors import InvalidRequest, PaddockError
 from ...services.boxes import BoxProcess, in_background
 from ...services.desktop import detached
 from ..deps import Caller, Svc, authenticate, services
@@ -60,6 +60,8 @@ async def exec_command(
     ref: str, body: ExecRequest, svc: Svc, caller: Caller, wait: bool = False
 ) -> StreamingResponse | ExecResult:
     cmd, env = body.cmd, body.env
+    if body.ssh:
+        raise InvalidRequest("an SSH session runs over the exec WebSocket (exec/ws)")
     if body.wake:
         await svc.boxes.wake(ref, caller)
     if body.desktop:
@@ -89,13 +91,16 @@ async def exec_session(ws: WebSocket, ref: str) -> None:
         size = (req.cols, req.rows) if req.cols and req.rows else None
         if req.wake:
             await services(ws).boxes.wake(ref, caller)
+        cmd, user = req.cmd, req.user
+        if req.ssh:  # the box's sshd for this one session, as root (it logs the user in)
+            cmd, user = await services(ws).ssh.session(ref, caller), "root"
         proc = await services(ws).boxes.exec(
             ref,
-            req.cmd,
+            cmd,
             req.env,
             req.workdir,
-            req.user,
-            tty=req.tty,
+            user,
+            tty=req.tty and not req.ssh,
             stdin=True,
             size=size,
             caller=caller,

@@ -1,0 +1,15 @@
+# Layer: OpenSSH's server, for `paddock ssh` and editors' remote-SSH. It never listens:
+# each session is one `sshd -i` that paddockd starts in the box over an exec (a tunnel
+# through the API), with the box's own host key (made by paddockd, never the image's: the
+# keys a package install makes would be every box's) and the caller's public keys, both
+# written to /run/paddock/ssh for that session. So an idle box pays nothing for it, and no
+# port of any box, on any network, answers SSH.
+ARG FROM
+FROM ${FROM}
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openssh-server \
+ && apt-get clean \
+ && rm -f /etc/ssh/ssh_host_*
+# A password of "*" is no password, but not a locked account (which sshd refuses without
+# PAM): keys are the only way in.
+RUN usermod -p '*' abc && usermod -p '*' root

@@ -13,6 +13,7 @@ or chose last (`paddock new` / `paddock use`), read from the CLI's settings file
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -1670,7 +1671,12 @@ class ExecSession:
             self._ws = connect(ws_url, sock=sock, **_session_options(client, ws_url)).__enter__()
         except Exception as exc:
             _session_refused(client, box, sock, exc)
-        self._ws.send(json.dumps(_session_body(cmd, options)))
+        from websockets.exceptions import ConnectionClosed
+
+        # A session refused at once (a bad token, no such box) is closed by then: why is
+        # the error frame it sent, raised when the output is read.
+        with contextlib.suppress(ConnectionClosed):
+            self._ws.send(json.dumps(_session_body(cmd, options)))
         self._reader = _ExecReader()
 
     @property
@@ -1719,7 +1725,10 @@ class AsyncExecSession:
             ws = await connect(ws_url, sock=sock, **_session_options(client, ws_url))
         except Exception as exc:
             _session_refused(client, box, sock, exc)
-        await ws.send(json.dumps(_session_body(cmd, options)))
+        from websockets.exceptions import ConnectionClosed
+
+        with contextlib.suppress(ConnectionClosed):  # refused at once: see ExecSession
+            await ws.send(json.dumps(_session_body(cmd, options)))
         return cls(ws)
 
     @property
@@ -1795,6 +1804,8 @@ def _session_body(cmd: str | Sequence[str], options: dict[str, Any]) -> dict[str
         stdin=True,
         cols=options.get("cols"),
         rows=options.get("rows"),
+        # wake: resume a stopped box first; ssh: an SSH session instead of `cmd`.
+        **{flag: True for flag in ("wake", "ssh") if options.get(flag)},
     )
 
 

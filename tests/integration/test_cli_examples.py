@@ -37,6 +37,11 @@ NOT_RUN = {
     # A login replaces the CLI's server; the device login waits for a person in a browser.
     "paddock login https://paddock.example.com": "a person approving it in a browser",
     "paddock login http://127.0.0.1:7423 --token-stdin < token.txt": "a token of the machine's server",
+    "paddock ssh -u root current -- apt-get install -y postgresql": "a package archive",
+    "paddock ssh-key add ~/.ssh/id_ed25519.pub --name laptop": "a key pair in ~/.ssh",
+    "paddock ssh-key rm laptop": "the key the example before registers",
+    "paddock forward current 5432": "runs until Ctrl-C (tests/integration/test_ssh.py)",
+    "paddock forward current 8080:3000 9229": "runs until Ctrl-C",
     # Members exist only where someone accepted an invitation (tests/integration/test_members).
     "paddock members limits ana --max-boxes 3 --max-memory 8g": "a member account",
     "paddock members limits ana --max-cpus none": "a member account",

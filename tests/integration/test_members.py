@@ -36,6 +36,9 @@ NAMED_ELSEWHERE = {
 }
 OWNERS_KEY = "sk-owner-key-0123456789abcdef"
 BOBS_KEY = "sk-bob-key-0123456789abcdef"
+OWNERS_SSH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAups6MCT+BrWaGbvO0pV6cq5wV1W/u0DBfe4BRpvxGX owner"
+)
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -150,6 +153,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
         owner.attach_secret(box.name, "OWNERS_TOKEN")
         preview = owner.create_preview(box.name, 8080)
         owner.create_template("owners-tpl", box.name)
+        owner.add_ssh_key("owners-key", OWNERS_SSH_KEY)
     # A run of the owner's box, as the run service records one.
     with db(server) as conn:
         conn.execute(
@@ -183,6 +187,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
                 ("/v1/drives/{name}", {"name": drive}),
                 ("/v1/auth/{provider}", {"provider": "openai"}),
                 ("/v1/secrets/{name}", {"name": "OWNERS_TOKEN"}),
+                ("/v1/ssh-keys/{name}", {"name": "owners-key"}),
                 *(
                     (f"/v1/templates/{{name}}{tail}", {"name": "owners-tpl"})
                     for tail in ("", "/log", "/rebuild", "/build", "/shared")
@@ -221,6 +226,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             assert member.get("/v1/stats").json()["boxes"] == []
             assert member.get("/v1/secrets").json()["secrets"] == []
             assert member.get("/v1/templates").json()["templates"] == []
+            assert member.get("/v1/ssh-keys").json()["keys"] == []
         with server.client() as owner:
             # Nothing the member sent changed it, and the owner still reaches all of it.
             still = owner.get_box(box.id)
@@ -234,12 +240,14 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
                 ("OWNERS_TOKEN", [box.name])
             ]
             assert owner.get_template("owners-tpl").status == "ready"
+            assert [k.name for k in owner.list_ssh_keys()] == ["owners-key"]
     finally:
         with server.client() as owner:
             owner.delete_box(box.name, force=True)
             owner.delete_credential("openai")
             owner.delete_secret("OWNERS_TOKEN")
             owner.delete_template("owners-tpl")
+            owner.delete_ssh_key("owners-key")
         let_go(server, drive)
         with server.client() as owner:
             owner.delete_drive(drive)
@@ -250,7 +258,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
 # caller, the device login's public steps). Anything else is the server's: owner-only.
 PER_USER = re.compile(
     r"/v1/(boxes|imports|drives|auth|secrets|previews|runs|tokens|events|device|health|types|"
-    r"agents|stats|templates|"
+    r"agents|stats|templates|ssh-keys|"
     r"status)"
     r"(/|$)"
 )

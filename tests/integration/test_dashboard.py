@@ -274,6 +274,12 @@ def test_the_owner_works_a_box_from_the_dashboard(
         page.wait_for_selector(
             "#panel-details .spark-row[data-usage=memory] .spark-now:has-text('iB of ')"
         )
+        # SSH: the commands, the host key to check (the server's), VS Code's link.
+        with dash.client() as c:
+            fingerprint = c.box_ssh_host_key(name).fingerprint
+        page.wait_for_selector(f"#panel-details .ssh-fingerprint:has-text('{fingerprint}')")
+        link = page.locator("#panel-details .ssh a").get_attribute("href")
+        assert link == f"vscode://vscode-remote/ssh-remote+paddock-{name}/config"
         assert page.alerts == [] and page.errors == []
     finally:
         page.context.close()

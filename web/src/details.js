@@ -11,7 +11,7 @@ export function detailsTab(panel, box) {
     try { Object.assign(box, await post(`/boxes/${enc(box.name)}/extend`, { ttl: Number(ttl.value) })); toast("time to live set"); paint(); } catch (err) { toast(err.message, "err"); }
   } } }, h("span", {}, "Time to live from now: "), ttl, h("button.small", { type: "submit" }, "Set"));
   const usage = h("div.usage");
-  clear(panel, dl, h("h2", {}, "Usage"), usage, h("h2", {}, "Extend"), extend);
+  clear(panel, dl, h("h2", {}, "Usage"), usage, h("h2", {}, "Extend"), extend, h("h2", {}, "SSH"), sshSection(box));
   let type = null;
   function paint() {
     const rows = [
@@ -30,6 +30,22 @@ export function detailsTab(panel, box) {
   paint();
   get("/types").then(({ types }) => { type = types.find((t) => t.name === box.type) || null; paint(); }).catch(() => {});
   return usageHistory(usage, box);
+}
+
+/** How to reach the box with ssh and an editor (docs/remote.md): the commands, the host
+ * key's fingerprint to check, and VS Code's link once `paddock ssh-config --write` ran. */
+function sshSection(box) {
+  const host = `paddock-${box.name}`;
+  const fingerprint = h("dd.ssh-fingerprint", {}, "…");
+  get(`/boxes/${enc(box.name)}/ssh`).then((k) => { fingerprint.textContent = k.fingerprint; })
+    .catch(() => { fingerprint.textContent = "–"; });
+  return h("div.ssh", {},
+    h("dl.details", {},
+      h("dt", {}, "Shell"), h("dd", {}, h("code", {}, `paddock ssh ${box.name}`)),
+      h("dt", {}, "Any ssh tool"), h("dd", {}, h("code", {}, "paddock ssh-config --write"), " then ", h("code", {}, `ssh ${host}`)),
+      h("dt", {}, "Host key"), fingerprint),
+    h("p", {}, h("a.button.small", { href: `vscode://vscode-remote/ssh-remote+${host}/config` }, "Open in VS Code"),
+      " (after ", h("code", {}, "paddock ssh-config --write"), " on this computer)"));
 }
 
 const SAMPLES = 60; // five minutes, a sample every five seconds

@@ -9,7 +9,10 @@ from datetime import datetime, timezone
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable, Sequence
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
 def emit_json(data: Any) -> None:
@@ -21,6 +24,23 @@ def emit_json(data: Any) -> None:
 def note(message: str) -> None:
     """Human-facing text goes to stderr, so stdout stays clean for scripts."""
     print(message, file=sys.stderr)
+
+
+def listing(
+    items: Sequence[T],
+    as_json: bool,
+    headers: list[str],
+    row: Callable[[T], list[str]],
+    empty: str | None = None,
+) -> int:
+    """A `ls`: the items as JSON, or a table of a row each (`empty` said when none)."""
+    if as_json:
+        emit_json(items)
+    elif not items and empty:
+        note(empty)
+    else:
+        table(headers, [row(item) for item in items])
+    return 0
 
 
 def table(headers: list[str], rows: list[list[str]]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ._common import AGENTS, PROVIDERS, add_json, box_ref, client, examples, nested
-from ._output import emit_json, note, table
+from ._output import listing, note
 from .secret import add_attachments, add_log_options, read_hidden, show_uses
 
 
@@ -93,22 +93,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_agents(args: argparse.Namespace) -> int:
     with client(args) as c:
         agents = c.list_agents()
-    if args.json:
-        emit_json(agents)
-        return 0
-    table(
+    listing(
+        agents,
+        args.json,
         ["AGENT", "VERSION", "PROVIDERS", "KEY"],
-        [
-            [
-                a.name,
-                a.version or "-",
-                ",".join(a.providers),
-                "set" if a.credentials else f"missing: paddock auth set {a.providers[0]}",
-            ]
-            for a in agents
+        lambda a: [
+            a.name,
+            a.version or "-",
+            ",".join(a.providers),
+            "set" if a.credentials else f"missing: paddock auth set {a.providers[0]}",
         ],
     )
-    for a in agents:
+    for a in [] if args.json else agents:
         if a.note:
             note(f"{a.name}: {a.note}")
     return 0
@@ -140,20 +136,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         rows = c.list_credentials()
-    if args.json:
-        emit_json(rows)
-        return 0
-    table(
+    return listing(
+        rows,
+        args.json,
         ["PROVIDER", "KEY", "MODE", "BASE URL", "LAST USED"],
-        [
-            [
-                r.provider,
-                "set" if r.configured else "-",
-                r.mode or "-",
-                r.base_url or "",
-                f"{r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "",
-            ]
-            for r in rows
+        lambda r: [
+            r.provider,
+            "set" if r.configured else "-",
+            r.mode or "-",
+            r.base_url or "",
+            f"{r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "",
         ],
     )
-    return 0

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from ..wire.errors import NotFound
 from ._common import add_json, client, examples, megabytes, nested, seconds_arg
-from ._output import emit_json, note, since, table, until
+from ._output import emit_json, listing, note, since, until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -157,14 +157,12 @@ def cmd_limits(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         members = c.list_members()
-    if args.json:
-        emit_json(members)
-        return 0
-    table(
+    return listing(
+        members,
+        args.json,
         ["USER", "ROLE", "JOINED", "BOXES", "LIMITS"],
-        [[m.username, m.role, since(m.created_at), str(m.boxes), _limits_text(m)] for m in members],
+        lambda m: [m.username, m.role, since(m.created_at), str(m.boxes), _limits_text(m)],
     )
-    return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -184,24 +182,19 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_token_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         tokens = c.list_tokens()
-    if args.json:
-        emit_json(tokens)
-        return 0
-    table(
+    return listing(
+        tokens,
+        args.json,
         ["ID", "NAME", "USER", "CREATED", "LAST USED", "EXPIRES"],
-        [
-            [
-                t.id,
-                t.name,
-                t.user or "(server)",
-                since(t.created_at),
-                since(t.last_used_at) if t.last_used_at else "never",
-                _expiry(t.expires_at),
-            ]
-            for t in tokens
+        lambda t: [
+            t.id,
+            t.name,
+            t.user or "(server)",
+            since(t.created_at),
+            since(t.last_used_at) if t.last_used_at else "never",
+            _expiry(t.expires_at),
         ],
     )
-    return 0
 
 
 def _expiry(at: datetime | None) -> str:

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ._common import AGENTS, UsageError, add_json, box_ref, client, examples, nested
-from ._output import duration, emit_json, note, since, table
+from ._output import duration, emit_json, listing, note, since
 
 if TYPE_CHECKING:
     from .._client import Client
@@ -146,23 +146,18 @@ def cmd_follow(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     with client(args) as c:
         runs = c.list_runs(box_ref(args.box))
-    if args.json:
-        emit_json(runs)
-        return 0
-    table(
+    return listing(
+        runs,
+        args.json,
         ["RUN", "AGENT", "STATUS", "STARTED", "DURATION", "INSTRUCTION"],
-        [
-            [
-                r.id,
-                r.agent,
-                r.status + (f" ({r.exit_code})" if r.exit_code not in (None, 0) else ""),
-                since(r.started_at),
-                duration(((r.ended_at or r.started_at) - r.started_at).total_seconds())
-                if r.ended_at
-                else "-",
-                json.dumps(r.instruction[:40])[1:-1],
-            ]
-            for r in runs
+        lambda r: [
+            r.id,
+            r.agent,
+            r.status + (f" ({r.exit_code})" if r.exit_code not in (None, 0) else ""),
+            since(r.started_at),
+            duration(((r.ended_at or r.started_at) - r.started_at).total_seconds())
+            if r.ended_at
+            else "-",
+            json.dumps(r.instruction[:40])[1:-1],
         ],
     )
-    return 0

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ._common import UsageError, add_json, box_ref, client, examples, nested
-from ._output import emit_json, note, since, table
+from ._output import emit_json, listing, note, since, table
 
 if TYPE_CHECKING:
     from ..wire.models import CredentialUse
@@ -172,26 +172,19 @@ def cmd_set(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         rows = c.list_secrets()
-    if args.json:
-        emit_json(rows)
-        return 0
-    if not rows:
-        note("no secrets yet: `paddock secret set NAME --host HOST`")
-        return 0
-    table(
+    return listing(
+        rows,
+        args.json,
         ["NAME", "HOSTS", "HEADER", "BOXES", "LAST USED"],
-        [
-            [
-                r.name,
-                ",".join(r.hosts),
-                f"{r.header}: {r.format}" if r.header else "(in place)",
-                ",".join(r.boxes) or "-",
-                since(r.last_used_at) if r.last_used_at else "-",
-            ]
-            for r in rows
+        lambda r: [
+            r.name,
+            ",".join(r.hosts),
+            f"{r.header}: {r.format}" if r.header else "(in place)",
+            ",".join(r.boxes) or "-",
+            since(r.last_used_at) if r.last_used_at else "-",
         ],
+        "no secrets yet: `paddock secret set NAME --host HOST`",
     )
-    return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from .._config import config_path
 from ._common import UsageError, add_json, box_ref, client, examples, nested
-from ._output import emit_json, note, since, table
+from ._output import emit_json, listing, note, since
 
 if TYPE_CHECKING:
     from .._client import Client, ExecSession
@@ -385,17 +385,13 @@ def cmd_key_add(args: argparse.Namespace) -> int:
 def cmd_key_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         keys = c.list_ssh_keys()
-    if args.json:
-        emit_json(keys)
-        return 0
-    if not keys:
-        note("no SSH keys yet: `paddock ssh-key add` (paddock ssh registers the CLI's own)")
-        return 0
-    table(
+    return listing(
+        keys,
+        args.json,
         ["NAME", "TYPE", "FINGERPRINT", "ADDED"],
-        [[k.name, k.type, k.fingerprint, since(k.created_at)] for k in keys],
+        lambda k: [k.name, k.type, k.fingerprint, since(k.created_at)],
+        "no SSH keys yet: `paddock ssh-key add` (paddock ssh registers the CLI's own)",
     )
-    return 0
 
 
 def cmd_key_rm(args: argparse.Namespace) -> int:

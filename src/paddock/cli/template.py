@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ._common import UsageError, add_json, box_ref, client, examples, nested, seconds_arg
-from ._output import ProgressLine, binary_size, emit_json, note, since, table
+from ._output import ProgressLine, binary_size, emit_json, listing, note, since
 
 if TYPE_CHECKING:
     from .._client import Client
@@ -219,27 +219,20 @@ def cmd_create(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     with client(args) as c:
         rows = c.list_templates()
-    if args.json:
-        emit_json(rows)
-        return 0
-    if not rows:
-        note("no templates yet: `paddock template build NAME .` or `template create --from BOX`")
-        return 0
-    table(
+    return listing(
+        rows,
+        args.json,
         ["NAME", "STATUS", "BASE", "SIZE", "BUILT", "OWNER"],
-        [
-            [
-                t.name + (" (shared)" if t.shared else ""),
-                "stale" if t.stale else t.status,
-                t.base,
-                binary_size(t.size_bytes),
-                since(t.built_at) if t.built_at else "-",
-                t.owner,
-            ]
-            for t in rows
+        lambda t: [
+            t.name + (" (shared)" if t.shared else ""),
+            "stale" if t.stale else t.status,
+            t.base,
+            binary_size(t.size_bytes),
+            since(t.built_at) if t.built_at else "-",
+            t.owner,
         ],
+        "no templates yet: `paddock template build NAME .` or `template create --from BOX`",
     )
-    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -322,6 +322,13 @@ def test_snapshots_and_fork(sdk_env: dict[str, str], server: Server) -> None:
         if _copies(server):
             assert e2b.Sandbox.delete_snapshot(snap.snapshot_id) is True
             assert made[0].files.read("state.txt") == "v1"
+            # A running sandbox's newest snapshot goes too, as on E2B; its files stay.
+            newest = made[0].create_snapshot()
+            assert e2b.Sandbox.delete_snapshot(newest.snapshot_id) is True
+            assert made[0].files.read("state.txt") == "v1"
+            assert made[0].list_snapshots().next_items() == [] or all(
+                s.snapshot_id != newest.snapshot_id for s in made[0].list_snapshots().next_items()
+            )
         else:
             with pytest.raises(e2b.SandboxException, match="base of"):
                 e2b.Sandbox.delete_snapshot(snap.snapshot_id)

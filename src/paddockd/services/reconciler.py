@@ -422,17 +422,26 @@ class Reconciler:
 
     async def remove_snapshot(self, box_id: str, seq: int) -> None:
         """Delete a snapshot, under the box's lock (a restore to it cannot slip between
-        the check and the removal): never the one the box's files stand on."""
+        the check and the removal). A box standing on a disk copy keeps a copy of its own
+        (a reflink: no time, no space); one standing on an engine commit keeps it."""
         async with self._locks[box_id]:
             box = await self._repo.get(box_id)
             snap = next((s for s in await self._repo.snapshots(box_id) if s.seq == seq), None)
             if box is None or snap is None:
                 raise NotFound("the snapshot was deleted meanwhile")
-            if snap.holds(box) or (snap.disk is None and snap.image == box.image):
+            if snap.disk is None and (snap.holds(box) or snap.image == box.image):
                 raise Conflict(
                     f"snapshot {snap.seq} holds box {box.name}'s current files; "
                     "take a newer snapshot or restore another one first"
                 )
+            if snap.disk is not None and snap.holds(box):
+                own = disk_key(box.id, 0)
+                self.committing.add(own)
+                try:
+                    await self._rt.copy_disk(snap.disk, own)
+                    await self._save(box, current_disk=own)
+                finally:
+                    self.committing.discard(own)
             await self._repo.delete_snapshot(box_id, seq)
             await self.forget(snap)
 

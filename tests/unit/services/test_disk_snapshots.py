@@ -54,11 +54,18 @@ async def test_restore_makes_the_container_from_a_copy_of_the_snapshot(copying: 
     assert restored.state == BoxState.RUNNING and restored.current_disk == first.disk
     spec = _spec(w, restored.container_id)
     assert (spec.image, spec.disk) == (first.image, first.disk)
-    # Restoring copies: the snapshot stays, and the box's current one cannot go.
-    with pytest.raises(Conflict, match="current files"):
-        await w.services.snapshots.remove("b", "one")
+    # Restoring copies: the snapshot stays. The one the box stands on can go too (as
+    # E2B deletes a running sandbox's newest): the box keeps a copy of its own.
+    await w.services.snapshots.remove("b", "one")
+    now = await w.boxes.resolve("b")
+    assert now.current_disk and now.current_disk.startswith(f"{now.id}/0r")
+    assert first.disk not in w.runtime.saved and now.current_disk in w.runtime.saved
     await w.services.snapshots.remove("b", "two")
-    assert sorted(w.runtime.saved) == [first.disk]
+    assert sorted(w.runtime.saved) == [now.current_disk]
+    # And a restore of another snapshot later still works from what is kept.
+    third = await w.services.snapshots.take("b", "three")
+    restored = await w.services.snapshots.restore("b", "three")
+    assert restored.current_disk == third.disk
 
 
 async def test_forks_get_copies_of_their_own_and_the_source_keeps_nothing(

@@ -295,6 +295,7 @@ def wire(
         ),
     )
     reaper = Reaper(boxes, now, previews)
+    reaper.changes = changes.subscribe()
     sweeper = ImageSweeper(
         repo,
         runtime,

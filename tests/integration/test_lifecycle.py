@@ -111,6 +111,17 @@ def test_ttl_stop_keeps_files_and_ttl_delete_removes(server: Server) -> None:
         c.delete_box("ttl-stop", force=True)
 
 
+def test_a_deadline_is_kept_on_time_not_a_pass_late(make_server) -> None:  # type: ignore[no-untyped-def]
+    srv: Server = make_server(reap_interval=30)  # passes far apart: deadlines still on time
+    with srv.client() as c:
+        c.create_box("soon", ttl=600, ttl_action="delete")
+        started = time.monotonic()
+        c.extend_box("soon", 2)  # set anew, shorter: the reaper is told
+        assert wait_for(lambda: "soon" not in {b.name for b in c.list_boxes()}, timeout=20)
+        took = time.monotonic() - started
+    assert took < 6, f"reaped {took:.1f} s after a 2 s deadline"
+
+
 def test_capacity_refusal_creates_nothing(make_server) -> None:  # type: ignore[no-untyped-def]
     srv: Server = make_server(capacity_memory_mb=1536)
     srv.cli("new", "--name", "fits", "--type", "small", check=True)

@@ -86,7 +86,7 @@ class Background:
         every = self._schedule
         self._tasks = [
             asyncio.create_task(_every(every.reconcile, self.reconcile_pass, "reconcile")),
-            asyncio.create_task(_every(every.reap, self._reaper.reap, "ttl reaper")),
+            asyncio.create_task(self._reaper.run(every.reap)),
             asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
             asyncio.create_task(_every(60, _rotate_log, "log rotation")),
             asyncio.create_task(self._start_listeners()),

@@ -2,12 +2,17 @@
 unused for their idle time are stopped; previews past their time are removed.
 
 Deadlines live in the store, so a paddockd restart loses none; the first pass after a
-restart reaps whatever expired while it was down. Use is known only since paddockd
-started (services/activity.py): a restart gives every box its whole idle time again.
+restart reaps whatever expired while it was down. A pass runs when the next deadline falls
+due (so a box is reaped on time, not up to a pass late), when a box changed (a deadline
+set anew), and at least every `interval` for idle stops and previews. Use is known only
+since paddockd started (services/activity.py): a restart gives every box its whole idle
+time again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -18,6 +23,8 @@ from .boxes import BoxService
 from .previews import PreviewService
 
 log = logging.getLogger("paddockd.reaper")
+# Passes are this far apart at least: a storm of box changes is not a pass each.
+MIN_GAP = 0.25
 
 
 class Reaper:
@@ -30,6 +37,37 @@ class Reaper:
         self._boxes = boxes
         self._now = now
         self._previews = previews
+        # Box ids the store reports written (services/events.py): set by the composition root.
+        self.changes: asyncio.Queue[str] | None = None
+
+    async def run(self, interval: float) -> None:
+        """Pass after pass until cancelled (a failed pass is logged, not fatal)."""
+        while True:
+            try:
+                await self.reap()
+            except PaddockError as exc:
+                log.error("ttl reaper: %s", exc.message)
+            except Exception:
+                log.exception("ttl reaper failed")
+            wait = await self._until_due(interval)
+            if self.changes is None:
+                await asyncio.sleep(wait)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changes.get(), wait)
+                await asyncio.sleep(MIN_GAP)
+            while not self.changes.empty():
+                self.changes.get_nowait()
+
+    async def _until_due(self, interval: float) -> float:
+        """Seconds until the next running box's deadline, `interval` at most."""
+        now = self._now()
+        due = [
+            (b.expires_at - now).total_seconds()
+            for b in await self._boxes.all()
+            if b.desired == Desired.RUNNING and b.expires_at is not None
+        ]
+        return max(MIN_GAP, min([interval, *due]))
 
     async def reap(self) -> list[str]:
         now = self._now()

@@ -93,6 +93,14 @@ def test_files(sbx: e2b.Sandbox) -> None:
     assert len(sbx.files.write_files(many)) == 5
     names = sorted(e.name for e in sbx.files.list("many"))
     assert names == [f"f{i}.txt" for i in range(5)]
+    # Listed as envd walks (by name, a folder's contents after it), and a link's target
+    # is the full path it leads to.
+    sbx.commands.run("mkdir -p order/b order/a && touch order/c order/a/z order/b/y "
+                     "&& ln -s ../many/f2.txt order/link")  # fmt: skip
+    walked = [e.path.removeprefix("/config/order/") for e in sbx.files.list("order", depth=2)]
+    assert walked == ["a", "a/z", "b", "b/y", "c", "link"]
+    link = next(e for e in sbx.files.list("order") if e.name == "link")
+    assert link.symlink_target == "/config/many/f2.txt"
     assert sbx.files.exists("many/f1.txt")
     assert not sbx.files.exists("many/none")
     info = sbx.files.rename("many/f1.txt", "moved/f1.txt")

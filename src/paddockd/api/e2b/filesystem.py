@@ -7,6 +7,7 @@ malformed is dropped, never guessed at."""
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import secrets
 import stat
 from collections.abc import AsyncIterator
@@ -53,9 +54,17 @@ def entry_of(info: FileInfo) -> pb.EntryInfo:
         owner=info.owner,
         group=info.group,
         modified_time=_timestamp(info.mtime),
-        symlink_target=info.link if is_link else None,
+        symlink_target=_target_of(info) if is_link else None,
         is_symlink=is_link,
     )
+
+
+def _target_of(info: FileInfo) -> str:
+    """Where a link leads, as envd says it: a full path (resolved in the box where the
+    box said; else the link's text taken from its folder)."""
+    if info.resolved:
+        return info.resolved
+    return posixpath.normpath(posixpath.join(posixpath.dirname(info.path), info.link))
 
 
 def parse_entries(out: str) -> list[pb.EntryInfo]:
@@ -108,6 +117,8 @@ class FilesystemService(filesystem_connect.Filesystem):
             )
         except PaddockError as exc:
             raise connect_error(exc) from None
+        # As envd walks: each folder's entries by name, a folder's contents after it.
+        found.sort(key=lambda i: i.path.split("/"))
         return pb.ListDirResponse(entries=[entry_of(i) for i in found])
 
     async def make_dir(

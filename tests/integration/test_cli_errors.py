@@ -34,6 +34,8 @@ REFUSED = {
     ("template", "rebuild"): 2,  # a name or --all: a usage mistake before any request
     ("prompt", "nosuchbox"): 2,  # stdin is empty: no instruction
     ("import", "x"): 1,  # the file is looked for first: there is none to send
+    ("ssh-key", "add"): 2,  # the key file is read first (no ~/.ssh/id_ed25519.pub here)
+    ("forward", "nosuchbox", "x"): 2,  # "x" is no [LOCAL:]PORT
 }
 
 

@@ -1,9 +1,9 @@
-# Layer: OpenSSH's server, for `paddock ssh` and editors' remote-SSH. It never listens:
-# each session is one `sshd -i` that paddockd starts in the box over an exec (a tunnel
-# through the API), with the box's own host key (made by paddockd, never the image's: the
-# keys a package install makes would be every box's) and the caller's public keys, both
-# written to /run/paddock/ssh for that session. So an idle box pays nothing for it, and no
-# port of any box, on any network, answers SSH.
+# Layer: OpenSSH's server, for `paddock ssh` and editors' remote-SSH (and E2B's
+# /home/user). sshd never listens: each session is one `sshd -i` that paddockd starts in
+# the box over an exec (a tunnel through the API), with the box's own host key (made by
+# paddockd, never the image's: the keys a package install makes would be every box's) and
+# the caller's public keys, both written to /run/paddock/ssh for that session. So an idle
+# box pays nothing for it, and no port of any box, on any network, answers SSH.
 ARG FROM
 FROM ${FROM}
 RUN apt-get update \
@@ -13,3 +13,6 @@ RUN apt-get update \
 # A password of "*" is no password, but not a locked account (which sshd refuses without
 # PAM): keys are the only way in.
 RUN usermod -p '*' abc && usermod -p '*' root
+# Code written for E2B's sandboxes expects its user's home at /home/user: the box user's
+# home under that name too (E2B's API maps its user `user` to abc).
+RUN mkdir -p /home && ln -sfn /config /home/user

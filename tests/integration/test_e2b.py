@@ -55,6 +55,9 @@ def test_commands(sbx: e2b.Sandbox) -> None:
     assert failed.value.exit_code == 3
     assert sbx.commands.run("echo $X", envs={"X": "y"}).stdout == "y\n"
     assert sbx.commands.run("whoami", user="root").stdout == "root\n"
+    # E2B's layout: its user's home is /home/user (the box user's home, /config).
+    sbx.files.write("/home/user/e2b-home.txt", "home")
+    assert sbx.commands.run("cat ~/e2b-home.txt /home/user/e2b-home.txt").stdout == "homehome"
     seen: list[str] = []
     sbx.commands.run("echo a; echo b", on_stdout=seen.append)
     assert "".join(seen) == "a\nb\n"

@@ -258,6 +258,21 @@ def test_as_e2b_answers(sdk_env: dict[str, str]) -> None:
         assert {s.sandbox_id for s in e2b.Sandbox.list().next_items()} == before
 
 
+def test_a_command_of_a_killed_sandbox_ends_as_on_e2b(sdk_env: dict[str, str]) -> None:
+    """Killed (or paused) under a running command, its stream ends unfinished, as envd's:
+    the SDK finds the sandbox gone and says so, rather than reading an exit code."""
+    for end in ("kill", "pause"):
+        box = e2b.Sandbox.create(timeout=600)
+        try:
+            h = box.commands.run("sleep 600", background=True)
+            time.sleep(0.5)
+            getattr(e2b.Sandbox, end)(box.sandbox_id)
+            with pytest.raises(e2b.SandboxNotRunningException):
+                h.wait()
+        finally:
+            box.kill()
+
+
 def test_auth_and_other_users(server: Server, sbx: e2b.Sandbox) -> None:
     with pytest.raises(e2b.AuthenticationException):
         e2b.Sandbox.list(api_key="pdk_wrong").next_items()

@@ -170,6 +170,9 @@ async def health(request: Request) -> Response:
     try:
         await target(_e2b(request), request.headers.get)
     except (InvalidState, NotFound) as exc:
-        body = {"code": 502, "message": exc.message, "error_code": exc.code}
+        # "was not found" is what the SDK reads as a sandbox no longer running.
+        sandbox = request.headers.get("e2b-sandbox-id", "")
+        message = f"sandbox {sandbox} was not found ({exc.message})"
+        body = {"code": 502, "message": message, "error_code": exc.code}
         return JSONResponse(body, status_code=502)
     return Response(status_code=204)

@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Literal
 
+from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 from e2b.envd.process import process_connect
 from e2b.envd.process import process_pb as pb
 from protobuf import Oneof
 
+from ...domain.box import Desired
 from ...domain.errors import InvalidRequest, PaddockError
 from ...runtime import inbox
-from ...services.e2b.processes import EnvdProcess, Output, ProcessRegistry
+from ...services.e2b.processes import EnvdProcess, Listener, Output, ProcessRegistry
 from ...services.e2b.service import E2BService
 from .envd import Target, connect_error, keepalive, target
 
@@ -139,11 +141,8 @@ class ProcessService(process_connect.Process):
         queue = p.subscribe()
         self._registry.start(p)
         yield pb.StartResponse(event=_started(p.pid))
-        try:
-            async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
-                yield pb.StartResponse(event=_event(item))
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        async for event in self._events(t, p, queue, ctx):
+            yield pb.StartResponse(event=event)
 
     async def connect(
         self,
@@ -157,9 +156,29 @@ class ProcessService(process_connect.Process):
             raise connect_error(exc) from None
         queue = p.subscribe()
         yield pb.ConnectResponse(event=_started(p.pid))
+        async for event in self._events(t, p, queue, ctx):
+            yield pb.ConnectResponse(event=event)
+
+    async def _events(
+        self,
+        t: Target,
+        p: EnvdProcess,
+        queue: Listener,
+        ctx: RequestContext,  # type: ignore[type-arg]
+    ) -> AsyncIterator[pb.ProcessEvent]:
+        """The process's events. One ended by its sandbox going (killed, paused) ends the
+        stream as envd's does, unfinished: the SDK then finds the sandbox not running."""
         try:
             async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
-                yield pb.ConnectResponse(event=_event(item))
+                if item is not None and item.kind == "end":
+                    box = await self._e2b.boxes.get(t.box.id)
+                    if box is None or box.desired != Desired.RUNNING:
+                        raise ConnectError(
+                            Code.UNAVAILABLE,
+                            f"the connection to sandbox {t.box.id} ended before the stream "
+                            "completed",
+                        )
+                yield _event(item)
         except PaddockError as exc:
             raise connect_error(exc) from None
 

@@ -36,6 +36,7 @@ CLIENT_ID = "paddock"
 _FOREVER = timedelta(days=30)
 _MAX_METADATA = 64
 MAX_FORKS = 20  # as E2B's API
+_SETTLE_POLLS = 600  # a minute of 0.1 s looks for a stop or start under way to end
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,13 @@ class E2BService:
         """Resume a paused sandbox (its files were kept) and set its timeout; a running
         one's timeout is only ever made later."""
         box = await self._resolve(caller, sandbox_id)
+        # A sandbox pausing (its timeout, a pause) is resumed once paused, as E2B's is,
+        # rather than refused while it stops.
+        for _ in range(_SETTLE_POLLS):
+            if box.state not in (BoxState.STOPPING, BoxState.STARTING):
+                break
+            await asyncio.sleep(0.1)
+            box = await self._resolve(caller, sandbox_id)
         running = box.desired == Desired.RUNNING and box.state == BoxState.RUNNING
         if timeout is not None and timeout > 0:
             # E2B's connect only ever extends a running sandbox's timeout.

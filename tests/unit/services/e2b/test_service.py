@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from paddockd.domain.box import BoxState, Desired
 from paddockd.domain.errors import CapacityExceeded, InvalidRequest, NotFound
 
 from ...conftest import People, World
@@ -49,3 +52,22 @@ async def test_a_snapshot_is_a_template_for_its_owner_only(world: World, people:
     for template in ("nope", f"{src.box.id}:99", "base:1"):
         with pytest.raises(NotFound):
             await e2b.create(caller, template, 600, {}, {}, None, None)
+
+
+async def test_a_connect_while_it_pauses_resumes_it_once_paused(world: World) -> None:
+    e2b = world.services.e2b
+    caller = await e2b.authenticate(world.token)
+    made = await e2b.create(caller, "base", 600, {}, {}, None, None)
+    box = await world.repo.get(made.box.id)
+    assert box is not None
+    # Caught mid-stop (its timeout's pause): the stop ends a moment later.
+    stopping = await world.repo.update(box, state=BoxState.STOPPING, desired=Desired.STOPPED)
+
+    async def stop_ends() -> None:
+        await asyncio.sleep(0.3)
+        await world.repo.update(stopping, state=BoxState.STOPPED)
+
+    task = asyncio.create_task(stop_ends())
+    again = await e2b.connect(caller, made.box.id, 600)
+    await task
+    assert again.box.state == BoxState.RUNNING and again.state == "running"

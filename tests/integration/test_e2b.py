@@ -116,6 +116,10 @@ def test_files(sbx: e2b.Sandbox) -> None:
     assert not sbx.files.make_dir("newdir")
     with pytest.raises(e2b.NotFoundException):
         sbx.files.read("nope.txt")
+    # The kernel's files say 0 bytes and hold more: read as a program reads them.
+    boot_id = sbx.files.read("/proc/sys/kernel/random/boot_id")
+    assert boot_id == sbx.commands.run("cat /proc/sys/kernel/random/boot_id").stdout
+    assert len(boot_id.strip()) == 36
 
 
 def test_git(sbx: e2b.Sandbox) -> None:

@@ -137,6 +137,9 @@ async def _member(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         del buf[:padded]
 
 
+_KERNEL_FILES = ("/proc/", "/sys/")
+
+
 @router.get("/sandbox/files")
 async def download(request: Request) -> Response:
     svc = _e2b(request)
@@ -145,6 +148,17 @@ async def download(request: Request) -> Response:
     chunks, st = await svc.boxes.pull(t.box.id, path, t.caller)
     if st.get("type") == "dir":
         raise InvalidRequest(f"{st['path']} is a directory, not a file")
+    if st.get("size") == 0 and str(st.get("path", "")).startswith(_KERNEL_FILES):
+        # /proc and /sys say 0 bytes and hold more: read as a program reads them (the
+        # box's cat, as the user, bounded like any command's output).
+        if (close := getattr(chunks, "aclose", None)) is not None:
+            await close()
+        code, out, err = await svc.boxes.run(
+            t.box.id, ["cat", "--", str(st["path"])], t.user, caller=t.caller
+        )
+        if code != 0:
+            raise InvalidRequest(err.strip() or f"{st['path']} could not be read")
+        return Response(out.encode(), media_type="application/octet-stream")
     body = _member(chunks)
     # Read the first piece here, so a failure is still an error status, not a cut stream.
     try:

@@ -48,6 +48,7 @@ from .template_context import copy_tar, dockerfile_in
 log = logging.getLogger("paddockd.templates")
 
 MAX_CONTEXT = 2 << 30  # bytes of a build's context
+MAX_TEMPLATES = 50  # per user: each keeps its context and disk on the server's disk
 MAX_LOG = 16 << 20  # bytes of a build's log kept
 DEFAULT_TIMEOUT = 1800
 MAX_TIMEOUT = 3 * 3600
@@ -178,6 +179,9 @@ class TemplateService:
         )
         if old is not None and old.id in self._tasks:
             raise InvalidState(f"template {name} is being built already")
+        if old is None:
+            await self._room(holder)
+        self.check_disk("a template's build")
         template_id = secrets.token_hex(8)
         folder = self._root / template_id
         await anyio.to_thread.run_sync(lambda: folder.mkdir(parents=True, mode=0o700))
@@ -236,6 +240,16 @@ class TemplateService:
         )
         assert context.exists()
         return t
+
+    def check_disk(self, what: str) -> None:
+        self._boxes.capacity.check_disk(what)
+
+    async def _room(self, holder: str | None) -> None:
+        """Refuse a new template past the per-user count (each holds disk on the server)."""
+        if sum(t.owner_id == holder for t in await self._repo.all()) >= MAX_TEMPLATES:
+            raise InvalidRequest(
+                f"you have {MAX_TEMPLATES} templates, the most one may: delete one first"
+            )
 
     async def _receive(self, chunks: AsyncIterator[bytes], path: Path) -> None:
         """The context, to a file of paddockd's (bounded: a build cannot fill the disk)."""
@@ -370,6 +384,8 @@ class TemplateService:
         validate_template_name(name)
         await self._copies()
         box = await self._boxes.resolve(ref, caller)
+        await self._room(holder_of(caller))
+        self.check_disk("a template")
         template_id = secrets.token_hex(8)
         seq = None
         if snapshot is not None:

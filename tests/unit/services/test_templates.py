@@ -224,3 +224,25 @@ async def test_from_builds_on_a_template_whatever_from_says_and_a_rebuild_keeps_
     with pytest.raises(InvalidRequest, match="FROM nope"):
         await templates.build("third", body(context({"Dockerfile": b"FROM paddock-box\n"})),
                               BuildOptions(base="nope"), Given())  # fmt: skip
+
+
+async def test_a_user_has_at_most_so_many_templates(
+    world: World, people: People, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paddockd.services import templates as module
+
+    monkeypatch.setattr(module, "MAX_TEMPLATES", 2)
+    svc = world.services.templates
+    await world.boxes.create("bobs", None, None, None, caller=people.bob)
+    for name in ("one", "two"):
+        await svc.from_box(name, "bobs", None, Given(), people.bob)
+    with pytest.raises(InvalidRequest, match="2 templates, the most"):
+        await svc.from_box("three", "bobs", None, Given(), people.bob)
+    ctx = body(context({"Dockerfile": b"FROM paddock-box\n"}))
+    with pytest.raises(InvalidRequest, match="2 templates, the most"):
+        await svc.build("three", ctx, BuildOptions(), Given(), people.bob)
+    # Another user's count is theirs; building one of yours again replaces it.
+    await world.boxes.create("carols", None, None, None, caller=people.carol)
+    await svc.from_box("one", "carols", None, Given(), people.carol)
+    again = body(context({"Dockerfile": b"FROM paddock-box\n"}))
+    await svc.build("two", again, BuildOptions(), Given(), people.bob)

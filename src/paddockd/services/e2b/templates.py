@@ -115,6 +115,7 @@ class E2BTemplates:
             raise InvalidRequest("a files hash is 64 hex digits")
         if files_hash not in p.uploads and len(p.uploads) >= MAX_UPLOADS:
             raise InvalidRequest(f"a build takes at most {MAX_UPLOADS} file uploads")
+        self._templates.check_disk("a template's files")
         path = p.folder / f"{files_hash}.tar"
         too_large = f"a build's uploads are at most {MAX_CONTEXT >> 30} GiB in all"
         async with p.lock:

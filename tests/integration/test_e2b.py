@@ -518,3 +518,27 @@ def test_template_uploads_need_their_link(server: Server, sdk_env: dict[str, str
     assert httpx.put(link["url"], content=b"").status_code == 401  # its build has started
     with server.client() as c:
         assert "links" not in [t.name for t in c.list_templates()]
+
+
+def test_the_async_sdk_answers_as_e2b(sdk_env: dict[str, str]) -> None:
+    """The same answers through the SDK's AsyncSandbox."""
+    import asyncio
+
+    async def run() -> None:
+        box = await e2b.AsyncSandbox.create(timeout=600)
+        other = await e2b.AsyncSandbox.create(timeout=600)
+        try:
+            listed = await e2b.AsyncSandbox.list().next_items()
+            ids = [s.sandbox_id for s in listed]
+            assert ids.index(other.sandbox_id) < ids.index(box.sandbox_id)  # newest first
+            await box.files.remove("/tmp/never-there")
+            h = await box.commands.run("sleep 600", background=True)
+            await box.pause()
+            assert not await box.is_running()
+            with pytest.raises(e2b.SandboxNotRunningException):
+                await h.wait()
+        finally:
+            await box.kill()
+            await other.kill()
+
+    asyncio.run(run())

@@ -170,7 +170,16 @@ def own_key(c: Client, f: Files) -> None:
             check=True,
             stdin=subprocess.DEVNULL,
         )
-    public = f.key.with_suffix(".pub").read_text().strip()
+    pub = f.key.with_suffix(".pub")
+    if not pub.exists():  # the private half alone: its public half again
+        said = subprocess.run(
+            [_ssh_tool("ssh-keygen"), "-y", "-f", str(f.key)],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        if said.returncode != 0:
+            raise UsageError(f"{f.key} is not a usable key ({said.stderr.strip()}): remove it")
+        pub.write_text(said.stdout)
+    public = pub.read_text().strip()
     if any(k.fingerprint == fingerprint(public) for k in c.list_ssh_keys()):
         return
     base = re.sub(r"[^A-Za-z0-9._@-]", "-", f"cli-{socket.gethostname()}")[:56]
@@ -190,7 +199,9 @@ def _blocks(text: str) -> dict[str, str]:
 
 
 def _proxy_command(name: str) -> str:
-    me = shutil.which("paddock") or os.path.abspath(sys.argv[0])
+    # The paddock that is running (a venv's), else the one on the PATH.
+    ran = os.path.abspath(sys.argv[0])
+    me = ran if os.path.basename(ran) == "paddock" else shutil.which("paddock") or ran
     words = [me, "ssh-proxy", name]
     if "PADDOCK_CONFIG" in os.environ:  # ssh's children may not have this shell's variables
         words = ["env", f"PADDOCK_CONFIG={os.environ['PADDOCK_CONFIG']}", *words]

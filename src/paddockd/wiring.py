@@ -295,7 +295,7 @@ def wire(
         ),
     )
     reaper = Reaper(boxes, now, previews)
-    reaper.changes = changes.subscribe()
+    reaper.changes = changes
     sweeper = ImageSweeper(
         repo,
         runtime,

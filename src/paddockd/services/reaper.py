@@ -20,6 +20,7 @@ from datetime import datetime
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import PaddockError
 from .boxes import BoxService
+from .events import BoxChanges
 from .previews import PreviewService
 
 log = logging.getLogger("paddockd.reaper")
@@ -37,27 +38,29 @@ class Reaper:
         self._boxes = boxes
         self._now = now
         self._previews = previews
-        # Box ids the store reports written (services/events.py): set by the composition root.
-        self.changes: asyncio.Queue[str] | None = None
+        # Where the store reports box writes (services/events.py): set by the composition
+        # root, listened to while the reaper runs.
+        self.changes: BoxChanges | None = None
 
     async def run(self, interval: float) -> None:
         """Pass after pass until cancelled (a failed pass is logged, not fatal)."""
-        while True:
-            try:
-                await self.reap()
-            except PaddockError as exc:
-                log.error("ttl reaper: %s", exc.message)
-            except Exception:
-                log.exception("ttl reaper failed")
-            wait = await self._until_due(interval)
-            if self.changes is None:
-                await asyncio.sleep(wait)
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changes.get(), wait)
-                await asyncio.sleep(MIN_GAP)
-            while not self.changes.empty():
-                self.changes.get_nowait()
+        queue = self.changes.subscribe() if self.changes is not None else asyncio.Queue[str]()
+        try:
+            while True:
+                try:
+                    await self.reap()
+                except PaddockError as exc:
+                    log.error("ttl reaper: %s", exc.message)
+                except Exception:
+                    log.exception("ttl reaper failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(queue.get(), await self._until_due(interval))
+                    await asyncio.sleep(MIN_GAP)
+                while not queue.empty():
+                    queue.get_nowait()
+        finally:
+            if self.changes is not None:
+                self.changes.unsubscribe(queue)
 
     async def _until_due(self, interval: float) -> float:
         """Seconds until the next running box's deadline, `interval` at most."""

@@ -41,6 +41,7 @@ class Reaper:
         # Where the store reports box writes (services/events.py): set by the composition
         # root, listened to while the reaper runs.
         self.changes: BoxChanges | None = None
+        self._next_due = float("inf")  # seconds from the last pass to the next deadline
 
     async def run(self, interval: float) -> None:
         """Pass after pass until cancelled (a failed pass is logged, not fatal)."""
@@ -53,8 +54,9 @@ class Reaper:
                     log.error("ttl reaper: %s", exc.message)
                 except Exception:
                     log.exception("ttl reaper failed")
+                wait = max(MIN_GAP, min(interval, self._next_due))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(queue.get(), await self._until_due(interval))
+                    await asyncio.wait_for(queue.get(), wait)
                     await asyncio.sleep(MIN_GAP)
                 while not queue.empty():
                     queue.get_nowait()
@@ -62,20 +64,15 @@ class Reaper:
             if self.changes is not None:
                 self.changes.unsubscribe(queue)
 
-    async def _until_due(self, interval: float) -> float:
-        """Seconds until the next running box's deadline, `interval` at most."""
-        now = self._now()
-        due = [
-            (b.expires_at - now).total_seconds()
-            for b in await self._boxes.all()
-            if b.desired == Desired.RUNNING and b.expires_at is not None
-        ]
-        return max(MIN_GAP, min([interval, *due]))
-
     async def reap(self) -> list[str]:
         now = self._now()
         reaped = []
+        self._next_due = float("inf")
         for box in await self._boxes.all():
+            if box.desired == Desired.RUNNING and box.expires_at is not None:
+                left = (box.expires_at - now).total_seconds()
+                if left > 0:  # the next pass is due when the soonest of these is
+                    self._next_due = min(self._next_due, left)
             if (
                 box.desired == Desired.RUNNING
                 and box.expires_at is not None

@@ -12,7 +12,9 @@ kernel's view of the running box changes, through idmapped mounts.
 Slots are files named by number in a folder on /run (gone at reboot, with every box),
 each holding the container id it was taken for. A slot is in use while its file is
 locked (its box is being created) or runc knows its container; anything else is left
-over from a crash and taken again. Stdlib only (the OCI wrapper imports it).
+over from a crash and taken again. The OCI wrapper's delete removes the file of a
+container runc has forgotten, under the folder's lock (oci.py, `_DELETE`). Stdlib only
+(the OCI wrapper imports it).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class Identities(NamedTuple):
     @contextlib.contextmanager
     def take(self, cid: str) -> Iterator[int]:
         """A slot for container `cid`, held locked while the caller creates it; its first
-        host uid is yielded. The slot stays taken afterwards, until `release`."""
+        host uid is yielded. The slot stays taken afterwards, until runc forgets the container."""
         if not _CID.fullmatch(cid):
             raise ValueError(f"not a container id: {cid!r}")
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -70,14 +72,6 @@ class Identities(NamedTuple):
             raise
         finally:
             os.close(fd)  # the lock goes; runc knows the container from here on
-
-    def release(self, cid: str) -> None:
-        """Give back the slot of a container runc has deleted (nothing if it had none)."""
-        with self._listing():
-            for slot, owner in self._taken():
-                if owner == cid:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.folder / str(slot))
 
     def of(self, cid: str) -> int | None:
         """The first host uid of the container's identity, while it has one."""

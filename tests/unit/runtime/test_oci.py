@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from paddockd.runtime import oci
+from paddockd.runtime.identity import Identities
 
 SPEC = {
     "mounts": [
@@ -132,14 +133,47 @@ def test_wrapper_passes_everything_but_create_and_delete_straight_to_runc(
     assert out == "runc --root /run/x --log l.json exec --pid-file p id\n"
     failed = subprocess.run([str(wrapper), "--root", "create", "create", "--bundle", "b", "id"])
     assert failed.returncode != 0  # through the (here missing) python hook
-    # A delete goes through it only for a box whose identity is staged; any other (the
-    # engine's second delete of each container) is runc's alone.
-    (staging / "held").mkdir(parents=True)
-    for cid, hooked in (("held", True), ("free", False), ("..", False), ("../roots", False)):
-        done = subprocess.run(
-            [str(wrapper), "--root", "/run/x", "delete", "--force", cid], capture_output=True
+    # Without identities a delete is runc's alone.
+    assert run_wrapper(wrapper, "delete", "held") == "runc --root /run/x delete held\n"
+
+
+def run_wrapper(wrapper: Path, *args: str, root: str = "/run/x") -> str:
+    return subprocess.run(
+        [str(wrapper), "--root", root, *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_a_delete_frees_the_staging_folder_and_identity_of_a_container_runc_forgot(
+    tmp_path: Path,
+) -> None:
+    fake_runc = tmp_path / "runc"
+    fake_runc.write_text('#!/bin/sh\necho "runc $*"\n')
+    fake_runc.chmod(0o755)
+    staging, state = tmp_path / "roots", tmp_path / "state"
+    table = Identities(tmp_path / "ids", state, first=0x70000000, slots=4)
+    settings = oci.Settings(runc=str(fake_runc), staging=staging, identities=table.folder)
+    wrapper = tmp_path / "paddock-runc"
+    wrapper.write_text(oci.wrapper_script("/nonexistent/python", settings))
+    wrapper.chmod(0o755)
+    for cid in ("gone", "alive", "other"):
+        with table.take(cid):
+            (staging / cid / "root").mkdir(parents=True)
+            (state / cid).mkdir(parents=True)
+            (state / cid / "state.json").write_text("{}")
+    (state / "gone" / "state.json").unlink()  # runc forgot it; "alive" it still knows
+    for cid in ("gone", "alive"):
+        assert run_wrapper(wrapper, "delete", "--force", cid, root=str(state)) == (
+            f"runc --root {state} delete --force {cid}\n"
         )
-        assert (done.returncode != 0) == hooked, cid
+    assert not (staging / "gone").exists() and table.of("gone") is None
+    assert (staging / "alive" / "root").is_dir() and table.of("alive") is not None
+    assert table.of("other") is not None
+    # Names that are no container's, and containers with nothing staged: runc's alone.
+    for cid in ("free", "..", "../roots"):
+        assert run_wrapper(wrapper, "delete", cid, root=str(state)) == (
+            f"runc --root {state} delete {cid}\n"
+        )
+    assert (staging / "alive").is_dir() and (staging / "other").is_dir()
 
 
 def test_no_code_path_asks_for_dangerous_options() -> None:

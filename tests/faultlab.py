@@ -394,7 +394,7 @@ SCENARIOS = [
              _sdk(lambda c, lab: c.fork_box(lab.keep, "forked")), _running, _fork_absent),
     Scenario("restore: row saved, old container not removed", "restore.saved",
              _restore_older, _two_snapshots, _restored),
-    Scenario("restore: new container made, id not saved", "container.created",
+    Scenario("restore: disk swapped in place, container not recorded", "restore.loaded",
              _restore_older, _two_snapshots, _restored),
     Scenario("push: mid-archive", "push.streaming", _push_big, _running),
     Scenario("pull: mid-archive", "pull.streaming", _pull_all, _big_acked),

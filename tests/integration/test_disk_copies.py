@@ -94,7 +94,15 @@ def test_a_live_snapshot_keeps_bytes_owners_xattrs_links_and_holes(
         assert copies.sh(fork, _CHECK, user="root") == before
     finally:
         copies.cli("rm", "--force", fork, check=True)
+    made = {str(c["Id"]) for c in copies.containers()}
     copies.cli("restore", tiny, "--snapshot", "s", check=True)
+    assert copies.sh(tiny, _CHECK, user="root") == before
+    # In place: the box's own container, given a copy of the snapshot's disk.
+    assert {str(c["Id"]) for c in copies.containers()} == made
+    copies.sh(tiny, "rm -rf /srv/d", user="root")
+    copies.cli("stop", tiny, check=True)
+    copies.cli("restore", tiny, "--snapshot", "s", check=True)
+    copies.cli("resume", tiny, check=True)
     assert copies.sh(tiny, _CHECK, user="root") == before
 
 

@@ -326,6 +326,12 @@ class Runtime(Protocol):
         digits); False if the container has no disk of its own."""
         ...
 
+    async def load_disk(self, cid: str, key: str) -> bool:
+        """Replace the disk of a container that is not running with a copy of the saved
+        disk `key` (a restore that keeps the container); False if it has no disk of its
+        own (the caller makes a new container instead)."""
+        ...
+
     async def copy_disk(self, source: str, key: str) -> None: ...
 
     async def drop_disk(self, key: str) -> None:

@@ -132,6 +132,36 @@ class BoxDisks:
                     raise
             self._mount(image, layer)
 
+    def load(self, cid: str, source: str) -> bool:
+        """Swap the filesystem of a container that is not running for a copy of the saved
+        disk `source` (grown to the old one's size if it is smaller): a restore in place,
+        the container kept. False if the container has no filesystem of its own."""
+        image, note = self._paths(cid)
+        with self._locked():
+            if not image.exists():
+                return False
+            layer = self._noted(note)
+            engine = image.with_name(cid + _ENGINE)
+            if not engine.exists():
+                # This layer's own engine files (mounted or under the mount, the same), put
+                # back over the copy's at every mount, as for a container made from one.
+                files = {n: (layer / n).read_text() for n in _ENGINE_FILES}
+                engine.write_text(json.dumps(files))
+            partial = image.with_name(image.name + ".new")  # swept if a crash leaves it
+            diskcopy.clone(self.saved(source), partial)
+            try:
+                size = image.stat().st_size
+                if partial.stat().st_size < size:
+                    _grow(partial, size)
+                if self._mounted_at(note):
+                    run("umount", str(layer))
+                partial.rename(image)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            self._mount(image, layer)
+        return True
+
     def save(self, cid: str, key: str, running: bool = True) -> None:
         """Copy the container's disk to the saved disk `key`: of a running box, under a
         freeze of at most diskcopy.FREEZE_LIMIT seconds, so the copy is consistent."""

@@ -699,6 +699,9 @@ class DockerRuntime:
     async def save_disk(self, cid: str, key: str) -> bool:
         return await self._run(lambda: self._storage.save_disk(cid, key))
 
+    async def load_disk(self, cid: str, key: str) -> bool:
+        return await self._run(lambda: self._storage.load_disk(cid, key))
+
     async def copy_disk(self, source: str, key: str) -> None:
         await self._run(lambda: self._storage.copy_disk(source, key))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,18 @@ class FakeRuntime:
         if not self.copies:
             return False
         self.saved[key] = cid
+        return True
+
+    async def load_disk(self, cid: str, key: str) -> bool:
+        self._maybe_fail("load_disk")
+        c = self._get(cid)
+        if not self.copies:
+            return False
+        if c["running"]:
+            raise InvalidRequest(f"container {cid} is running")
+        if key not in self.saved:
+            raise NotFound(f"no saved disk {key}")
+        c["spec"] = replace(c["spec"], disk=key)
         return True
 
     async def copy_disk(self, source: str, key: str) -> None:

@@ -125,6 +125,14 @@ class BoxStorage:
         self._saved("could not copy the box's disk", lambda d: d.save(cid, key, running))
         return True
 
+    def load_disk(self, cid: str, key: str) -> bool:
+        """Give a container that is not running a copy of saved disk `key` as its disk;
+        False if it has no disk of its own."""
+        disks = self._box_disks()
+        if disks is None or not disks.size(cid):
+            return False
+        return self._saved("could not restore the box's disk", lambda d: d.load(cid, key))
+
     def copy_disk(self, source: str, key: str) -> None:
         self._saved("could not copy a saved disk", lambda d: d.copy_saved(source, key))
 

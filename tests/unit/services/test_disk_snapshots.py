@@ -47,13 +47,16 @@ async def test_a_snapshot_is_a_copy_of_the_disk_over_the_containers_image(
 
 async def test_restore_makes_the_container_from_a_copy_of_the_snapshot(copying: World) -> None:
     w = copying
-    await w.boxes.create("b", None, None, None)
+    box = await w.boxes.create("b", None, None, None)
     first = await w.services.snapshots.take("b", "one")
     await w.services.snapshots.take("b", "two")
     restored = await w.services.snapshots.restore("b", "one")
     assert restored.state == BoxState.RUNNING and restored.current_disk == first.disk
-    spec = _spec(w, restored.container_id)
-    assert (spec.image, spec.disk) == (first.image, first.disk)
+    # In place: the box's own container, stopped, given a copy of the snapshot's disk.
+    assert restored.container_id == box.container_id
+    assert w.runtime.by_id[box.container_id or ""]["image_id"] == first.image
+    assert _spec(w, restored.container_id).disk == first.disk
+    assert "create" not in w.runtime.calls[w.runtime.calls.index("load_disk") :]
     # Restoring copies: the snapshot stays. The one the box stands on can go too (as
     # E2B deletes a running sandbox's newest): the box keeps a copy of its own.
     await w.services.snapshots.remove("b", "one")
@@ -66,6 +69,19 @@ async def test_restore_makes_the_container_from_a_copy_of_the_snapshot(copying: 
     third = await w.services.snapshots.take("b", "three")
     restored = await w.services.snapshots.restore("b", "three")
     assert restored.current_disk == third.disk
+
+
+async def test_a_restore_that_cannot_load_in_place_makes_a_new_container(
+    copying: World,
+) -> None:
+    w = copying
+    box = await w.boxes.create("b", None, None, None)
+    snap = await w.services.snapshots.take("b", "one")
+    w.runtime.fail_next["load_disk"] = EngineUnavailable("the disk did not mount")
+    restored = await w.services.snapshots.restore("b", "one")
+    assert restored.state == BoxState.RUNNING and restored.container_id != box.container_id
+    assert _spec(w, restored.container_id).disk == snap.disk
+    assert box.container_id not in w.runtime.by_id  # the old one went
 
 
 async def test_forks_get_copies_of_their_own_and_the_source_keeps_nothing(

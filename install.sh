@@ -191,7 +191,15 @@ if [ ! -f "$CONFIG" ]; then
     sed -e "s/@PORT@/$PORT/" -e "s/@MANAGE@/$manage/" "$HERE/deploy/paddockd.toml" > "$CONFIG"
     echo "written"
 else
-    echo "kept (edit it and restart paddockd to change settings)"
+    # The template's old CPU line counted CPU claims (4 x cores): an upgrade takes the
+    # newer model (CPU shared, memory counted), unless the line was changed by hand.
+    if grep -qx 'cpu_overcommit = 4.0' "$CONFIG" && grep -qx '# cpus = 0                  # 0: host cores x cpu_overcommit' "$CONFIG"; then
+        sed -i -e 's/^cpu_overcommit = 4.0$/# cpu_overcommit = 0        # > 0: count CPU claims too, up to host cores x this/' \
+            -e 's/^# cpus = 0                  # 0: host cores x cpu_overcommit$/memory_overcommit = 4.0     # memory claims of running boxes: up to this x (host memory - reserve)/' "$CONFIG"
+        echo "kept; CPU is now shared rather than counted (docs/server.md \"Capacity\")"
+    else
+        echo "kept (edit it and restart paddockd to change settings)"
+    fi
 fi
 
 step "Box engine and paddockd"

@@ -160,9 +160,11 @@ class Config:
     # Snapshot images younger than this are never swept as unreferenced: their row may
     # be on its way.
     image_sweep_grace: float = 600.0
-    capacity_cpus: float = 0.0  # 0: host cores x cpu_overcommit
-    cpu_overcommit: float = 4.0
-    capacity_memory_mb: int = 0  # 0: host memory - memory_reserve_mb
+    # services/capacity.py: memory claims are counted, CPU is shared unless a capacity is set.
+    capacity_cpus: float = 0.0  # 0: host cores x cpu_overcommit, or not counted
+    cpu_overcommit: float = 0.0  # 0: CPU is not counted (each box is capped and weighted)
+    capacity_memory_mb: int = 0  # 0: (host memory - memory_reserve_mb) x memory_overcommit
+    memory_overcommit: float = 4.0
     memory_reserve_mb: int = 1024
     types: dict[str, BoxType] = field(default_factory=lambda: dict(DEFAULT_TYPES))
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -235,7 +237,8 @@ def load(path: Path | None = None) -> Config:
     if "ttl_action" in flat:
         flat["ttl_action"] = TtlAction(flat["ttl_action"])
     for key, value in capacity.items():
-        flat[key if key in ("cpu_overcommit", "memory_reserve_mb") else f"capacity_{key}"] = value
+        own = ("cpu_overcommit", "memory_overcommit", "memory_reserve_mb")
+        flat[key if key in own else f"capacity_{key}"] = value
     types = dict(DEFAULT_TYPES)
     for name, spec in raw.get("types", {}).items():
         types[name] = BoxType(name=name, **spec)
@@ -275,7 +278,27 @@ def load(path: Path | None = None) -> Config:
     if cfg.default_type not in cfg.types:
         raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
     _check_pool(cfg)
+    _check_capacity(cfg)
     return cfg
+
+
+def _check_capacity(cfg: Config) -> None:
+    numbers = {
+        "cpus": cfg.capacity_cpus,
+        "memory_mb": cfg.capacity_memory_mb,
+        "cpu_overcommit": cfg.cpu_overcommit,
+        "memory_reserve_mb": cfg.memory_reserve_mb,
+    }
+    for key, value in numbers.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"[capacity] {key} = {value!r} is not a number >= 0")
+    if isinstance(cfg.memory_overcommit, bool) or not (
+        isinstance(cfg.memory_overcommit, int | float) and 0 < cfg.memory_overcommit <= 100
+    ):
+        raise ValueError(
+            f"[capacity] memory_overcommit = {cfg.memory_overcommit!r} is not a number "
+            "above 0 and at most 100 (1: boxes may claim the host's memory once)"
+        )
 
 
 def _check_pool(cfg: Config) -> None:

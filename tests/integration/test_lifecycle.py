@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
@@ -139,6 +140,29 @@ def test_capacity_refusal_creates_nothing(make_server) -> None:  # type: ignore[
     assert srv.cli("snapshots", "fits", "--json", check=True).stdout.strip() == "[]"
     names = [c["Labels"]["paddock.name"] for c in srv.containers()]  # type: ignore[index]
     assert names == ["fits"]
+
+
+def test_idle_boxes_fit_by_memory_not_by_cpu(make_server) -> None:  # type: ignore[no-untyped-def]
+    """The default model: CPU is shared (more small boxes run than 4 x cores, which once
+    refused the ninth here), each weighted by its CPUs; memory claims are what counts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    speck = {"cpus": 1, "memory_mb": 96, "pids": 128, "disk_mb": 256}
+    srv: Server = make_server(capacity_cpus=0, capacity_memory_mb=0, types={"speck": speck})
+    names = [f"idle-{i}" for i in range(4 * (os.cpu_count() or 1) + 1)]
+
+    def make(name: str) -> None:
+        with srv.client() as c:
+            c.create_box(name, box_type="speck", ttl=600)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(make, names))
+    status = json.loads(srv.cli("status", "--json", check=True).stdout)["capacity"]
+    assert status["cpus_total"] is None and status["memory_used_mb"] == 96 * len(names)
+    assert status["memory_overcommit"] == 4 and status["memory_available_mb"] > 0
+    with srv.client() as c:
+        seen = c.exec(names[-1], "cat /proc/self/oom_score_adj /sys/fs/cgroup/cpu/cpu.shares")
+    assert seen.stdout.split() == ["500", "1024"], seen.stdout
 
 
 def test_paddockd_restart_keeps_boxes_and_heals_what_changed_meanwhile(make_server) -> None:  # type: ignore[no-untyped-def]

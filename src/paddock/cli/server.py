@@ -12,7 +12,7 @@ from ._common import UsageError, add_json, client, examples, nested
 from ._output import binary_size, emit_json, note
 
 if TYPE_CHECKING:
-    from ..wire.models import PoolStatus
+    from ..wire.models import Capacity, PoolStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -151,10 +151,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     image = "present" if e.image_present else "missing: run `paddock image build`"
     print(f"image:     {e.image} ({image})")
     print(f"boxes:     {st.boxes_running} running, {st.boxes_stopped} stopped")
-    print(
-        f"capacity:  CPU {cap.cpus_used:g}/{cap.cpus_total:g} used, "
-        f"memory {cap.memory_used_mb}/{cap.memory_total_mb} MiB used"
-    )
+    for line in capacity_lines(cap):
+        print(line)
     if st.data_root_free_bytes is not None and st.data_root_total_bytes:
         free, total = st.data_root_free_bytes, st.data_root_total_bytes
         print(
@@ -202,3 +200,25 @@ def cmd_image_build(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"[{event['step']}] {event['line']}")
                 sys.stderr.flush()
     return 0
+
+
+def capacity_lines(cap: Capacity) -> list[str]:
+    """What running boxes claim, and of what: memory first (what limits a server)."""
+    how = (
+        f"{cap.memory_overcommit:g}x the host's memory after a {cap.memory_reserve_mb} MiB reserve"
+        if cap.memory_overcommit
+        else "set by hand"
+    )
+    lines = [f"capacity:  memory {cap.memory_used_mb}/{cap.memory_total_mb} MiB claimed ({how})"]
+    if cap.cpus_total is None:
+        lines.append(f"           CPU {cap.cpus_used:g} claimed, shared by weight (not counted)")
+    else:
+        lines.append(f"           CPU {cap.cpus_used:g}/{cap.cpus_total:g} claimed")
+    if cap.memory_available_mb is not None:
+        kept = (
+            f" (a box starts while more than the {cap.memory_reserve_mb} MiB reserve is)"
+            if cap.memory_reserve_mb
+            else ""
+        )
+        lines.append(f"           host memory available: {cap.memory_available_mb} MiB{kept}")
+    return lines

@@ -476,10 +476,18 @@ class EngineStatus:
 
 @dataclass
 class Capacity:
-    cpus_total: float
+    """What running boxes claim of what they may (docs/server.md "Capacity"). `cpus_total`
+    None: CPU is shared by weight, not counted. `memory_overcommit`: the claims' total
+    over the host's memory after the reserve (None: set by hand). `memory_available_mb`:
+    the host's memory available now (owner only), beside the reserve a new box leaves."""
+
+    cpus_total: float | None
     cpus_used: float
     memory_total_mb: int
     memory_used_mb: int
+    memory_overcommit: float | None = None
+    memory_reserve_mb: int = 0
+    memory_available_mb: int | None = None
 
 
 @dataclass

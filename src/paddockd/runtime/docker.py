@@ -202,6 +202,10 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
+# The kernel's OOM killer picks a box's process before any of the host's (-1000..1000).
+BOX_OOM_SCORE_ADJ = 500
+
+
 class DockerRuntime:
     def __init__(
         self,
@@ -400,6 +404,12 @@ class DockerRuntime:
             binds.update({host: {"bind": box, "mode": "ro"} for host, box in views.items()})
             host_config = self.api.create_host_config(
                 nano_cpus=int(spec.cpus * 1e9),
+                # CPU is shared, not reserved (services/capacity.py): under contention each
+                # box gets a share weighted by its type's CPUs, up to its own cap above.
+                cpu_shares=max(2, int(spec.cpus * 1024)),
+                # The host's own (paddockd, the engine, sshd) outlive boxes when memory
+                # claims, overcommitted, meet the host's memory.
+                oom_score_adj=BOX_OOM_SCORE_ADJ,
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",
                 pids_limit=spec.pids,

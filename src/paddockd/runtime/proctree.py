@@ -72,10 +72,11 @@ def freeze(root: int) -> list[Member]:
     return list(members.items())
 
 
-def _until_stopped(pids: list[int], within: float = 1.0) -> None:
+def _until_stopped(pids: list[int], within: float = 5.0) -> None:
     """Wait until each has stopped (or ended): a signal takes effect a moment after it is
     sent, and a process still running then may fork after the tree was read again. One
-    that cannot stop yet (in uninterruptible sleep) is waited for `within` seconds."""
+    that cannot stop yet (in uninterruptible sleep, or on a loaded host) is waited for
+    `within` seconds."""
     deadline = time.monotonic() + within
     waiting = list(pids)
     while waiting and time.monotonic() < deadline:

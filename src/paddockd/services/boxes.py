@@ -360,7 +360,10 @@ class BoxService:
             now = self._now()
             async with self._claim:
                 others = [b for b in await self._repo.all() if b.id != box.id]
-                self.capacity.check(others, self._type_of(box))
+                want = self._type_of(box)
+                self.capacity.check(
+                    others, want, lambda: self._when_full(others, want, caller, box)
+                )
                 if box.owner_id:
                     owner = User(box.owner_id, "", Role.MEMBER)
                     await self._check_limits(owner, others, self._type_of(box), new=False)
@@ -413,15 +416,17 @@ class BoxService:
             name = next(n for n in iter(generated_name, None) if n not in taken)
         elif validate_name(name) in taken:
             raise Conflict(f"a box named {name!r} already exists")
-        if not self.capacity.fits(boxes, box_type):
-            self.capacity.check(boxes, box_type, self._when_full(boxes, box_type, caller))
+        self.capacity.check(boxes, box_type, lambda: self._when_full(boxes, box_type, caller))
         await self._check_limits(caller, boxes, box_type, new=True)
         self.capacity.check_disk(what)
         return name
 
-    def _when_full(self, boxes: list[Box], want: BoxType, caller: User | None) -> str:
+    def _when_full(
+        self, boxes: list[Box], want: BoxType, caller: User | None, resuming: Box | None = None
+    ) -> str:
         """What the caller can do about a full server: stop one of their own running
-        boxes (named), or take a type that fits now, if there is one."""
+        boxes (named), or take a type that fits now, if there is one (not for a box being
+        resumed: its type is its own)."""
         me = caller.stored_id if caller else None
         mine = [
             b.name
@@ -439,7 +444,7 @@ class BoxService:
             advice = f"Stop one of your running boxes ({shown}: `paddock stop NAME`)"
         else:
             advice = "None of the running boxes are yours: ask the server's owner to stop one"
-        if fits:
+        if fits and resuming is None:
             advice += f", or take a type that fits now (--type {' or '.join(fits)})"
         return advice + ". `paddock status` shows what the server holds."
 

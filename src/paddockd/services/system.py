@@ -74,7 +74,8 @@ class SystemService:
         except PaddockError as exc:
             engine = EngineStatus(reachable=False, image=self._image, error=exc.message)
         everyone = await self._boxes.all()
-        cpus, memory = self._boxes.capacity.used(everyone)
+        cap = self._boxes.capacity
+        cpus, memory = cap.used(everyone)
         boxes = [b for b in everyone if sees(caller, b.owner_id)]
         names = {b.id: b.name for b in boxes}
         admin = caller is None or caller.is_owner
@@ -83,10 +84,13 @@ class SystemService:
             version=__version__,
             engine=engine,
             capacity=CapacityModel(
-                cpus_total=self._boxes.capacity.cpus,
+                cpus_total=cap.cpus,
                 cpus_used=cpus,
-                memory_total_mb=self._boxes.capacity.memory_mb,
+                memory_total_mb=cap.memory_mb,
                 memory_used_mb=memory,
+                memory_overcommit=cap.overcommit or None,
+                memory_reserve_mb=cap.reserve_mb,
+                memory_available_mb=cap.available_mb() if admin else None,
             ),
             boxes_running=sum(b.desired == Desired.RUNNING for b in boxes),
             boxes_stopped=sum(b.state == BoxState.STOPPED for b in boxes),

@@ -1398,12 +1398,27 @@ export interface components {
             /** Types */
             types: components["schemas"]["BoxType"][];
         };
-        /** Capacity */
+        /**
+         * Capacity
+         * @description What running boxes claim of what they may (docs/server.md "Capacity"). `cpus_total`
+         *     None: CPU is shared by weight, not counted. `memory_overcommit`: the claims' total
+         *     over the host's memory after the reserve (None: set by hand). `memory_available_mb`:
+         *     the host's memory available now (owner only), beside the reserve a new box leaves.
+         */
         Capacity: {
             /** Cpus Total */
-            cpus_total: number;
+            cpus_total: number | null;
             /** Cpus Used */
             cpus_used: number;
+            /** Memory Available Mb */
+            memory_available_mb?: number | null;
+            /** Memory Overcommit */
+            memory_overcommit?: number | null;
+            /**
+             * Memory Reserve Mb
+             * @default 0
+             */
+            memory_reserve_mb: number;
             /** Memory Total Mb */
             memory_total_mb: number;
             /** Memory Used Mb */

@@ -20,6 +20,7 @@ from pathlib import Path
 import docker
 
 from paddock import Client
+from paddock.wire.keys import e2b_key
 from paddockd.runtime.drivefs import DriveFs
 
 # The server and CLI as install.sh installed them (scripts/test says where); the tests'
@@ -56,7 +57,8 @@ def e2b_env(server: Server) -> dict[str, str]:
     no real host, so nothing can leave for E2B's cloud."""
     found = json.loads(server.cli("e2b", "env", "--with-token", "--json", check=True).stdout)
     assert found["E2B_SANDBOX_URL"] == server.url + "/e2b/sandbox"
-    assert found["E2B_DOMAIN"] == "paddock.invalid" and found["E2B_API_KEY"] == server.token
+    assert found["E2B_DOMAIN"] == "paddock.invalid"
+    assert found["E2B_API_KEY"] == e2b_key(server.token)  # the form every SDK version takes
     return dict(found)
 
 

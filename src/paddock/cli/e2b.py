@@ -6,6 +6,7 @@ import argparse
 import shlex
 
 from .._config import ClientConfig
+from ..wire.keys import e2b_key
 from ._common import UsageError, add_json, examples, nested
 from ._output import emit_json, note
 
@@ -49,7 +50,8 @@ def variables(url: str, token: str | None) -> dict[str, str]:
     if base.startswith("http://"):
         found["E2B_HTTP_VERSION"] = "1.1"  # uvicorn offers no HTTP/2 without TLS
     if token:
-        found["E2B_API_KEY"] = token
+        # In E2B's key format, which SDKs up to 2.45 insist on (paddock/wire/keys.py).
+        found["E2B_API_KEY"] = e2b_key(token)
     return found
 
 

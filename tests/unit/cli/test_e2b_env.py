@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
 import pytest
 
 from paddock.cli.main import main
+from paddock.wire.keys import e2b_key, from_e2b_key
 
 
 @pytest.fixture
@@ -39,7 +41,26 @@ def test_every_url_is_this_server_and_the_key_needs_asking(
     }
     assert "pdk_secret" not in out + err and "token create" in err
     assert main(["e2b", "env", "--with-token"]) == 0
-    assert exported(capsys.readouterr().out)["E2B_API_KEY"] == "pdk_secret"
+    key = exported(capsys.readouterr().out)["E2B_API_KEY"]
+    # In E2B's own key format, which SDK 2.45 checks for (its pattern, verbatim); the
+    # server reads the token back from it.
+    assert re.fullmatch(r"\Ae2b_[0-9a-f]+\Z", key) and from_e2b_key(key) == "pdk_secret"
+
+
+@pytest.mark.parametrize(
+    ("key", "token"),
+    [
+        ("pdk_abc", "pdk_abc"),
+        ("e2b_pdk_abc", "pdk_abc"),
+        (e2b_key("pdk_abc"), "pdk_abc"),
+        ("e2b_" + b"not-a-token".hex(), "e2b_" + b"not-a-token".hex()),  # not ours: as is
+        ("e2b_70 64", "e2b_70 64"),  # fromhex would take the space: never decoded
+        ("e2b_" + "70646b5f" + "00" * 300, "e2b_" + "70646b5f" + "00" * 300),  # too long
+        ("e2b_" + b"pdk_\n".hex(), "e2b_" + b"pdk_\n".hex()),
+    ],
+)
+def test_keys_in_e2b_format_read_back_as_tokens(key: str, token: str) -> None:
+    assert from_e2b_key(key) == token
 
 
 def test_https_needs_no_http_version(

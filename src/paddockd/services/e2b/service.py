@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from paddock.wire.keys import from_e2b_key
+
 from ...config import Config
 from ...domain.accounts import User
 from ...domain.box import Box, BoxState, Desired
@@ -52,14 +54,14 @@ class Sandbox:
 
 def api_key(headers: Callable[[str], str | None]) -> str:
     """The Paddock token an E2B client sent: X-API-Key (the SDK's control plane),
-    X-Access-Token (its envd calls), or a Bearer token. An `e2b_` prefix is dropped, so a
-    tool that insists on E2B's key format can be given `e2b_pdk_...`."""
+    X-Access-Token (its envd calls), or a Bearer token; read back from E2B's key format
+    (paddock/wire/keys.py), which older SDKs insist on."""
     key = headers("x-api-key") or headers("x-access-token") or ""
     if not key:
         scheme, _, token = (headers("authorization") or "").partition(" ")
         key = token if scheme.lower() == "bearer" else ""
     key = key.strip()
-    return key.removeprefix("e2b_") if key.startswith("e2b_pdk_") else key
+    return from_e2b_key(key)
 
 
 def network_policy(

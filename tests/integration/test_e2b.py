@@ -58,6 +58,11 @@ def test_commands(sbx: e2b.Sandbox) -> None:
     # E2B's layout: its user's home is /home/user (the box user's home, /config).
     sbx.files.write("/home/user/e2b-home.txt", "home")
     assert sbx.commands.run("cat ~/e2b-home.txt /home/user/e2b-home.txt").stdout == "homehome"
+    # ...and its user's name: `user` is the box user too (abc stays the name shown).
+    found = sbx.commands.run(
+        "id -u user; getent passwd user | cut -d: -f6; chown user:user ~/e2b-home.txt"
+    )
+    assert found.stdout == "1000\n/home/user\n"
     seen: list[str] = []
     sbx.commands.run("echo a; echo b", on_stdout=seen.append)
     assert "".join(seen) == "a\nb\n"

@@ -13,6 +13,10 @@ RUN apt-get update \
 # A password of "*" is no password, but not a locked account (which sshd refuses without
 # PAM): keys are the only way in.
 RUN usermod -p '*' abc && usermod -p '*' root
-# Code written for E2B's sandboxes expects its user's home at /home/user: the box user's
-# home under that name too (E2B's API maps its user `user` to abc).
-RUN mkdir -p /home && ln -sfn /config /home/user
+# Code written for E2B's sandboxes expects its user `user`, home /home/user: the box
+# user under that name too (uid and gid 1000, after abc's entries, so abc stays the name
+# shown), and its home under that path (E2B's API maps its user `user` to abc).
+RUN mkdir -p /home && ln -sfn /config /home/user \
+ && groupadd --non-unique --gid 1000 user \
+ && useradd --non-unique --uid 1000 --gid 1000 --no-create-home --home-dir /home/user \
+      --shell /bin/bash --password '*' user

@@ -37,6 +37,7 @@ from .services.credentials import CredentialService
 from .services.desktop import DesktopService
 from .services.devices import DeviceService
 from .services.drives import DriveService
+from .services.e2b.envd_tokens import EnvdTokens
 from .services.e2b.service import E2BService
 from .services.e2b.snapshots import SandboxSnapshots
 from .services.e2b.templates import E2BTemplates
@@ -292,6 +293,7 @@ def wire(
             SandboxSnapshots(boxes, snapshots),
             E2BTemplates(templates, cfg.data_dir / "templates"),
             now,
+            EnvdTokens(load_key(cfg.data_dir / "envd.key")),
         ),
     )
     reaper = Reaper(boxes, now, previews)

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ..harness import e2b_python_env
@@ -89,6 +90,36 @@ def test_pty(sbx: e2b.Sandbox) -> None:
     sbx.pty.send_stdin(h.pid, b"stty size; exit\n")
     h.wait(on_pty=out.extend)
     assert b"30 100" in out
+
+
+def test_signed_file_links_work_for_their_file_only(sbx: e2b.Sandbox, server: Server) -> None:
+    """`download_url`/`upload_url`: links anyone may use, with no key, for one file and
+    one operation; the SDK builds them at the server's root (`/files`)."""
+    sbx.files.write("signed.txt", "signed bytes")
+    url = sbx.download_url("signed.txt")
+    assert url.startswith(server.url + "/files?") and "signature=v1_" in url
+    assert server.token not in url and "pdk_" not in url
+    got = httpx.get(url, timeout=30)
+    assert (got.status_code, got.text) == (200, "signed bytes")
+    up = sbx.upload_url("uploaded.txt", use_signature_expiration=120)
+    sent = httpx.post(up, files={"file": ("uploaded.txt", b"from a link")}, timeout=30)
+    assert sent.status_code == 200, sent.text
+    assert sbx.files.read("uploaded.txt") == "from a link"
+    # Another file, another operation, a link past its time, no signature: all refused.
+    refused = [
+        httpx.get(url.replace("signed.txt", "uploaded.txt"), timeout=30),
+        httpx.get(up, timeout=30),
+        httpx.get(sbx.download_url("signed.txt", use_signature_expiration=-10), timeout=30),
+        httpx.get(f"{server.url}/files?path=signed.txt", timeout=30),
+        httpx.post(url, files={"file": ("signed.txt", b"overwritten")}, timeout=30),
+    ]
+    assert [r.status_code for r in refused] == [401] * 5, [r.text for r in refused]
+    assert sbx.files.read("signed.txt") == "signed bytes"
+    # The envd token the SDK holds is the sandbox's own: not the API key, useless elsewhere.
+    token = sbx._envd_access_token
+    assert token and token.startswith("pde_") and token != server.token
+    listed = httpx.get(f"{server.url}/e2b/sandboxes", headers={"X-API-Key": token}, timeout=30)
+    assert listed.status_code == 401
 
 
 def test_files(sbx: e2b.Sandbox) -> None:

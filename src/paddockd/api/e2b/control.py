@@ -92,12 +92,6 @@ class ConnectBody(BaseModel):
     timeout: int | None = Field(None, ge=0)
 
 
-def _token(request: Request) -> str:
-    # The envd calls authenticate with the same Paddock token, sent as X-Access-Token:
-    # the caller gets back only the key it sent, so nothing new is handed out.
-    return api_key(request.headers.get)
-
-
 def _common(svc: E2BService, s: Sandbox) -> dict[str, Any]:
     return {
         "sandboxID": s.box.id,
@@ -124,8 +118,9 @@ def _detail(svc: E2BService, s: Sandbox) -> dict[str, Any]:
     }
 
 
-def _created(request: Request, svc: E2BService, s: Sandbox) -> dict[str, Any]:
-    return {**_common(svc, s), "envdAccessToken": _token(request)}
+def _created(svc: E2BService, s: Sandbox) -> dict[str, Any]:
+    # The envd calls and signed file links use a token of the sandbox's own, not the key.
+    return {**_common(svc, s), "envdAccessToken": svc.envd_token(s.box.id)}
 
 
 @router.post("/v2/sandboxes", status_code=201)
@@ -143,7 +138,7 @@ async def create(body: NewSandbox, request: Request, svc: Svc, user: Caller) -> 
         body.network,
         auto_pause=bool(body.auto_pause),
     )
-    return _created(request, svc, s)
+    return _created(svc, s)
 
 
 def _metadata_filter(raw: str | None) -> dict[str, str]:
@@ -199,7 +194,7 @@ def _states(state: list[str] | None) -> frozenset[str]:
 @router.get("/sandboxes/{sandbox_id}")
 async def info(sandbox_id: str, request: Request, svc: Svc, user: Caller) -> dict[str, Any]:
     s = await svc.get(user, sandbox_id)
-    return {**_detail(svc, s), "envdAccessToken": _token(request)}
+    return {**_detail(svc, s), "envdAccessToken": svc.envd_token(s.box.id)}
 
 
 @router.delete("/sandboxes/{sandbox_id}", status_code=204)
@@ -227,7 +222,7 @@ async def connect(
     sandbox_id: str, request: Request, svc: Svc, user: Caller, body: ConnectBody | None = None
 ) -> dict[str, Any]:
     s = await svc.connect(user, sandbox_id, body.timeout if body else None)
-    return _created(request, svc, s)
+    return _created(svc, s)
 
 
 @router.get("/sandboxes/{sandbox_id}/metrics")
@@ -243,7 +238,7 @@ async def fork(
     return [
         {"error": {"code": status_of(s), "message": s.message}}
         if isinstance(s, PaddockError)
-        else {"sandbox": _created(request, svc, s)}
+        else {"sandbox": _created(svc, s)}
         for s in made
     ]
 

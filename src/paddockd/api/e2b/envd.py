@@ -63,6 +63,11 @@ def box_user(authorization: str | None) -> str:
         name = base64.b64decode(value.strip(), validate=True).decode().partition(":")[0]
     except (binascii.Error, UnicodeDecodeError):
         raise e.InvalidRequest("the Authorization header's user is not valid base64") from None
+    return named_user(name)
+
+
+def named_user(name: str) -> str:
+    """The box's user an E2B user name stands for."""
     return _USERS.get(name, name)
 
 
@@ -70,8 +75,8 @@ async def target(
     e2b: E2BService, headers: Callable[[str], str | None], running: bool = True
 ) -> Target:
     """The caller and their sandbox; another user's sandbox is missing, as in the API."""
-    caller = await e2b.authenticate(api_key(headers))
     sandbox_id = headers(SANDBOX_HEADER) or ""
+    caller = await e2b.authenticate(api_key(headers), sandbox_id)
     if not sandbox_id:
         raise e.InvalidRequest("missing E2b-Sandbox-Id header: set E2B_SANDBOX_URL")
     box = (await e2b.get(caller, sandbox_id)).box

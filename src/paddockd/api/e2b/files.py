@@ -13,12 +13,15 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ...domain.errors import InvalidRequest, InvalidState, NotFound, PaddockError
+from ...domain.errors import InvalidRequest, InvalidState, NotFound, PaddockError, Unauthorized
 from ...services.e2b.service import E2BService
 from . import uploads
-from .envd import target
+from .envd import Target, named_user, target
 
 router = APIRouter()
+# Where the gateway sends `/files` at the server's root: E2B's SDK builds its signed links
+# from E2B_SANDBOX_URL with urljoin, which drops the URL's path.
+SIGNED = "/signed/files"
 _BLOCK = 512
 
 
@@ -53,15 +56,41 @@ async def _drained(request: Request) -> None:
 @router.post("/sandbox/files", response_model=None)
 async def upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
     try:
-        return await _upload(request)
+        return await _upload(request, await target(_e2b(request), request.headers.get))
     except PaddockError:
         await _drained(request)
         raise
 
 
-async def _upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
+@router.post(SIGNED, response_model=None)
+async def signed_upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
+    """`files.upload_url`'s link: the signature stands for the key (envd_tokens.py)."""
+    try:
+        t = await _signed(request, "write")
+        t = Target(t.caller, await _e2b(request).boxes.running(t.box.id, t.caller), t.user)
+        return await _upload(request, t)
+    except PaddockError:
+        await _drained(request)
+        raise
+
+
+async def _signed(request: Request, operation: str) -> Target:
+    query = request.query_params
+    signature = query.get("signature", "")
+    if not signature:
+        raise Unauthorized("a file link needs a signature (the SDK's download_url/upload_url)")
+    try:
+        expiration = int(query["signature_expiration"]) if "signature_expiration" in query else None
+    except ValueError:
+        raise InvalidRequest("signature_expiration is not a whole number") from None
+    user = query.get("username", "")
+    path = query.get("path", "")
+    caller, box = await _e2b(request).signed(path, operation, user, signature, expiration)
+    return Target(caller, box, named_user(user))
+
+
+async def _upload(request: Request, t: Target) -> list[dict[str, Any]] | JSONResponse:
     svc = _e2b(request)
-    t = await target(svc, request.headers.get)
     if any(key.startswith("x-metadata-") for key in request.headers):
         # File metadata (envd 0.6.2's xattrs) is not kept here: refused, not dropped.
         return JSONResponse(
@@ -142,8 +171,17 @@ _KERNEL_FILES = ("/proc/", "/sys/")
 
 @router.get("/sandbox/files")
 async def download(request: Request) -> Response:
+    return await _download(request, await target(_e2b(request), request.headers.get, False))
+
+
+@router.get(SIGNED)
+async def signed_download(request: Request) -> Response:
+    """`files.download_url`'s link."""
+    return await _download(request, await _signed(request, "read"))
+
+
+async def _download(request: Request, t: Target) -> Response:
     svc = _e2b(request)
-    t = await target(svc, request.headers.get, running=False)
     path = request.query_params.get("path", "")
     chunks, st = await svc.boxes.pull(t.box.id, path, t.caller)
     if st.get("type") == "dir":

@@ -7,6 +7,8 @@ not Paddock's Bearer token, and shapes its errors its own way.
     /e2b/sandbox/filesystem.Filesystem/*                  the box comes from E2b-Sandbox-Id)
     /e2b/sandbox/files, /health       envd's REST side
     /e2b/template-files/KEY/HASH      a template build's files (the link's key authenticates)
+    /files?path=..&signature=..       envd's signed file links (files.download_url, upload_url;
+                                      the signature authenticates: services/e2b/envd_tokens.py)
 
 Every call (but those uploads) is authenticated here, before anything reads its body:
 without a valid key the answer is 401 and the body stays unread (it may be hundreds of
@@ -41,6 +43,7 @@ from ..deps import CALLER
 from ..errors import status_of
 from ..gate import BodyLimit, has_body
 from . import control, files, templates
+from .envd import SANDBOX_HEADER
 from .filesystem import FilesystemService
 from .process import ProcessService
 
@@ -49,7 +52,13 @@ SANDBOX = "/sandbox"
 MAX_JSON_BODY = 1 << 20
 # Routes whose bodies stream on (they never hold them whole): envd's uploads, and a
 # template build's files.
-_STREAMING = (("POST", "/sandbox/files"), ("PUT", templates.UPLOADS + "/{key}/{files_hash}"))
+_STREAMING = (
+    ("POST", "/sandbox/files"),
+    ("POST", files.SIGNED),
+    ("PUT", templates.UPLOADS + "/{key}/{files_hash}"),
+)
+# E2B's SDK makes its signed file links `https://HOST/files?...` (envd's path, at the root).
+SIGNED_LINKS = "/files"
 log = logging.getLogger("paddockd.e2b")
 
 
@@ -115,6 +124,12 @@ class E2BGateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
+        if self.e2b is not None and scope["type"] == "http" and path == SIGNED_LINKS:
+            # No key: the route checks the link's signature before it reads any body.
+            inner = {**scope, "path": files.SIGNED, "root_path": ""}
+            inner.pop("raw_path", None)
+            await self.rest(inner, receive, send)
+            return
         if (
             self.e2b is None
             or scope["type"] != "http"
@@ -127,7 +142,11 @@ class E2BGateway:
         # storage bucket): its link's key is checked by the route, before the body is read.
         if not rest.startswith(templates.UPLOADS + "/"):
             try:
-                user = await self.e2b.authenticate(api_key(Headers(scope=scope).get))
+                headers = Headers(scope=scope)
+                # An envd access token opens its own sandbox's envd calls, nothing else.
+                envd = rest.startswith(SANDBOX + "/")
+                sandbox = headers.get(SANDBOX_HEADER) if envd else None
+                user = await self.e2b.authenticate(api_key(headers.get), sandbox)
             except Unauthorized as exc:
                 await _answer(exc, scope)(scope, receive, send)
                 return

@@ -14,7 +14,7 @@ from typing import Any
 from paddock.wire.keys import from_e2b_key
 
 from ...config import Config
-from ...domain.accounts import User
+from ...domain.accounts import SERVER, Role, User
 from ...domain.box import Box, BoxState, Desired
 from ...domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
 from ...domain.network import NetworkPolicy, policy
@@ -23,6 +23,8 @@ from ...store.sandboxes import SandboxExtras, SandboxRepository
 from ...store.tokens import TokenRepository
 from ..boxes import BoxService
 from ..stats import StatsService
+from .envd_tokens import OPERATIONS, EnvdTokens
+from .envd_tokens import PREFIX as ENVD_PREFIX
 from .listing import Query, page
 from .snapshots import SandboxSnapshots, parse_snapshot_id
 from .templates import E2BTemplates
@@ -62,6 +64,12 @@ def api_key(headers: Callable[[str], str | None]) -> str:
         key = token if scheme.lower() == "bearer" else ""
     key = key.strip()
     return from_e2b_key(key)
+
+
+def _owner_of(box: Box) -> User:
+    """Who an envd token or a signed link acts as: the box's owner, as a member, so it
+    reaches that user's boxes at most (SERVER for a box a server token made)."""
+    return User(box.owner_id, "", Role.MEMBER) if box.owner_id else SERVER
 
 
 def network_policy(
@@ -106,6 +114,7 @@ class E2BService:
         snapshots: SandboxSnapshots,
         templates: E2BTemplates | None,
         now: Callable[[], datetime],
+        envd: EnvdTokens,
     ) -> None:
         self._cfg = cfg
         self._boxes = boxes
@@ -115,6 +124,7 @@ class E2BService:
         self._now = now
         self.snapshots = snapshots
         self.templates = templates
+        self._envd = envd
 
     @property
     def boxes(self) -> BoxService:
@@ -132,13 +142,39 @@ class E2BService:
         else:
             await self.templates_of().delete(caller, template_id)
 
-    async def authenticate(self, key: str) -> User:
+    async def authenticate(self, key: str, sandbox_id: str | None = None) -> User:
+        """Whose call this is: an API key's user, or, on an envd call to `sandbox_id`,
+        that sandbox's owner for its envd access token (envd_tokens.py), good for that
+        sandbox only."""
         if not key:
             raise Unauthorized("missing API key: set E2B_API_KEY to a Paddock token (pdk_...)")
+        if key.startswith(ENVD_PREFIX):
+            if sandbox_id and self._envd.opens(key, sandbox_id):
+                with contextlib.suppress(NotFound):
+                    return _owner_of(await self._boxes.resolve(sandbox_id))
+            raise Unauthorized("the envd access token is not this sandbox's")
         user = await self._tokens.verify(key)
         if user is None:
             raise Unauthorized("the API key was not accepted (wrong, or revoked)")
         return user
+
+    def envd_token(self, sandbox_id: str) -> str:
+        return self._envd.of(sandbox_id)
+
+    async def signed(
+        self, path: str, operation: str, user: str, signature: str, expiration: int | None
+    ) -> tuple[User, Box]:
+        """The sandbox a signed file link is for, and its owner to act as: the link's
+        signature is one only that sandbox's envd access token makes."""
+        if operation not in OPERATIONS:
+            raise InvalidRequest(f"operation must be one of {', '.join(OPERATIONS)}")
+        if expiration is not None and expiration < self._now().timestamp():
+            raise Unauthorized("the signed link has expired")
+        boxes = {b.id: b for b in await self._boxes.all() if b.state != BoxState.DELETING}
+        found = self._envd.signer(boxes, path, operation, user, signature, expiration)
+        if found is None:
+            raise Unauthorized("the link's signature is not valid")
+        return _owner_of(boxes[found]), boxes[found]
 
     async def _template(
         self, caller: User, template: str

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 
 import pytest
 
 from paddockd.domain.box import BoxState, Desired
-from paddockd.domain.errors import CapacityExceeded, InvalidRequest, NotFound
+from paddockd.domain.errors import CapacityExceeded, InvalidRequest, NotFound, Unauthorized
+from paddockd.services.e2b.envd_tokens import EnvdTokens
 
 from ...conftest import People, World
 
@@ -71,3 +74,56 @@ async def test_a_connect_while_it_pauses_resumes_it_once_paused(world: World) ->
     again = await e2b.connect(caller, made.box.id, 600)
     await task
     assert again.box.state == BoxState.RUNNING and again.state == "running"
+
+
+async def test_an_envd_token_opens_its_own_sandbox_only(world: World, people: People) -> None:
+    e2b = world.services.e2b
+    owner = await e2b.authenticate(world.token)
+    mine = await e2b.create(owner, "base", 600, {}, {}, None, None)
+    bobs = await e2b.create(people.bob, "base", 600, {}, {}, None, None)
+    token = e2b.envd_token(mine.box.id)
+    assert token.startswith("pde_") and token != e2b.envd_token(bobs.box.id)
+    acting = await e2b.authenticate(token, mine.box.id)
+    assert (await e2b.get(acting, mine.box.id)).box.id == mine.box.id
+    # As the box's owner, but a member: another user's sandbox stays out of reach.
+    with pytest.raises(NotFound):
+        await e2b.get(acting, bobs.box.id)
+    for sandbox in (bobs.box.id, None, ""):
+        with pytest.raises(Unauthorized):
+            await e2b.authenticate(token, sandbox)
+    with pytest.raises(Unauthorized):
+        await e2b.authenticate(token[:-1] + ("A" if token[-1] != "A" else "B"), mine.box.id)
+
+
+async def test_a_signed_link_names_its_sandbox_and_expires(world: World, people: People) -> None:
+    e2b = world.services.e2b
+    owner = await e2b.authenticate(world.token)
+    await e2b.create(people.bob, "base", 600, {}, {}, None, None)
+    mine = await e2b.create(owner, "base", 600, {}, {}, None, None)
+    signature = sdk_signature("/home/user/a.txt", "read", "", e2b.envd_token(mine.box.id), None)
+    # The server's own maker is the same formula, whatever its key.
+    made = EnvdTokens(b"k").signature("s", "/p", "read", "", None)
+    assert made == sdk_signature("/p", "read", "", EnvdTokens(b"k").of("s"), None)
+    caller, box = await e2b.signed("/home/user/a.txt", "read", "", signature, None)
+    assert box.id == mine.box.id and caller.id == (mine.box.owner_id or "")
+    for path, op, user in (
+        ("/home/user/b.txt", "read", ""),
+        ("/home/user/a.txt", "write", ""),
+        ("/home/user/a.txt", "read", "root"),
+    ):
+        with pytest.raises(Unauthorized):
+            await e2b.signed(path, op, user, signature, None)
+    now = int(world.clock().timestamp())
+    later = sdk_signature("/a", "write", "user", e2b.envd_token(mine.box.id), now + 60)
+    assert (await e2b.signed("/a", "write", "user", later, now + 60))[1].id == mine.box.id
+    past = sdk_signature("/a", "write", "user", e2b.envd_token(mine.box.id), now - 1)
+    with pytest.raises(Unauthorized, match="expired"):
+        await e2b.signed("/a", "write", "user", past, now - 1)
+    with pytest.raises(InvalidRequest):
+        await e2b.signed("/a", "delete", "user", later, now + 60)
+
+
+def sdk_signature(path: str, operation: str, user: str, token: str, expiration: int | None) -> str:
+    """What E2B's SDK computes (e2b/sandbox/signature.py), written out here on purpose."""
+    raw = f"{path}:{operation}:{user}:{token}" + ("" if expiration is None else f":{expiration}")
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).rstrip(b"=").decode()

@@ -64,9 +64,10 @@ async def upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
 
 @router.post(SIGNED, response_model=None)
 async def signed_upload(request: Request) -> list[dict[str, Any]] | JSONResponse:
-    """`files.upload_url`'s link: the signature stands for the key (envd_tokens.py)."""
+    """`files.upload_url`'s link: the signature stands for the key (envd_tokens.py). A
+    link refused is answered before its body is read (nothing drained for anyone)."""
+    t = await _signed(request, "write")
     try:
-        t = await _signed(request, "write")
         t = Target(t.caller, await _e2b(request).boxes.running(t.box.id, t.caller), t.user)
         return await _upload(request, t)
     except PaddockError:

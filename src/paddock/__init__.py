@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     )
     from .wire.models import (
         AgentInfo,
+        AuditEvent,
         Box,
         BoxStats,
         BoxType,
@@ -83,6 +84,7 @@ __all__ = [
     "AsyncClient",
     "AsyncExecSession",
     "AsyncExecStream",
+    "AuditEvent",
     "AuthenticationFailed",
     "Box",
     "BoxStats",

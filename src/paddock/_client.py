@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ._placement import Dest, Kind
     from .wire.models import (
         AgentInfo,
+        AuditEvent,
         Box,
         BoxStats,
         BoxTypeList,
@@ -1117,6 +1118,22 @@ class _Base:
     ) -> Call[list[CredentialUse]]:
         """Your secrets' uses through the credential gateway (and refusals), newest first."""
         return _uses("/v1/secrets/log", {"name": name, "box": box, "limit": limit})
+
+    # -- audit ----------------------------------------------------------------------------
+    @operation
+    def audit(
+        self,
+        user: str | None = None,
+        box: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+    ) -> Call[list[AuditEvent]]:
+        """Calls that changed something or were refused, newest first: the owner sees
+        everyone's (`user`: one username's, or `anonymous`), a member their own. `box`:
+        calls that named it (as they named it); `since`/`until`: ISO 8601 times."""
+        query = _query({"user": user, "box": box, "since": since, "until": until, "limit": limit})
+        return Call(_Request("GET", "/v1/audit", query), _model("AuditLog", "events"))
 
     # -- ssh ------------------------------------------------------------------------------
     @operation

@@ -156,6 +156,7 @@ class Config:
     disk_mbps_per_cpu: int = 50
     default_agent: str = "claude"  # for `paddock prompt` without --agent
     reap_interval: float = 5.0
+    audit_days: float = 90.0  # how long the audit log keeps an entry
     reconcile_interval: float = 30.0
     # Snapshot images younger than this are never swept as unreferenced: their row may
     # be on its way.

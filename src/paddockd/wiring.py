@@ -30,6 +30,7 @@ from .runtime.lxcfs import Lxcfs
 from .services.accounts import AccountService
 from .services.activity import Activity
 from .services.agents import AgentService
+from .services.audit import AuditService
 from .services.background import Background, Schedule
 from .services.boxes import BoxService
 from .services.capacity import Capacity
@@ -61,6 +62,7 @@ from .services.system import SystemService
 from .services.templates import TemplateService
 from .services.terminals import TerminalService
 from .store.accounts import AccountRepository
+from .store.audit import AuditRepository
 from .store.boxes import BoxRepository
 from .store.credentials import CredentialRepository, Sealer, load_key
 from .store.db import (
@@ -284,6 +286,7 @@ def wire(
         files=FileService(boxes),
         portable=PortableService(runtime, reconciler, boxes, snapshots, cfg.image.name),
         ssh=SshService(SshRepository(db), boxes),
+        audit=AuditService(AuditRepository(db), cfg.audit_days),
         e2b=E2BService(
             cfg,
             boxes,
@@ -328,6 +331,7 @@ def wire(
         gateway=CredentialGateway(grants, authority, ca_file=ca_file),
         runs=runs,
         pool=pool,
+        audit=services.audit,
         restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
     )
     return Wired(

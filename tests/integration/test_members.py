@@ -254,11 +254,12 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
 
 
 # Paths that concern each caller's own things (boxes, imports of boxes, drives, keys, previews,
-# runs, tokens, the live list) or that everyone may read (types, agents, health, status scoped to the
-# caller, the device login's public steps). Anything else is the server's: owner-only.
+# runs, tokens, the live list, their audit entries) or that everyone may read (types,
+# agents, health, status scoped to the caller, the device login's public steps). Anything
+# else is the server's: owner-only.
 PER_USER = re.compile(
     r"/v1/(boxes|imports|drives|auth|secrets|previews|runs|tokens|events|device|health|types|"
-    r"agents|stats|templates|ssh-keys|"
+    r"agents|stats|templates|ssh-keys|audit|"
     r"status)"
     r"(/|$)"
 )

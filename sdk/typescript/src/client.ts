@@ -35,6 +35,7 @@ import type {
   Secret,
   SshHostKey,
   SshKey,
+  AuditEvent,
   Box,
   BoxCreate,
   BoxStats,
@@ -1017,6 +1018,20 @@ export class Client {
       format: options.format ?? null,
     };
     return this.#call({ method: "PUT", path: `/v1/secrets/${seg(name)}`, json });
+  }
+
+  /** Calls that changed something or were refused, newest first: the owner's view holds
+   * everyone's (`user`: one username's, or `anonymous`), a member's their own. `box`: calls
+   * that named it; `since`/`until`: ISO 8601 times. */
+  async audit(
+    options: { user?: string; box?: string; since?: string; until?: string; limit?: number } = {},
+  ): Promise<AuditEvent[]> {
+    const query: Record<string, string> = {};
+    for (const [key, value] of Object.entries(options)) {
+      if (value !== undefined) query[key] = String(value);
+    }
+    const path = "/v1/audit";
+    return (await this.#call<{ events: AuditEvent[] }>({ method: "GET", path, query })).events;
   }
 
   async listSshKeys(): Promise<SshKey[]> {

@@ -22,6 +22,7 @@ export type Credential = Schemas["Credential"];
 export type CredentialUse = Schemas["CredentialUse"];
 export type Secret = Schemas["Secret"];
 export type SshKey = Schemas["SshKey"];
+export type AuditEvent = Schemas["AuditEvent"];
 export type SshHostKey = Schemas["SshHostKey"];
 export type Template = Schemas["Template"];
 export type TemplateDefaults = Schemas["TemplateDefaults"];

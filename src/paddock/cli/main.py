@@ -55,6 +55,7 @@ COMMANDS = {
     "mcp": "mcp",
     "e2b": "e2b",
     "stats": "stats",
+    "audit": "audit",
     **dict.fromkeys(["members", "token"], "members"),
     **dict.fromkeys(["login", "status", "image"], "server"),
     **dict.fromkeys(["version", "help", "completion"], "meta"),

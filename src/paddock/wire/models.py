@@ -819,3 +819,25 @@ class SshHostKey:
     host_key: str  # "ssh-ed25519 AAAA..."
     fingerprint: str
     user: str  # whom `ssh` logs in as unless told (the box user)
+
+
+@dataclass
+class AuditEvent:
+    """A call that changed something, or was refused (`paddock audit`). `actor`: who
+    (`anonymous` where no one signed in); `credential`: how (`token pdk_AbCd…`, `session`,
+    `e2b key pdk_AbCd…`, `envd token`, `signed link`); `action`: method and route; `target`:
+    what the route named (`ref=web`); `outcome`: ok, failed or refused."""
+
+    at: datetime
+    actor: str
+    credential: str
+    source: str
+    action: str
+    target: str
+    status: int
+    outcome: str
+
+
+@dataclass
+class AuditLog:
+    events: list[AuditEvent]

@@ -13,11 +13,13 @@ from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from . import errors
+from .audit_trail import AuditTrail
 from .deps import Services, owner
 from .e2b.gateway import E2BGateway
 from .gate import BodyLimit, TokenGate
 from .preview_proxy import PreviewProxy
 from .routes import (
+    audit,
     auth,
     boxes,
     clients,
@@ -113,6 +115,7 @@ def create_app(
         portable,
         templates,
         ssh,
+        audit,
     )
     for router in (members.router, members.admin, *(m.router for m in modules)):
         _mark_owner_only(router)
@@ -148,6 +151,8 @@ def create_app(
     app.add_middleware(TokenGate, prefix=API, public=public)
     # E2B's API under /e2b authenticates with its own headers and answers its own errors.
     app.add_middleware(E2BGateway, e2b=getattr(services, "e2b", None))
+    # Sees who each call's gate found (above), before a preview's traffic is told apart.
+    app.add_middleware(AuditTrail, audit=getattr(services, "audit", None))
     # Outermost: a preview's requests are the box's, never the API's (no token, no cap).
     app.add_middleware(PreviewProxy)
     return app

@@ -14,6 +14,7 @@ from ..domain.errors import Forbidden, Unauthorized
 from ..images.builder import ImageBuilder
 from ..services.accounts import AccountService
 from ..services.agents import AgentService
+from ..services.audit import AuditService
 from ..services.boxes import BoxService
 from ..services.credentials import CredentialService
 from ..services.desktop import DesktopService
@@ -64,6 +65,7 @@ class Services:
     files: FileService
     portable: PortableService
     ssh: SshService
+    audit: AuditService
     e2b: E2BService | None = None
 
 

@@ -18,6 +18,7 @@ from .. import logs, memory
 from ..domain.errors import PaddockError
 from ..netpolicy.base import NetworkRules, Resolver
 from ..runtime.base import Runtime
+from .audit import AuditService
 from .egress import EgressLog
 from .image_sweep import ImageSweeper
 from .pool import WarmPool
@@ -55,6 +56,7 @@ class Background:
         gateway: GatewayListener | None = None,
         runs: RunService,
         pool: WarmPool,
+        audit: AuditService,
         # Blocking: starts the box engine if it is down, and says whether it had to.
         restart_engine: Callable[[], bool] | None = None,
     ) -> None:
@@ -70,6 +72,7 @@ class Background:
         self._gateway = gateway
         self._runs = runs
         self._pool = pool
+        self._audit = audit
         self._restart_engine = restart_engine
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -89,6 +92,8 @@ class Background:
             asyncio.create_task(self._reaper.run(every.reap)),
             asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
             asyncio.create_task(_every(60, _rotate_log, "log rotation")),
+            asyncio.create_task(_every(1.0, self._audit.flush, "audit log")),
+            asyncio.create_task(_every(3600, self._audit.trim, "audit log retention")),
             asyncio.create_task(self._start_listeners()),
             asyncio.create_task(self._pool.run()),
         ]
@@ -101,6 +106,8 @@ class Background:
         if self._gateway is not None:
             await self._gateway.close()
         await self._egress.flush()
+        with contextlib.suppress(Exception):
+            await self._audit.flush()
         # Cleanups under way finish (a restart would finish them too, just later).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._reconciler.drain(), 20)

@@ -288,6 +288,21 @@ sandboxes = sa.Table(
     sa.Column("env_vars", sa.Text, nullable=False),
 )
 
+# Who did what (services/audit.py): append-only, trimmed by age and count.
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+    sa.Column("actor", sa.String(64), nullable=False),
+    sa.Column("user_id", sa.String(32), index=True),
+    sa.Column("credential", sa.String(64), nullable=False),
+    sa.Column("source", sa.String(64), nullable=False),
+    sa.Column("action", sa.String(255), nullable=False),
+    sa.Column("target", sa.String(255), nullable=False),
+    sa.Column("status", sa.Integer, nullable=False),
+)
+
 # The schema as it grows: the tables above are what these build, and a test checks that a
 # database made by them has exactly the tables above (tests/unit/store/test_schema.py).
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -514,6 +529,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             """CREATE TABLE box_ssh (
                 box_id VARCHAR(32) PRIMARY KEY, host_key TEXT NOT NULL,
                 public_key TEXT NOT NULL)""",
+        ],
+    ),
+    (
+        28,
+        [
+            """CREATE TABLE audit_log (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, at FLOAT NOT NULL,
+                actor VARCHAR(64) NOT NULL, user_id VARCHAR(32),
+                credential VARCHAR(64) NOT NULL, source VARCHAR(64) NOT NULL,
+                action VARCHAR(255) NOT NULL, target VARCHAR(255) NOT NULL,
+                status INTEGER NOT NULL)""",
+            "CREATE INDEX ix_audit_log_at ON audit_log (at)",
+            "CREATE INDEX ix_audit_log_user_id ON audit_log (user_id)",
         ],
     ),
 ]

@@ -21,6 +21,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit log, newest first */
+        get: operations["audit_v1_audit_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/auth": {
         parameters: {
             query?: never;
@@ -1220,6 +1237,39 @@ export interface components {
             /** Agents */
             agents?: components["schemas"]["AgentInfo"][];
         };
+        /**
+         * AuditEvent
+         * @description A call that changed something, or was refused (`paddock audit`). `actor`: who
+         *     (`anonymous` where no one signed in); `credential`: how (`token pdk_AbCd…`, `session`,
+         *     `e2b key pdk_AbCd…`, `envd token`, `signed link`); `action`: method and route; `target`:
+         *     what the route named (`ref=web`); `outcome`: ok, failed or refused.
+         */
+        AuditEvent: {
+            /** Action */
+            action: string;
+            /** Actor */
+            actor: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** Credential */
+            credential: string;
+            /** Outcome */
+            outcome: string;
+            /** Source */
+            source: string;
+            /** Status */
+            status: number;
+            /** Target */
+            target: string;
+        };
+        /** AuditLog */
+        AuditLog: {
+            /** Events */
+            events: components["schemas"]["AuditEvent"][];
+        };
         /** Box */
         Box: {
             /** Agent */
@@ -2405,6 +2455,153 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AgentList"];
+                };
+            };
+            /** @description invalid_request: a bad name, size, path, TTL or policy */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no token, or a wrong or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the owner's administration, asked by a member */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not_found: no such box, snapshot, drive, run or path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description method_not_allowed */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict, invalid_state or capacity_exceeded */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: a body over the route's cap */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid_request: the body or parameters do not match the schema */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too_many_attempts: failed logins; retry after details.retry_after seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal: a fault of the server; see its log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description desktop_failed: the box's desktop did not start */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description engine_unavailable or isolation_failed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description storage_low: the engine's disk is nearly full; new boxes and snapshots wait */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    audit_v1_audit_get: {
+        parameters: {
+            query?: {
+                /** @description one user's (owner) */
+                user?: string | null;
+                /** @description calls naming it */
+                box?: string | null;
+                /** @description from this time on */
+                since?: string | null;
+                /** @description before this time */
+                until?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditLog"];
                 };
             };
             /** @description invalid_request: a bad name, size, path, TTL or policy */

@@ -609,3 +609,25 @@ def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: 
         bob.context.close()
         with dash.client() as c:
             c.delete_box(name, force=True)
+
+
+def test_the_audit_page_shows_each_user_their_own(dash: Server, chromium: Any) -> None:
+    name = f"aud-{uuid.uuid4().hex[:6]}"
+    with dash.client() as c:
+        c.create_box(name, ttl=900)
+        c.delete_box(name, force=True)
+    ada = logged_in(chromium, dash, "ada")
+    bob = logged_in(chromium, dash, "bob")
+    try:
+        for page in (ada, bob):
+            page.goto(f"{dash.url}/#/audit")
+            page.wait_for_selector("main table, main p")
+        # The owner sees the box's removal by the server's token; bob none of it.
+        row = ada.locator("main tr", has_text=f"ref={name}").first
+        row.wait_for(timeout=10_000)
+        assert "DELETE /v1/boxes/{ref}" in row.inner_text() and "204 ok" in row.inner_text()
+        assert bob.locator("main tr", has_text=f"ref={name}").count() == 0
+        assert ada.errors == [] and bob.errors == []
+    finally:
+        ada.context.close()
+        bob.context.close()

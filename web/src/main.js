@@ -6,7 +6,7 @@ import { session, isOwner } from "./api.js";
 import { h, clear } from "./dom.js";
 import { boxesPage } from "./boxes.js";
 import { boxPage } from "./box.js";
-import { drivesPage, credentialsPage, tokensPage, membersPage, serverPage, previewsPage, templatesPage } from "./pages.js";
+import { drivesPage, credentialsPage, tokensPage, membersPage, serverPage, previewsPage, templatesPage, auditPage } from "./pages.js";
 
 const PAGES = [
   ["boxes", "Boxes", boxesPage],
@@ -16,6 +16,7 @@ const PAGES = [
   ["credentials", "Credentials", credentialsPage],
   ["tokens", "Tokens", tokensPage],
   ...(isOwner ? [["members", "Members", membersPage]] : []),
+  ["audit", "Audit", auditPage],
   ["server", "Server", serverPage],
 ];
 

@@ -1,5 +1,5 @@
 // The account-wide pages: Drives, Previews, Credentials, Tokens, Members (the owner's),
-// Server.
+// the audit log, Server.
 import { get, post, put, del, enc, isOwner } from "./api.js";
 import { h, clear, table, when, bytes, toast, dialog, confirmed, field, mib } from "./dom.js";
 import { previewTable } from "./details.js";
@@ -156,6 +156,20 @@ export function templatesPage(main) {
     ], (await get("/templates")).templates, { empty: "No templates yet." }),
     logTitle, log));
   return () => abort?.abort();
+}
+
+export function auditPage(main) {
+  page(main, "Audit log", async () => table([
+    { label: "When", cell: (e) => when(e.at) },
+    { label: "Who", cell: (e) => e.actor },
+    { label: "Credential", cell: (e) => e.credential },
+    { label: "From", cell: (e) => e.source },
+    { label: "Action", cell: (e) => e.action },
+    { label: "Target", cell: (e) => e.target || "\u2013" },
+    { label: "Outcome", cell: (e) => h(`span.state.s-${e.outcome === "ok" ? "running" : "error"}`, {}, `${e.status} ${e.outcome}`) },
+  ], (await get("/audit?limit=200")).events, {
+    empty: isOwner ? "Nothing recorded yet." : "Nothing of yours recorded yet.",
+  }));
 }
 
 export function tokensPage(main) {

@@ -17,8 +17,8 @@ import pytest
 from paddock import AuditEvent, Client
 
 from ..harness import Server
-from .test_accounts import PASSWORD, create_owner, log_in, web
-from .test_members import bearer, member_token
+from .test_accounts import PASSWORD, log_in, web
+from .test_members import bearer, owner_and_bob
 
 SECRET_VALUE = "ghp_audit0123456789abcdefsecret"
 FORGED = "pdk_forged0123456789abcdefghijklmnopqrstuv"
@@ -26,12 +26,8 @@ FORGED = "pdk_forged0123456789abcdefghijklmnopqrstuv"
 
 @pytest.fixture(scope="module")
 def audited(engine: None, workdir: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
-    server = Server(workdir / "audit", upstream_dns=dns_stub.address)
-    try:
-        create_owner(server)
-        yield server, member_token(server, "bob")
-    finally:
-        server.close()
+    with owner_and_bob(workdir / "audit", dns_stub) as both:
+        yield both
 
 
 def _find(events: list[AuditEvent], **wanted: object) -> AuditEvent:

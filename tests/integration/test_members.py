@@ -7,6 +7,7 @@ and drives for the owner."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -131,15 +132,21 @@ def requests_of(template: str, params: dict[str, str]) -> Iterator[tuple[str, st
         yield method.upper(), path, kwargs
 
 
-@pytest.fixture(scope="module")
-def two_users(engine: None, workdir: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
+@contextlib.contextmanager
+def owner_and_bob(where: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
     """A server with an owner (its test token acts as them) and a member, bob."""
-    server = Server(workdir / "members", upstream_dns=dns_stub.address)
+    server = Server(where, upstream_dns=dns_stub.address)
     try:
         create_owner(server)
         yield server, member_token(server, "bob")
     finally:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def two_users(engine: None, workdir: Path, dns_stub: Any) -> Iterator[tuple[Server, str]]:
+    with owner_and_bob(workdir / "members", dns_stub) as both:
+        yield both
 
 
 def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server, str]) -> None:

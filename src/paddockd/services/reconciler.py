@@ -707,7 +707,10 @@ class Reconciler:
             return False
         try:
             info = await self._rt.inspect(cid)
+            # (A container made while LXCFS was down gets its views only in a new one.)
             if info is None or info.image_id != snap.image:
+                return False
+            if info.views != await self._rt.views_available():
                 return False
             if info.running:
                 await self._rt.stop(cid, 0)  # a restore throws its processes away

@@ -84,6 +84,19 @@ async def test_a_restore_that_cannot_load_in_place_makes_a_new_container(
     assert box.container_id not in w.runtime.by_id  # the old one went
 
 
+async def test_a_box_made_without_views_is_restored_into_a_new_container(
+    copying: World,
+) -> None:
+    w = copying
+    w.runtime.views = False  # LXCFS down when the box was made
+    box = await w.boxes.create("b", None, None, None)
+    await w.services.snapshots.take("b", "one")
+    w.runtime.views = True
+    restored = await w.services.snapshots.restore("b", "one")
+    assert restored.container_id != box.container_id
+    assert w.runtime.by_id[restored.container_id or ""]["views"]
+
+
 async def test_forks_get_copies_of_their_own_and_the_source_keeps_nothing(
     copying: World,
 ) -> None:

@@ -151,7 +151,9 @@ class E2BService:
         if key.startswith(ENVD_PREFIX):
             if sandbox_id and self._envd.opens(key, sandbox_id):
                 with contextlib.suppress(NotFound):
-                    return _owner_of(await self._boxes.resolve(sandbox_id))
+                    box = await self._boxes.resolve(sandbox_id)
+                    if box.id == sandbox_id:  # the id itself, never a name or a prefix
+                        return _owner_of(box)
             raise Unauthorized("the envd access token is not this sandbox's")
         user = await self._tokens.verify(key)
         if user is None:

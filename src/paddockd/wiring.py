@@ -48,6 +48,7 @@ from .services.files import FileService
 from .services.gateway import BoxEnvironment, GatewayService
 from .services.image_sweep import ImageSweeper
 from .services.members import MemberService, TokenService
+from .services.metrics import Metrics
 from .services.pool import WarmPool
 from .services.portable import PortableService
 from .services.previews import PreviewService
@@ -287,6 +288,7 @@ def wire(
         portable=PortableService(runtime, reconciler, boxes, snapshots, cfg.image.name),
         ssh=SshService(SshRepository(db), boxes),
         audit=AuditService(AuditRepository(db), cfg.audit_days),
+        metrics=Metrics(repo.all, lambda: system.status(None)),
         e2b=E2BService(
             cfg,
             boxes,
@@ -334,6 +336,8 @@ def wire(
         audit=services.audit,
         restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
     )
+    background.ran = services.metrics.ran
+    egress_log.seen = services.metrics.seen
     return Wired(
         services, background, db, runtime, network, repo, reconciler, reaper, sweeper, pool
     )

@@ -32,6 +32,7 @@ from .routes import (
     files,
     images,
     members,
+    metrics,
     network,
     portable,
     previews,
@@ -130,6 +131,7 @@ def create_app(
     app.include_router(terminals.ws_router, prefix=API)
     app.include_router(dashboard.router)
     app.include_router(clients.router)
+    app.include_router(metrics.router)
     # Accounts' pages (setup, login, account) check their own session and forms.
     app.include_router(web.router)
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")
@@ -152,7 +154,11 @@ def create_app(
     # E2B's API under /e2b authenticates with its own headers and answers its own errors.
     app.add_middleware(E2BGateway, e2b=getattr(services, "e2b", None))
     # Sees who each call's gate found (above), before a preview's traffic is told apart.
-    app.add_middleware(AuditTrail, audit=getattr(services, "audit", None))
+    app.add_middleware(
+        AuditTrail,
+        audit=getattr(services, "audit", None),
+        metrics=getattr(services, "metrics", None),
+    )
     # Outermost: a preview's requests are the box's, never the API's (no token, no cap).
     app.add_middleware(PreviewProxy)
     return app

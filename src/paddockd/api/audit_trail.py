@@ -19,6 +19,7 @@ from paddock.wire.keys import from_e2b_key
 
 from ..domain.audit import AuditEntry
 from ..services.audit import AuditService, actor_of
+from ..services.metrics import Metrics
 from .deps import CALLER, SESSION_COOKIE
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -26,15 +27,23 @@ _REFUSED = (401, 403)
 _SECRET_PARAM = re.compile(r"(?i)token|code|key|secret|password|link")  # by its whole name
 _LONG = re.compile(r"[A-Za-z0-9_=-]{20,}")
 MASK = "…"
+# Unrouted paths counted under their first folder; any other under `other`.
+_FAMILIES = frozenset({"e2b", "files", "preview", "desktop", "dashboard", "clients"})
 
 
 class AuditTrail:
-    def __init__(self, app: ASGIApp, audit: AuditService | None) -> None:
+    """Also counts and times every HTTP call for the metrics (services/metrics.py), by
+    route template: reads included."""
+
+    def __init__(
+        self, app: ASGIApp, audit: AuditService | None, metrics: Metrics | None = None
+    ) -> None:
         self.app = app
         self.audit = audit
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.audit is None:
+        if scope["type"] != "http" or (self.audit is None and self.metrics is None):
             await self.app(scope, receive, send)
             return
         started = time.time()
@@ -49,8 +58,12 @@ class AuditTrail:
         try:
             await self.app(scope, receive, sending)
         finally:
-            if scope["method"] not in _SAFE or status in _REFUSED:
-                self.audit.record(entry(scope, status or 500, started))
+            status = status or 500
+            if self.audit is not None and (scope["method"] not in _SAFE or status in _REFUSED):
+                self.audit.record(entry(scope, status, started))
+            if self.metrics is not None:
+                took = time.time() - started
+                self.metrics.call(scope["method"], _family(scope), status, took)
 
 
 def entry(scope: Scope, status: int, at: float) -> AuditEntry:
@@ -80,6 +93,16 @@ def _route(scope: Scope) -> str:
             return "/".join(parts[: len(parts) - len(named)] + named)
     # No route of the app's (E2B's gateway, an unknown path): the path, long parts masked.
     return "/".join(MASK if _LONG.fullmatch(p) else p for p in parts)
+
+
+def _family(scope: Scope) -> str:
+    """The route as a metric's label: its template, or for a path no route of the app's
+    took (E2B's, unknown ones) its first folder, so no caller can add label values."""
+    template = _route(scope)
+    if scope.get("endpoint") is not None and scope.get("route") is not None:
+        return template
+    first = str(scope["path"]).split("/")[1:2]
+    return f"/{first[0]}/…" if first and first[0] in _FAMILIES else "other"
 
 
 def _target(scope: Scope) -> str:

@@ -25,6 +25,7 @@ from ..services.egress import EgressService
 from ..services.events import EventService
 from ..services.files import FileService
 from ..services.members import MemberService, TokenService
+from ..services.metrics import Metrics
 from ..services.portable import PortableService
 from ..services.previews import PreviewService
 from ..services.runs import RunService
@@ -66,6 +67,7 @@ class Services:
     portable: PortableService
     ssh: SshService
     audit: AuditService
+    metrics: Metrics
     e2b: E2BService | None = None
 
 

@@ -75,6 +75,8 @@ class Background:
         self._audit = audit
         self._restart_engine = restart_engine
         self._tasks: list[asyncio.Task[None]] = []
+        # Told of each pass and whether it failed (the metrics' counters).
+        self.ran: Callable[[str, bool], None] = lambda name, failed: None
 
     async def start(self) -> None:
         try:
@@ -88,9 +90,11 @@ class Background:
             log.error("engine: %s", exc.message)
         every = self._schedule
         self._tasks = [
-            asyncio.create_task(_every(every.reconcile, self.reconcile_pass, "reconcile")),
+            asyncio.create_task(
+                _every(every.reconcile, self.reconcile_pass, "reconcile", self.ran)
+            ),
             asyncio.create_task(self._reaper.run(every.reap)),
-            asyncio.create_task(_every(every.egress, self.record_egress, "egress log")),
+            asyncio.create_task(_every(every.egress, self.record_egress, "egress log", self.ran)),
             asyncio.create_task(_every(60, _rotate_log, "log rotation")),
             asyncio.create_task(_every(1.0, self._audit.flush, "audit log")),
             asyncio.create_task(_every(3600, self._audit.trim, "audit log retention")),
@@ -166,12 +170,20 @@ async def _rotate_log() -> None:
     logs.rotate_if_large()
 
 
-async def _every(seconds: float, job: Callable[[], Awaitable[object]], name: str) -> None:
+async def _every(
+    seconds: float,
+    job: Callable[[], Awaitable[object]],
+    name: str,
+    ran: Callable[[str, bool], None] = lambda name, failed: None,
+) -> None:
     while True:
+        failed = True
         try:
             await job()
+            failed = False
         except PaddockError as exc:
             log.error("%s: %s", name, exc.message)
         except Exception:
             log.exception("%s failed", name)
+        ran(name, failed)
         await asyncio.sleep(seconds)

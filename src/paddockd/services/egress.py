@@ -56,6 +56,8 @@ class EgressLog:
         self._followers: defaultdict[str, set[asyncio.Queue[EgressEvent]]] = defaultdict(set)
         # Reads see the file and the unwritten events as one: never mid-flush.
         self._lock = asyncio.Lock()
+        # Told of each event as it is recorded (the metrics' egress counter).
+        self.seen: Callable[[str, str], None] = lambda kind, verdict: None
 
     def path(self, box_id: str) -> Path:
         return self._dir / box_id / "egress.jsonl"
@@ -90,6 +92,7 @@ class EgressLog:
         return self._now().isoformat(timespec="seconds")
 
     def _add(self, box_id: str, event: EgressEvent) -> None:
+        self.seen(event.kind, event.verdict)
         self._unwritten[box_id].append(event)
         for queue in self._followers.get(box_id, ()):
             queue.put_nowait(event)

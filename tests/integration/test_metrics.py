@@ -74,11 +74,12 @@ def test_the_metrics_are_the_owners(measured: tuple[Server, str]) -> None:
     server, bob = measured
     assert httpx.get(server.url + "/metrics", timeout=30).status_code == 401
     assert httpx.get(server.url + "/metrics", headers=bearer(bob), timeout=30).status_code == 403
-    # Paths nobody routes are one label, whatever they are.
+    # Paths nobody routes, and methods nobody uses, are one label, whatever they are.
     for i in range(5):
         httpx.get(f"{server.url}/no-such-{i}", timeout=30)
+        httpx.request(f"NOSUCH{i}", f"{server.url}/v1/boxes", timeout=30)
     seen = scrape(server)
-    routes = {
-        dict(labels).get("route") for (name, labels) in seen if name == "paddock_api_calls_total"
-    }
-    assert not any(r and r.startswith("/no-such") for r in routes) and "other" in routes
+    calls = [dict(labels) for (name, labels) in seen if name == "paddock_api_calls_total"]
+    routes, methods = {c["route"] for c in calls}, {c["method"] for c in calls}
+    assert not any(r.startswith("/no-such") for r in routes) and "other" in routes
+    assert not any(m.startswith("NOSUCH") for m in methods)  # "other", if they get through

@@ -23,6 +23,8 @@ from ..services.metrics import Metrics
 from .deps import CALLER, SESSION_COOKIE
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+# A metric's method label: any other word a client sends counts as `other`.
+_METHODS = _SAFE | {"POST", "PUT", "PATCH", "DELETE"}
 _REFUSED = (401, 403)
 _SECRET_PARAM = re.compile(r"(?i)token|code|key|secret|password|link")  # by its whole name
 _LONG = re.compile(r"[A-Za-z0-9_=-]{20,}")
@@ -63,7 +65,8 @@ class AuditTrail:
                 self.audit.record(entry(scope, status, started))
             if self.metrics is not None:
                 took = time.time() - started
-                self.metrics.call(scope["method"], _family(scope), status, took)
+                method = scope["method"] if scope["method"] in _METHODS else "other"
+                self.metrics.call(method, _family(scope), status, took)
 
 
 def entry(scope: Scope, status: int, at: float) -> AuditEntry:

@@ -49,7 +49,12 @@ def _metrics() -> Metrics:
             pool=PoolStatus(2, [PoolTypeStatus("small", 2, 1)], 1.0, 1024),
         )
 
-    return Metrics(all_boxes, status)
+    m = Metrics(all_boxes, status)
+    # What happened: a create, a failed reconcile pass, a refused connection.
+    m.call("POST", "/v1/boxes", 201, 0.3)
+    m.ran("reconcile", failed=True)
+    m.seen("connect", "denied")
+    return m
 
 
 def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -63,9 +68,6 @@ def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 @pytest.mark.anyio
 async def test_a_scrape_says_what_is_true_now_and_what_happened() -> None:
     m = _metrics()
-    m.call("POST", "/v1/boxes", 201, 0.3)
-    m.ran("reconcile", failed=True)
-    m.seen("connect", "denied")
     seen = _samples((await m.scrape()).decode())
     assert seen[("paddock_boxes", frozenset({("state", "running"), ("type", "small")}))] == 1
     assert seen[("paddock_boxes", frozenset({("state", "creating"), ("type", "small")}))] == 1
@@ -86,9 +88,6 @@ async def test_a_scrape_says_what_is_true_now_and_what_happened() -> None:
 @pytest.mark.anyio
 async def test_every_series_the_sample_dashboard_charts_exists() -> None:
     m = _metrics()
-    m.call("POST", "/v1/boxes", 201, 0.3)
-    m.ran("reconcile", failed=True)
-    m.seen("connect", "denied")
     names = {name for name, _ in _samples((await m.scrape()).decode())}
     exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p["targets"]]
     charted = {n for e in exprs for n in re.findall(r"\b(paddockd?_[a-z_]+)", e)}

@@ -39,6 +39,7 @@ from .services.desktop import DesktopService
 from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.e2b.envd_tokens import EnvdTokens
+from .services.e2b.hosts import SandboxHosts
 from .services.e2b.service import E2BService
 from .services.e2b.snapshots import SandboxSnapshots
 from .services.e2b.templates import E2BTemplates
@@ -236,6 +237,20 @@ def wire(
         split = urlsplit(public_url())
         return split.hostname if split.scheme == "https" else None
 
+    def routed_host() -> str | None:
+        """The host previews answer under as PORT-BOX.HOST: the hostname, or `localhost`
+        for a server on loopback (browsers send its subdomains to loopback)."""
+        split = urlsplit(public_url())
+        if split.scheme == "https":
+            return split.hostname
+        return "localhost" if split.hostname in ("127.0.0.1", "localhost", "::1") else None
+
+    def sandbox_domain() -> str | None:
+        """E2B's sandbox domain: `get_host(port)` is PORT-ID.DOMAIN (services/e2b/hosts.py)."""
+        host = routed_host()
+        port = urlsplit(public_url()).port
+        return f"{host}:{port}" if host and port else host
+
     previews = PreviewService(
         PreviewRepository(db),
         boxes,
@@ -245,6 +260,7 @@ def wire(
         hostname,
         activity,
         owner_active=accounts_repo.exists,
+        routed_host=routed_host,
     )
 
     templates = TemplateService(
@@ -252,6 +268,8 @@ def wire(
     )
     boxes.templates = pool.templates = templates
     stats = StatsService(boxes, runtime)
+    sandbox_repo = SandboxRepository(db)
+    envd_tokens = EnvdTokens(load_key(cfg.data_dir / "envd.key"))
     snapshots = SnapshotService(repo, runtime, reconciler, boxes, limit=cfg.snapshot_limit)
     services = Services(
         config=cfg,
@@ -294,13 +312,15 @@ def wire(
             boxes,
             stats,
             tokens,
-            SandboxRepository(db),
+            sandbox_repo,
             SandboxSnapshots(boxes, snapshots),
             E2BTemplates(templates, cfg.data_dir / "templates"),
             now,
-            EnvdTokens(load_key(cfg.data_dir / "envd.key")),
+            envd_tokens,
+            sandbox_domain,
         ),
     )
+    previews.hosts = SandboxHosts(sandbox_repo, boxes, envd_tokens)
     reaper = Reaper(boxes, now, previews)
     reaper.changes = changes
     sweeper = ImageSweeper(

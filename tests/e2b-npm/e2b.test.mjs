@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { randomUUID } from "node:crypto";
+import { request } from "node:http";
 
 import { AuthenticationError, CommandExitError, NotFoundError, Sandbox } from "e2b";
 
@@ -126,6 +127,36 @@ async function watchersInBox() {
   const r = await sbx.commands.run("pgrep -c -f 'inotify_init[1]' || true", { user: "root" });
   return Number(r.stdout.trim());
 }
+
+// A GET to this server's address, named as `host` (fetch cannot set Host).
+function getAs(host) {
+  const api = new URL(process.env.E2B_API_URL);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { hostname: api.hostname, port: api.port, path: "/", headers: { host } },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode));
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+test("a sandbox's port through getHost", async () => {
+  const host = sbx.getHost(8000);
+  const apiPort = new URL(process.env.E2B_API_URL).port;
+  assert.equal(host, `8000-${sbx.sandboxId}.localhost:${apiPort}`);
+  await sbx.commands.run("python3 -m http.server 8000 -d /tmp", { background: true });
+  const deadline = Date.now() + 30_000;
+  let status = await getAs(host);
+  while (status !== 200 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 300));
+    status = await getAs(host);
+  }
+  assert.equal(status, 200);
+});
 
 test("pause and resume keep the files", async () => {
   const box = await Sandbox.create({ timeoutMs: 120000 });

@@ -289,8 +289,7 @@ def test_as_e2b_answers(sdk_env: dict[str, str]) -> None:
     assert not box.is_running()
     for options, says in (
         ({"mcp": {"github": {"githubPersonalAccessToken": "x"}}}, "no MCP gateway"),
-        ({"lifecycle": {"on_timeout": "pause", "auto_resume": True}}, "auto_resume"),
-        ({"network": {"allow_public_traffic": False}}, "allowPublicTraffic"),
+        ({"lifecycle": {"on_timeout": {"action": "pause", "mode": "full"}}}, "memory"),
     ):
         before = {s.sandbox_id for s in e2b.Sandbox.list().next_items()}
         with pytest.raises(e2b.SandboxException, match=says):
@@ -578,3 +577,93 @@ def test_the_async_sdk_answers_as_e2b(sdk_env: dict[str, str]) -> None:
             await other.kill()
 
     asyncio.run(run())
+
+
+# A web server in the box that answers with the headers it was sent.
+ECHO = """
+import http.server as h
+class H(h.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = repr(sorted(k.lower() for k in self.headers)).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+h.ThreadingHTTPServer(("0.0.0.0", 8000), H).serve_forever()
+"""
+
+
+def _through(server: Server, host: str, token: str | None = None) -> httpx.Response:
+    """A request to `host` (what get_host gave) as a client reaches it: on this server's
+    address, named by its Host header (*.localhost is loopback's)."""
+    headers = {"host": host}
+    if token is not None:
+        headers["e2b-traffic-access-token"] = token
+    return httpx.get(server.url + "/", headers=headers, timeout=10)
+
+
+def _serving(server: Server, sbx: e2b.Sandbox, token: str | None = None) -> httpx.Response:
+    sbx.files.write("/tmp/echo.py", ECHO)
+    sbx.commands.run("python3 /tmp/echo.py", background=True)
+    deadline = time.monotonic() + 30
+    while True:
+        r = _through(server, sbx.get_host(8000), token)
+        if r.status_code == 200 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.3)
+
+
+def _state(sbx: e2b.Sandbox) -> e2b.SandboxState:
+    return e2b.Sandbox.get_info(sbx.sandbox_id).state
+
+
+def test_get_host_reaches_a_port(server: Server, sdk_env: dict[str, str]) -> None:
+    """get_host(port) is the port's address, as on E2B: open to anyone by default; with
+    allow_public_traffic=False only with the sandbox's traffic token (which the box's app
+    never sees); a paused sandbox's port wakes it only with auto_resume."""
+    public = e2b.Sandbox.create(timeout=600)
+    private = e2b.Sandbox.create(
+        timeout=600,
+        network={"allow_public_traffic": False},
+        lifecycle={"on_timeout": "pause", "auto_resume": True},
+    )
+    try:
+        port = server.url.rsplit(":", 1)[1]
+        assert public.get_host(8000) == f"8000-{public.sandbox_id}.localhost:{port}"
+        assert public.traffic_access_token is None
+        token = private.traffic_access_token
+        assert token and token.startswith("pdt_")
+        r = _serving(server, public)
+        assert r.status_code == 200, r.text
+        r = _serving(server, private, token)
+        assert r.status_code == 200, r.text
+        assert "e2b-traffic-access-token" not in r.text  # the box's app never sees it
+        host = private.get_host(8000)
+        assert _through(server, host).status_code == 401
+        assert _through(server, host, "pdt_" + "A" * 43).status_code == 401
+        assert _through(server, host, token + "x").status_code == 401
+        # Another sandbox's host is not opened by this one's token.
+        assert _through(server, public.get_host(8000), token).status_code == 200
+        info = e2b.Sandbox.get_info(private.sandbox_id)
+        assert info.lifecycle == {"on_timeout": "pause", "auto_resume": True}
+
+        # Paused without auto_resume: the port answers 502 and the sandbox stays paused.
+        public.pause()
+        assert _through(server, public.get_host(8000)).status_code == 502
+        time.sleep(1)
+        assert _state(public) == e2b.SandboxState.PAUSED
+        # Paused with auto_resume: a refused request wakes nothing; an admitted one does.
+        private.pause()
+        assert _through(server, host).status_code == 401
+        time.sleep(1)
+        assert _state(private) == e2b.SandboxState.PAUSED
+        assert _through(server, host, token).status_code == 503  # starting
+        deadline = time.monotonic() + 60
+        while _state(private) != e2b.SandboxState.RUNNING:
+            assert time.monotonic() < deadline, "auto_resume did not resume the sandbox"
+            time.sleep(0.5)
+    finally:
+        public.kill()
+        private.kill()
+    # A killed sandbox's host is no address at all.
+    assert _through(server, public.get_host(8000)).status_code == 404

@@ -31,7 +31,14 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..domain.errors import InvalidState, NotFound
-from ..domain.previews import COOKIE_PREFIX, TOKEN_PARAM, Preview, Target, target_of
+from ..domain.previews import (
+    COOKIE_PREFIX,
+    TOKEN_PARAM,
+    TRAFFIC_HEADER,
+    Preview,
+    Target,
+    target_of,
+)
 from ..services.previews import PreviewService, Waking
 from .deps import is_secure, services, session_cookie
 from .gate import has_body
@@ -54,7 +61,14 @@ _HOP = frozenset(
     }
 )
 _FORWARDED = frozenset(
-    {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x-forwarded-prefix"}
+    {
+        b"x-forwarded-for",
+        b"x-forwarded-proto",
+        b"x-forwarded-host",
+        b"x-forwarded-prefix",
+        # A private sandbox's traffic token opens its ports; the box's app never sees it.
+        TRAFFIC_HEADER.encode(),
+    }
 )
 # Path-form pages share paddockd's origin: an opaque origin keeps them from it.
 _SANDBOX = (
@@ -132,7 +146,7 @@ class PreviewProxy:
             return
         conn = HTTPConnection(scope)
         svc: PreviewService = services(conn).previews
-        target = target_of(conn.headers.get("host", ""), scope["path"], svc.hostname())
+        target = target_of(conn.headers.get("host", ""), scope["path"], svc.routed_host())
         if target is None:
             await self.app(scope, receive, send)
             return
@@ -155,7 +169,7 @@ class PreviewProxy:
             if conn.scope["type"] == "http" and conn.scope["method"] in ("GET", "HEAD"):
                 return preview, self._keep_secret(conn, target, preview, given)
             return preview, None
-        if preview.public:
+        if preview.public or svc.traffic_ok(preview, conn.headers.get(TRAFFIC_HEADER, "")):
             return preview, None
         cookie = conn.cookies.get(COOKIE_PREFIX + preview.id, "")
         if cookie and svc.secret_ok(preview, cookie):
@@ -214,7 +228,7 @@ class PreviewProxy:
             await _respond(send, refusal, conn.scope)
             return
         try:
-            sock = await svc.connect(preview)
+            sock = await svc.connect(preview, wake=preview.wakes)
         except Waking:
             await _respond(send, _holding_page(), conn.scope)
             return
@@ -250,7 +264,7 @@ class PreviewProxy:
             await send({"type": "websocket.close", "code": 4401 if preview else 4404})
             return
         try:
-            sock = await svc.connect(preview)
+            sock = await svc.connect(preview, wake=preview.wakes)
         except (Waking, NotFound, InvalidState, OSError, asyncio.TimeoutError):
             await send({"type": "websocket.close", "code": 1013})
             return

@@ -22,6 +22,8 @@ PATH_PREFIX = "/preview/"
 # The query parameter a private URL carries the first time; it becomes a cookie.
 TOKEN_PARAM = "paddock_preview"
 COOKIE_PREFIX = "paddock_preview_"
+# The header E2B's SDKs carry a private sandbox's traffic token in (services/e2b/hosts.py).
+TRAFFIC_HEADER = "e2b-traffic-access-token"
 _HOST_LABEL = re.compile(r"^([0-9]{1,5})-([0-9a-f]{12})$")
 _PATH = re.compile(r"^/preview/([0-9a-f]{12})/([0-9]{1,5})(/.*)?$")
 
@@ -35,6 +37,8 @@ class Preview:
     created_at: float
     expires_at: float | None = None
     owner_id: str | None = None
+    # Whether a request to it starts its stopped box (an E2B sandbox's only with autoResume).
+    wakes: bool = True
 
     def expired(self, now: float | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or time.time())

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio.to_thread
 
@@ -55,6 +56,17 @@ class Listed:
     url: str
 
 
+class PortHosts(Protocol):
+    """Ports a box answers on without a preview of its own: an E2B sandbox's
+    `PORT-ID.HOST` (services/e2b/hosts.py)."""
+
+    async def find(self, box_id: str, port: int) -> Preview | None: ...
+
+    def admits(self, preview: Preview, token: str) -> bool:
+        """Whether `token` (the traffic header's) opens this private port."""
+        ...
+
+
 class PreviewService:
     def __init__(
         self,
@@ -66,6 +78,7 @@ class PreviewService:
         hostname: Callable[[], str | None],
         activity: Activity,
         owner_active: Callable[[str], Awaitable[bool]] | None = None,
+        routed_host: Callable[[], str | None] | None = None,
     ) -> None:
         self._repo = repo
         self._boxes = boxes
@@ -73,6 +86,10 @@ class PreviewService:
         self._key = key
         self._public_url = public_url
         self.hostname = hostname
+        # The host whose PORT-BOXID. names the proxy answers: the hostname, or where the
+        # server is on loopback, `localhost` (which URLs still do not use: not every
+        # client resolves its subdomains).
+        self.routed_host = routed_host or hostname
         self._activity = activity
         # Whether a box's owner may still run it (a removed member may not).
         self._owner_active = owner_active
@@ -83,6 +100,7 @@ class PreviewService:
         # writer, so each change below drops what it changes. Misses are not kept (a flood
         # of made-up names must not grow this).
         self._found: dict[tuple[str, int], Preview] = {}
+        self.hosts: PortHosts | None = None
 
     # -- the owner's side -----------------------------------------------------------------
     async def create(
@@ -138,7 +156,7 @@ class PreviewService:
     # -- the proxy's side -----------------------------------------------------------------
     async def has_domain(self, domain: str) -> bool:
         """Whether `domain` names a live preview (Caddy asks before a certificate)."""
-        target = target_of(domain, "", self.hostname())
+        target = target_of(domain, "", self.routed_host())
         return target is not None and await self.find(target) is not None
 
     async def find(self, target: Target) -> Preview | None:
@@ -146,9 +164,13 @@ class PreviewService:
         preview = self._found.get(key) or await self._repo.find(*key)
         if preview is None or preview.expired():
             self._found.pop(key, None)
-            return None
+            # Not kept: a sandbox's port costs two lookups, and made-up ones grow nothing.
+            return await self.hosts.find(*key) if self.hosts else None
         self._found[key] = preview
         return preview
+
+    def traffic_ok(self, preview: Preview, token: str) -> bool:
+        return bool(token) and self.hosts is not None and self.hosts.admits(preview, token)
 
     def activity_of(self, preview: Preview) -> AbstractContextManager[None]:
         """Held while a WebSocket to the box is open: the box is in use."""

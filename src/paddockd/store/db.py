@@ -286,6 +286,10 @@ sandboxes = sa.Table(
     sa.Column("template", sa.String(128), nullable=False),
     sa.Column("metadata", sa.Text, nullable=False),
     sa.Column("env_vars", sa.Text, nullable=False),
+    # Its ports answer at PORT-ID.HOST without a token (E2B's allowPublicTraffic).
+    sa.Column("public_traffic", sa.Boolean, nullable=False, server_default=sa.true()),
+    # A request to one of its ports resumes it when paused (E2B's autoResume).
+    sa.Column("auto_resume", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 # Who did what (services/audit.py): append-only, trimmed by age and count.
@@ -542,6 +546,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 status INTEGER NOT NULL)""",
             "CREATE INDEX ix_audit_log_at ON audit_log (at)",
             "CREATE INDEX ix_audit_log_user_id ON audit_log (user_id)",
+        ],
+    ),
+    (
+        29,
+        [
+            # E2B's host routing (services/e2b/hosts.py): who may reach a sandbox's ports.
+            "ALTER TABLE e2b_sandboxes ADD COLUMN public_traffic BOOLEAN NOT NULL DEFAULT 1",
+            "ALTER TABLE e2b_sandboxes ADD COLUMN auto_resume BOOLEAN NOT NULL DEFAULT 0",
         ],
     ),
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -20,11 +21,26 @@ class SandboxExtras:
     template: str = "base"
     metadata: dict[str, str] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
+    # E2B's allowPublicTraffic and autoResume: who reaches its ports, and whether that
+    # wakes it (services/e2b/hosts.py).
+    public_traffic: bool = True
+    auto_resume: bool = False
 
 
 def _load(text: object) -> dict[str, str]:
     data = json.loads(str(text)) if text else {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _extras(r: sa.Row[Any]) -> SandboxExtras:
+    return SandboxExtras(
+        str(r.box_id),
+        str(r.template),
+        _load(r.metadata),
+        _load(r.env_vars),
+        bool(r.public_traffic),
+        bool(r.auto_resume),
+    )
 
 
 class SandboxRepository:
@@ -39,35 +55,34 @@ class SandboxRepository:
             sa.literal(extras.template),
             sa.literal(json.dumps(extras.metadata)),
             sa.literal(json.dumps(extras.env_vars)),
+            sa.literal(extras.public_traffic),
+            sa.literal(extras.auto_resume),
         ).where(sa.exists().where(boxes.c.id == extras.box_id))
 
         def work(conn: Connection) -> None:
             conn.execute(sandboxes.delete().where(sandboxes.c.box_id == extras.box_id))
-            conn.execute(
-                sandboxes.insert().from_select(["box_id", "template", "metadata", "env_vars"], row)
-            )
+            columns = ["box_id", "template", "metadata", "env_vars"]
+            columns += ["public_traffic", "auto_resume"]
+            conn.execute(sandboxes.insert().from_select(columns, row))
 
         await self._db.run(work)
 
     async def all(self) -> dict[str, SandboxExtras]:
         def work(conn: Connection) -> dict[str, SandboxExtras]:
-            return {
-                str(r.box_id): SandboxExtras(
-                    str(r.box_id), str(r.template), _load(r.metadata), _load(r.env_vars)
-                )
-                for r in conn.execute(sa.select(sandboxes))
-            }
+            return {str(r.box_id): _extras(r) for r in conn.execute(sa.select(sandboxes))}
 
         return await self._db.run(work)
 
     async def get(self, box_id: str) -> SandboxExtras:
         """The box's extras; a box made outside E2B has none (the defaults)."""
+        return await self.find(box_id) or SandboxExtras(box_id)
 
-        def work(conn: Connection) -> SandboxExtras:
+    async def find(self, box_id: str) -> SandboxExtras | None:
+        """The box's extras, None for a box made outside E2B."""
+
+        def work(conn: Connection) -> SandboxExtras | None:
             r = conn.execute(sa.select(sandboxes).where(sandboxes.c.box_id == box_id)).first()
-            if r is None:
-                return SandboxExtras(box_id)
-            return SandboxExtras(box_id, str(r.template), _load(r.metadata), _load(r.env_vars))
+            return None if r is None else _extras(r)
 
         return await self._db.run(work)
 

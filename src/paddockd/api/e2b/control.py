@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...domain.accounts import User
+from ...domain.box import TtlAction
 from ...domain.errors import InvalidRequest, PaddockError
 from ...domain.snapshot import Snapshot
 from ...services.e2b import listing
@@ -63,9 +64,6 @@ class NewSandbox(BaseModel):
                 self.volume_mounts
             ),
             "iam": self.iam,
-            "lifecycle auto_resume (a paused sandbox resumes on connect, not on traffic)": (
-                self.auto_resume or {}
-            ).get("enabled"),
             "keep memory on pause (a pause keeps files, not memory)": self.auto_pause_memory,
         }
         return [name for name, value in asked.items() if value]
@@ -99,6 +97,8 @@ def _common(svc: E2BService, s: Sandbox) -> dict[str, Any]:
         "alias": s.extras.template,
         "clientID": CLIENT_ID,
         "envdVersion": ENVD_VERSION,
+        # get_host(port) is PORT-ID.DOMAIN, which the preview proxy answers.
+        "domain": svc.domain(),
     }
 
 
@@ -115,12 +115,21 @@ def _detail(svc: E2BService, s: Sandbox) -> dict[str, Any]:
         "state": s.state,
         "metadata": s.extras.metadata,
         "allowInternetAccess": box.network.mode != "deny-all",
+        "network": {"allowPublicTraffic": s.extras.public_traffic},
+        "lifecycle": {
+            "onTimeout": "pause" if box.ttl_action == TtlAction.STOP else "kill",
+            "autoResume": s.extras.auto_resume,
+        },
     }
 
 
 def _created(svc: E2BService, s: Sandbox) -> dict[str, Any]:
     # The envd calls and signed file links use a token of the sandbox's own, not the key.
-    return {**_common(svc, s), "envdAccessToken": svc.envd_token(s.box.id)}
+    return {
+        **_common(svc, s),
+        "envdAccessToken": svc.envd_token(s.box.id),
+        "trafficAccessToken": svc.traffic_token(s),
+    }
 
 
 @router.post("/v2/sandboxes", status_code=201)
@@ -137,6 +146,7 @@ async def create(body: NewSandbox, request: Request, svc: Svc, user: Caller) -> 
         body.allow_internet_access,
         body.network,
         auto_pause=bool(body.auto_pause),
+        auto_resume=bool((body.auto_resume or {}).get("enabled")),
     )
     return _created(svc, s)
 

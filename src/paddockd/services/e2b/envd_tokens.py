@@ -16,6 +16,7 @@ import hmac
 from collections.abc import Iterable
 
 PREFIX = "pde_"
+TRAFFIC_PREFIX = "pdt_"
 OPERATIONS = ("read", "write")
 
 
@@ -27,9 +28,16 @@ class EnvdTokens:
         mac = hmac.new(self._key, f"envd:{sandbox_id}".encode(), hashlib.sha256).digest()
         return PREFIX + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
+    def traffic(self, sandbox_id: str) -> str:
+        """The token that opens a private sandbox's ports (E2B's trafficAccessToken): of
+        another purpose than the envd one, so neither opens what the other does."""
+        mac = hmac.new(self._key, f"traffic:{sandbox_id}".encode(), hashlib.sha256).digest()
+        return TRAFFIC_PREFIX + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
     def opens(self, key: str, sandbox_id: str) -> bool:
         """Whether `key` is the envd access token of `sandbox_id`."""
-        return key.startswith(PREFIX) and hmac.compare_digest(key, self.of(sandbox_id))
+        given = key.encode("latin-1", "replace")  # a header's text: any byte may be in it
+        return key.startswith(PREFIX) and hmac.compare_digest(given, self.of(sandbox_id).encode())
 
     def signature(
         self, sandbox_id: str, path: str, operation: str, user: str, expiration: int | None

@@ -85,9 +85,6 @@ def network_policy(
     )
     if unsupported:
         raise InvalidRequest(f"unsupported network options: {', '.join(unsupported)}")
-    if network.get("allowPublicTraffic") is False:
-        # Previews are reached with a link's token (`paddock preview`), not E2B's header.
-        raise InvalidRequest("allowPublicTraffic=False is not supported: previews decide it")
     everything = {"0.0.0.0/0", "::/0"}
     if deny and not set(deny) <= everything:
         # Paddock's policy is an allowlist; a deny list of some hosts has no equivalent.
@@ -115,6 +112,7 @@ class E2BService:
         templates: E2BTemplates | None,
         now: Callable[[], datetime],
         envd: EnvdTokens,
+        domain: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._cfg = cfg
         self._boxes = boxes
@@ -125,6 +123,7 @@ class E2BService:
         self.snapshots = snapshots
         self.templates = templates
         self._envd = envd
+        self.domain = domain
 
     @property
     def boxes(self) -> BoxService:
@@ -162,6 +161,10 @@ class E2BService:
 
     def envd_token(self, sandbox_id: str) -> str:
         return self._envd.of(sandbox_id)
+
+    def traffic_token(self, s: Sandbox) -> str | None:
+        """What opens a private sandbox's ports (services/e2b/hosts.py); None when public."""
+        return None if s.extras.public_traffic else self._envd.traffic(s.box.id)
 
     async def signed(
         self, path: str, operation: str, user: str, signature: str, expiration: int | None
@@ -211,7 +214,10 @@ class E2BService:
         allow_internet_access: bool | None,
         network: dict[str, Any] | None,
         auto_pause: bool = False,
+        auto_resume: bool = False,
     ) -> Sandbox:
+        if auto_resume and not auto_pause:
+            raise InvalidRequest("autoResume needs autoPause: only a paused sandbox resumes")
         if len(metadata) > _MAX_METADATA or len(env_vars) > _MAX_METADATA * 4:
             raise InvalidRequest("too many metadata entries or env vars")
         for key, value in env_vars.items():
@@ -232,7 +238,10 @@ class E2BService:
             disk=disk,
             template=made_from,
         )
-        extras = SandboxExtras(box.id, template, dict(metadata), dict(env_vars))
+        public = (network or {}).get("allowPublicTraffic") is not False
+        extras = SandboxExtras(
+            box.id, template, dict(metadata), dict(env_vars), public, auto_resume
+        )
         await self._repo.put(extras)
         return Sandbox(box, extras)
 

@@ -235,6 +235,12 @@ async def connect(
     return _created(svc, s)
 
 
+@router.put("/sandboxes/{sandbox_id}/network", status_code=204)
+async def update_network(sandbox_id: str, body: dict[str, Any], svc: Svc, user: Caller) -> Response:
+    await svc.update_network(user, sandbox_id, body)
+    return Response(status_code=204)
+
+
 @router.get("/sandboxes/{sandbox_id}/metrics")
 async def metrics(sandbox_id: str, svc: Svc, user: Caller) -> list[dict[str, Any]]:
     return await svc.metrics(user, sandbox_id)

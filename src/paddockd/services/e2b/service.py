@@ -335,6 +335,15 @@ class E2BService:
             box = await self._boxes.resume(box.id, caller)
         return Sandbox(box, await self._repo.get(box.id))
 
+    async def update_network(self, caller: User, sandbox_id: str, network: dict[str, Any]) -> Box:
+        """E2B's update_network: the egress rules replaced as a whole, as `paddock network`
+        sets them (at once, on a running box too); nothing asked is the server's default."""
+        box = await self._resolve(caller, sandbox_id)
+        rules = {k: v for k, v in network.items() if k != "allow_internet_access"}
+        internet = network.get("allow_internet_access")
+        asked = network_policy(internet if isinstance(internet, bool) else None, rules)
+        return await self._boxes.set_network(box.id, asked or self._boxes.default_network, caller)
+
     async def metrics(self, caller: User, sandbox_id: str) -> list[dict[str, Any]]:
         box = await self._resolve(caller, sandbox_id)
         stats = await self._stats.one(box.id, caller)

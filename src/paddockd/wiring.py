@@ -63,6 +63,7 @@ from .services.stats import StatsService
 from .services.system import SystemService
 from .services.templates import TemplateService
 from .services.terminals import TerminalService
+from .services.usage_history import UsageHistory
 from .store.accounts import AccountRepository
 from .store.audit import AuditRepository
 from .store.boxes import BoxRepository
@@ -269,6 +270,7 @@ def wire(
     boxes.templates = pool.templates = templates
     stats = StatsService(boxes, runtime)
     sandbox_repo = SandboxRepository(db)
+    history = UsageHistory(boxes, runtime, now, sandbox_repo.ids)
     envd_tokens = EnvdTokens(load_key(cfg.data_dir / "envd.key"))
     snapshots = SnapshotService(repo, runtime, reconciler, boxes, limit=cfg.snapshot_limit)
     services = Services(
@@ -318,6 +320,7 @@ def wire(
             now,
             envd_tokens,
             sandbox_domain,
+            history,
         ),
     )
     previews.hosts = SandboxHosts(sandbox_repo, boxes, envd_tokens)
@@ -354,6 +357,7 @@ def wire(
         runs=runs,
         pool=pool,
         audit=services.audit,
+        history=history,
         restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
     )
     background.ran = services.metrics.ran

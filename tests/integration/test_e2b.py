@@ -8,6 +8,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -459,6 +460,28 @@ def test_update_network_sets_the_box_policy(server: Server, sdk_env: dict[str, s
             assert c.get_box(sbx.sandbox_id).network == net
             sbx.update_network({})
             assert c.get_box(sbx.sandbox_id).network == default
+    finally:
+        sbx.kill()
+
+
+def test_metrics_over_time(sdk_env: dict[str, str]) -> None:
+    """get_metrics gives a reading every few seconds (not one of now), and the window
+    asked for."""
+    sbx = e2b.Sandbox.create(timeout=600)
+    try:
+        sbx.commands.run("timeout 20 sh -c 'while :; do :; done'", background=True)
+        deadline = time.monotonic() + 60
+        while len(metrics := sbx.get_metrics()) < 3:
+            assert time.monotonic() < deadline, metrics
+            time.sleep(1)
+        stamps = [m.timestamp for m in metrics]
+        assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+        assert 3 <= (stamps[-1] - stamps[0]).total_seconds() <= 60
+        assert max(m.cpu_used_pct for m in metrics) > 10  # the loop shows
+        assert all(0 < m.mem_used < m.mem_total for m in metrics)
+        one = stamps[1].replace(microsecond=0)
+        window = sbx.get_metrics(start=one, end=one + timedelta(seconds=1))
+        assert [m.timestamp for m in window] == [stamps[1]]
     finally:
         sbx.kill()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from . import diskcopy
+from .cgroups import Sample
 
 DiskUsage = diskcopy.Usage
 
@@ -299,6 +300,11 @@ class Runtime(Protocol):
 
     async def usage(self, cids: list[str]) -> dict[str, Usage]:
         """Figures of each running container (those not running are left out)."""
+        ...
+
+    async def samples(self, cids: list[str]) -> dict[str, Sample]:
+        """One cheap reading of each running container's CPU time and memory (those not
+        running are left out): what a history of its use is made of, every few seconds."""
         ...
 
     async def views_available(self) -> bool:

@@ -26,10 +26,15 @@ class Sample:
     pids_limit: int | None
 
 
-def _paths(pid: int, root: Path, proc: Path) -> dict[str, Path]:
-    """Each controller's folder for the process (v2's under the key "")."""
+def _paths(pid: int, root: Path, proc: Path, expect: str = "") -> dict[str, Path]:
+    """Each controller's folder for the process (v2's under the key ""). `expect`: a
+    word its cgroups must name (a container's id), else OSError: a pid kept from an
+    earlier look may be another process's by now."""
     found: dict[str, Path] = {}
-    for line in (proc / str(pid) / "cgroup").read_text().splitlines():
+    text = (proc / str(pid) / "cgroup").read_text()
+    if expect not in text:
+        raise OSError(f"process {pid} is not in a cgroup of {expect}")
+    for line in text.splitlines():
         _, controllers, path = line.split(":", 2)
         for name in controllers.split(",") if controllers else [""]:
             found[name] = root / name / path.lstrip("/") if name else root / path.lstrip("/")
@@ -50,10 +55,10 @@ def _stat(path: Path) -> dict[str, int]:
     return {p[0]: int(p[1]) for p in pairs if len(p) == 2}
 
 
-def sample(pid: int, root: Path = ROOT, proc: Path = Path("/proc")) -> Sample:
+def sample(pid: int, root: Path = ROOT, proc: Path = Path("/proc"), expect: str = "") -> Sample:
     """The process's cgroup figures now. Raises OSError when they cannot be read (the box
-    stopped, or an unknown layout). Blocking."""
-    paths = _paths(pid, root, proc)
+    stopped, or an unknown layout) or do not name `expect`. Blocking."""
+    paths = _paths(pid, root, proc, expect)
     at = time.monotonic_ns()
     if "memory" in paths:  # v1
         mem, cpu, pids = paths["memory"], paths["cpuacct"], paths["pids"]

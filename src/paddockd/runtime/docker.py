@@ -237,6 +237,7 @@ class DockerRuntime:
         # Stream readers block a thread for as long as a command runs; they must not starve
         # the default pool that every other call uses.
         self._streams = anyio.CapacityLimiter(1024)
+        self._pids: dict[str, int] = {}  # container -> its init's pid (samples())
         self._lxcfs = lxcfs
         self._drives = drives
         self._storage = BoxStorage(lambda: self.api, drives, disks, userns_base, instance)
@@ -542,6 +543,29 @@ class DockerRuntime:
                 for cid, now in after.items()
                 if cid in before
             }
+
+        return await self._run(work)
+
+    async def samples(self, cids: list[str]) -> dict[str, cgroups.Sample]:
+        def work() -> dict[str, cgroups.Sample]:
+            out: dict[str, cgroups.Sample] = {}
+            for cid in cids:
+                # Its init's pid, kept while it names the container's cgroup: the engine
+                # is asked again only after a start (a new init) or a stop.
+                for pid in (self._pids.get(cid), None):
+                    if pid is None:
+                        with contextlib.suppress(docker.errors.NotFound):
+                            pid = self.container_pid(cid)
+                        if not pid:
+                            break
+                    try:
+                        out[cid] = cgroups.sample(pid, expect=cid)
+                        self._pids[cid] = pid
+                        break
+                    except (OSError, ValueError):
+                        self._pids.pop(cid, None)
+            self._pids = {cid: self._pids[cid] for cid in cids if cid in self._pids}
+            return out
 
         return await self._run(work)
 

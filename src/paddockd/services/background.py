@@ -26,6 +26,8 @@ from .reaper import Reaper
 from .reconciler import Reconciler
 from .runs import RunService
 from .system import SystemService
+from .usage_history import INTERVAL as HISTORY_INTERVAL
+from .usage_history import UsageHistory
 
 log = logging.getLogger("paddockd")
 
@@ -57,6 +59,7 @@ class Background:
         runs: RunService,
         pool: WarmPool,
         audit: AuditService,
+        history: UsageHistory | None = None,
         # Blocking: starts the box engine if it is down, and says whether it had to.
         restart_engine: Callable[[], bool] | None = None,
     ) -> None:
@@ -73,6 +76,7 @@ class Background:
         self._runs = runs
         self._pool = pool
         self._audit = audit
+        self._history = history
         self._restart_engine = restart_engine
         self._tasks: list[asyncio.Task[None]] = []
         # Told of each pass and whether it failed (the metrics' counters).
@@ -101,6 +105,9 @@ class Background:
             asyncio.create_task(self._start_listeners()),
             asyncio.create_task(self._pool.run()),
         ]
+        if self._history is not None:
+            sample = _every(HISTORY_INTERVAL, self._history.sample, "usage history", self.ran)
+            self._tasks.append(asyncio.create_task(sample))
 
     async def stop(self) -> None:
         for task in self._tasks:

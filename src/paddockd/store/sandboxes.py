@@ -73,6 +73,14 @@ class SandboxRepository:
 
         return await self._db.run(work)
 
+    async def ids(self) -> set[str]:
+        """The boxes that are E2B sandboxes."""
+
+        def work(conn: Connection) -> set[str]:
+            return {str(r[0]) for r in conn.execute(sa.select(sandboxes.c.box_id))}
+
+        return await self._db.run(work)
+
     async def get(self, box_id: str) -> SandboxExtras:
         """The box's extras; a box made outside E2B has none (the defaults)."""
         return await self.find(box_id) or SandboxExtras(box_id)

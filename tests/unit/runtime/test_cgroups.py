@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from paddockd.runtime import cgroups
 
 
@@ -31,6 +33,11 @@ def test_v1_figures(tmp_path: Path) -> None:
     got = cgroups.sample(1, tmp_path, tmp_path / "proc")
     assert (got.cpu_ns, got.memory_bytes, got.memory_limit_bytes) == (5000, 200, 1073741824)
     assert (got.pids, got.pids_limit) == (7, 1024)
+    # A pid kept from an earlier look is read only while it is still that container's.
+    again = cgroups.sample(1, tmp_path, tmp_path / "proc", expect="abc")
+    assert (again.cpu_ns, again.memory_bytes) == (got.cpu_ns, got.memory_bytes)
+    with pytest.raises(OSError, match="not in a cgroup of def"):
+        cgroups.sample(1, tmp_path, tmp_path / "proc", expect="def")
 
 
 def test_v2_figures_and_no_limits(tmp_path: Path) -> None:

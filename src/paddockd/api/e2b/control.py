@@ -241,9 +241,24 @@ async def update_network(sandbox_id: str, body: dict[str, Any], svc: Svc, user: 
     return Response(status_code=204)
 
 
+def _unix(seconds: int | None) -> datetime | None:
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidRequest(f"not a time: {seconds}") from None
+
+
 @router.get("/sandboxes/{sandbox_id}/metrics")
-async def metrics(sandbox_id: str, svc: Svc, user: Caller) -> list[dict[str, Any]]:
-    return await svc.metrics(user, sandbox_id)
+async def metrics(
+    sandbox_id: str,
+    svc: Svc,
+    user: Caller,
+    start: Annotated[int | None, Query(ge=0)] = None,
+    end: Annotated[int | None, Query(ge=0)] = None,
+) -> list[dict[str, Any]]:
+    return await svc.metrics(user, sandbox_id, _unix(start), _unix(end))
 
 
 @router.post("/sandboxes/{sandbox_id}/fork", status_code=201)

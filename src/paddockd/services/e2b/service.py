@@ -23,6 +23,7 @@ from ...store.sandboxes import SandboxExtras, SandboxRepository
 from ...store.tokens import TokenRepository
 from ..boxes import BoxService
 from ..stats import StatsService
+from ..usage_history import Point, UsageHistory
 from .envd_tokens import OPERATIONS, EnvdTokens
 from .envd_tokens import PREFIX as ENVD_PREFIX
 from .listing import Query, page
@@ -113,6 +114,7 @@ class E2BService:
         now: Callable[[], datetime],
         envd: EnvdTokens,
         domain: Callable[[], str | None] = lambda: None,
+        history: UsageHistory | None = None,
     ) -> None:
         self._cfg = cfg
         self._boxes = boxes
@@ -124,6 +126,7 @@ class E2BService:
         self.templates = templates
         self._envd = envd
         self.domain = domain
+        self.history = history
 
     @property
     def boxes(self) -> BoxService:
@@ -344,25 +347,47 @@ class E2BService:
         asked = network_policy(internet if isinstance(internet, bool) else None, rules)
         return await self._boxes.set_network(box.id, asked or self._boxes.default_network, caller)
 
-    async def metrics(self, caller: User, sandbox_id: str) -> list[dict[str, Any]]:
+    async def metrics(
+        self,
+        caller: User,
+        sandbox_id: str,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[dict[str, Any]]:
+        """The sandbox's use over [start, end]: a reading every few seconds of the last
+        hour (services/usage_history.py), or where none is kept yet, one taken now. The
+        disk figures are of now on each (a disk is not read every few seconds)."""
         box = await self._resolve(caller, sandbox_id)
         stats = await self._stats.one(box.id, caller)
-        if stats.cpu_percent is None:
-            return []
-        now = self._now()
+        points = self.history.points(box.id, start, end) if self.history else []
+        if not points and stats.cpu_percent is not None:
+            now = self._now()
+            if (start is None or start <= now) and (end is None or now <= end):
+                points = [
+                    Point(
+                        now,
+                        float(stats.cpu_percent),
+                        int(stats.memory_bytes or 0),
+                        stats.memory_limit_bytes,
+                    )
+                ]
+        disk = {
+            "diskUsed": int(stats.disk_bytes or 0),
+            "diskTotal": int(stats.disk_quota_bytes or box.disk_mb << 20),
+        }
         return [
             {
-                "timestamp": now.isoformat(),
-                "timestampUnix": int(now.timestamp()),
+                "timestamp": p.at.isoformat(),
+                "timestampUnix": int(p.at.timestamp()),
                 "cpuCount": max(1, round(box.cpus)),
                 # E2B's is of the whole sandbox; Paddock's counts 100 per CPU.
-                "cpuUsedPct": float(stats.cpu_percent) / max(box.cpus, 1e-9),
-                "memUsed": int(stats.memory_bytes or 0),
-                "memTotal": int(stats.memory_limit_bytes or box.memory_mb << 20),
+                "cpuUsedPct": p.cpu_percent / max(box.cpus, 1e-9),
+                "memUsed": p.memory_bytes,
+                "memTotal": int(p.memory_limit_bytes or box.memory_mb << 20),
                 "memCache": 0,
-                "diskUsed": int(stats.disk_bytes or 0),
-                "diskTotal": int(stats.disk_quota_bytes or box.disk_mb << 20),
+                **disk,
             }
+            for p in points
         ]
 
     async def env_vars(self, box_id: str) -> dict[str, str]:

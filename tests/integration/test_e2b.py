@@ -611,6 +611,14 @@ def test_the_async_sdk_answers_as_e2b(sdk_env: dict[str, str]) -> None:
             ids = [s.sandbox_id for s in listed]
             assert ids.index(other.sandbox_id) < ids.index(box.sandbox_id)  # newest first
             await box.files.remove("/tmp/never-there")
+            assert box.get_host(8000).startswith(f"8000-{box.sandbox_id}.localhost:")
+            await box.update_network({"deny_out": ["0.0.0.0/0"]})
+            assert len(await box.get_metrics()) >= 1
+            private = await e2b.AsyncSandbox.create(
+                timeout=600, network={"allow_public_traffic": False}
+            )
+            assert (private.traffic_access_token or "").startswith("pdt_")
+            await private.kill()
             h = await box.commands.run("sleep 600", background=True)
             await box.pause()
             assert not await box.is_running()

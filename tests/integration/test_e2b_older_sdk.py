@@ -36,6 +36,12 @@ try:
     seen["info"] = sbx.get_info().metadata
     listed = e2b.Sandbox.list(query=e2b.SandboxQuery(metadata={"suite": "old"}))
     seen["listed"] = [s.sandbox_id == sbx.sandbox_id for s in listed.next_items()]
+    seen["host"] = [sbx.get_host(8000), sbx.sandbox_id]
+    sbx.update_network({"deny_out": ["0.0.0.0/0"]})
+    seen["metrics"] = len(sbx.get_metrics()) >= 1
+    private = e2b.Sandbox.create(network={"allow_public_traffic": False}, timeout=300)
+    seen["traffic_token"] = (private.traffic_access_token or "")[:4]
+    private.kill()
     sbx.set_timeout(120)
     sbx.pause()
     seen["paused_running"] = sbx.is_running()
@@ -64,6 +70,9 @@ def test_the_older_sdk_works_with_the_key_paddock_prints(server: Server) -> None
     assert seen["read"] == "one" and sorted(seen["list"]) == ["a.txt", "b.txt"]
     assert seen["info"] == {"suite": "old"} and seen["listed"] == [True]
     assert seen["paused_running"] is False and seen["resumed"] == "two"
+    host, sandbox_id = seen["host"]
+    assert host == f"8000-{sandbox_id}.localhost:{server.url.rsplit(':', 1)[1]}"
+    assert seen["metrics"] is True and seen["traffic_token"] == "pdt_"
 
 
 def test_the_older_sdk_refuses_a_plain_token_as_it_always_did(server: Server) -> None:

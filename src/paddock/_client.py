@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         PushResult,
         RunInfo,
         Secret,
+        ServerLogLine,
         ServerStatus,
         Snapshot,
         SshHostKey,
@@ -1134,6 +1135,14 @@ class _Base:
         calls that named it (as they named it); `since`/`until`: ISO 8601 times."""
         query = _query({"user": user, "box": box, "since": since, "until": until, "limit": limit})
         return Call(_Request("GET", "/v1/audit", query), _model("AuditLog", "events"))
+
+    @operation
+    def server_log(self, lines: int = 100) -> Call[list[ServerLogLine]]:
+        """paddockd's last log messages, oldest first (the server owner's; secrets are
+        masked in them as in its log file)."""
+        return Call(
+            _Request("GET", "/v1/log", _query({"lines": lines})), _model("ServerLog", "lines")
+        )
 
     # -- ssh ------------------------------------------------------------------------------
     @operation

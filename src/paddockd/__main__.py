@@ -38,7 +38,7 @@ def serve(cfg: config.Config) -> None:
     import uvicorn
 
     from . import wiring
-    from .logs import keep_secrets_out
+    from .logs import keep_secrets_out, remember
     from .runtime import engine
 
     # Whatever file the service manager points our output at is root's alone too.
@@ -64,6 +64,7 @@ def serve(cfg: config.Config) -> None:
         )
     )
     keep_secrets_out()  # now that uvicorn has set up its log handlers
+    remember()
     server.run()
 
 

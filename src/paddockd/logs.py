@@ -17,6 +17,8 @@ import logging
 import os
 import re
 import stat
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 # A query parameter or cookie whose name says it is a secret, or a bearer credential.
@@ -58,6 +60,46 @@ def keep_secrets_out() -> None:
         for handler in logging.getLogger(name).handlers:
             if not any(isinstance(f, RedactSecrets) for f in handler.filters):
                 handler.addFilter(secrets_filter)
+
+
+@dataclass(frozen=True)
+class Line:
+    at: float  # seconds since the epoch
+    level: str
+    logger: str
+    message: str
+
+
+class RecentLog(logging.Handler):
+    """paddockd's last messages, in memory, for `paddock logs --server`: the same wherever
+    its output goes (a file, the journal), and secret-free as the rest (RedactSecrets)."""
+
+    def __init__(self, keep: int = 2000) -> None:
+        super().__init__(logging.INFO)
+        self._lines: deque[Line] = deque(maxlen=keep)
+        self.addFilter(RedactSecrets())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            message += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+        self._lines.append(Line(record.created, record.levelname, record.name, message))
+
+    def lines(self, count: int) -> list[Line]:
+        """The last `count`, oldest first."""
+        return list(self._lines)[-count:] if count > 0 else []
+
+
+recent = RecentLog()
+
+
+def remember() -> None:
+    """Keep paddockd's messages (and uvicorn's, which do not all reach the root) in
+    `recent` from now on."""
+    for name in ("", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        if recent not in logger.handlers:
+            logger.addHandler(recent)
 
 
 def rotate_if_large(max_bytes: int = MAX_LOG, keep: int = KEEP) -> bool:

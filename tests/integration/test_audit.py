@@ -87,3 +87,18 @@ def test_anonymous_refusals_cannot_flood_the_log(audited: tuple[Server, str]) ->
         ).fetchone()[0]
     # A budget a source and minute (services/audit.py), plus this file's first test's.
     assert 30 <= recent <= 32 + 30, recent
+
+
+def test_the_server_log_is_the_owners(audited: tuple[Server, str]) -> None:
+    """`paddock logs --server`: paddockd's own messages for the owner, wherever its log
+    goes; a member is refused; no token in them."""
+    server, bob = audited
+    done = server.cli("logs", "--server", "-n", "2000", check=True)
+    assert "listening on" in done.stdout, done.stdout[-2000:]
+    lines = json.loads(server.cli("logs", "--server", "--json", check=True).stdout)
+    assert lines and {"at", "level", "logger", "message"} <= set(lines[-1])
+    text = done.stdout
+    for secret in (server.token, bob):
+        assert secret not in text
+    with Client(server.url, bob) as member, pytest.raises(Exception, match="owner"):
+        member.server_log()

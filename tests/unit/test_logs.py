@@ -10,8 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
-from paddockd.logs import RedactSecrets, keep_secrets_out, redact
+from paddockd import logs
+from paddockd.api.app import create_app
+from paddockd.logs import RecentLog, RedactSecrets, keep_secrets_out, redact
+
+from .conftest import World
 
 TOKEN = "eyJiIjoiYWJjIn0.c2lnbmF0dXJl"
 
@@ -73,3 +78,44 @@ def test_the_log_file_is_rotated_past_its_size(tmp_path: Path) -> None:
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["paddockd.log", "paddockd.log.1", "paddockd.log.2", "paddockd.log.3"]
     assert log.read_bytes().endswith(b"after") and log.stat().st_size < 3000
+
+
+def test_recent_messages_are_kept_masked_and_bounded() -> None:
+    recent = RecentLog(keep=3)
+    logger = logging.getLogger("paddockd.test-recent")
+    logger.addHandler(recent)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        for n in range(5):
+            logger.info("message %d", n)
+        logger.info("GET /desktop/abc?token=%s", TOKEN)
+        assert [line.message for line in recent.lines(10)][:2] == ["message 3", "message 4"]
+        assert TOKEN not in recent.lines(1)[0].message
+        assert "[redacted]" in recent.lines(1)[0].message
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            logger.exception("it failed")
+        last = recent.lines(1)[0]
+        assert last.level == "ERROR" and last.message == "it failed (RuntimeError: boom)"
+        assert last.logger == "paddockd.test-recent"
+        assert recent.lines(0) == [] and len(recent.lines(100)) == 3
+    finally:
+        logger.removeHandler(recent)
+
+
+def test_the_server_log_is_the_owners(world: World) -> None:
+    logs.remember()
+    logger = logging.getLogger("paddockd.test-route")
+    logger.setLevel(logging.INFO)
+    logger.info("hello from the log")
+    with TestClient(create_app(world.services)) as client:
+        owner = {"authorization": f"Bearer {world.token}"}
+        r = client.get("/v1/log", params={"lines": 2000}, headers=owner)
+        assert r.status_code == 200
+        assert "hello from the log" in [line["message"] for line in r.json()["lines"]]
+        assert client.get("/v1/log", params={"lines": 0}, headers=owner).status_code == 422
+        assert client.get("/v1/log").status_code == 401
+    for name in ("", "uvicorn.error"):
+        logging.getLogger(name).removeHandler(logs.recent)

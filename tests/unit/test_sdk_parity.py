@@ -75,6 +75,7 @@ OPERATIONS = {
     ("PUT", "/v1/boxes/{ref}/secrets/{name}"): "attach_secret",
     ("DELETE", "/v1/boxes/{ref}/secrets/{name}"): "detach_secret",
     ("GET", "/v1/audit"): "audit",
+    ("GET", "/v1/log"): "server_log",
     ("GET", "/v1/ssh-keys"): "list_ssh_keys",
     ("PUT", "/v1/ssh-keys/{name}"): "add_ssh_key",
     ("DELETE", "/v1/ssh-keys/{name}"): "delete_ssh_key",

@@ -36,6 +36,7 @@ import type {
   SshHostKey,
   SshKey,
   AuditEvent,
+  ServerLogLine,
   Box,
   BoxCreate,
   BoxStats,
@@ -1032,6 +1033,13 @@ export class Client {
     }
     const path = "/v1/audit";
     return (await this.#call<{ events: AuditEvent[] }>({ method: "GET", path, query })).events;
+  }
+
+  /** paddockd's last log messages, oldest first (the server owner's; secrets masked). */
+  async serverLog(lines = 100): Promise<ServerLogLine[]> {
+    const query = { lines: String(lines) };
+    return (await this.#call<{ lines: ServerLogLine[] }>({ method: "GET", path: "/v1/log", query }))
+      .lines;
   }
 
   async listSshKeys(): Promise<SshKey[]> {

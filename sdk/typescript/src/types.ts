@@ -23,6 +23,7 @@ export type CredentialUse = Schemas["CredentialUse"];
 export type Secret = Schemas["Secret"];
 export type SshKey = Schemas["SshKey"];
 export type AuditEvent = Schemas["AuditEvent"];
+export type ServerLogLine = Schemas["ServerLogLine"];
 export type SshHostKey = Schemas["SshHostKey"];
 export type Template = Schemas["Template"];
 export type TemplateDefaults = Schemas["TemplateDefaults"];

@@ -7,7 +7,16 @@ import sys
 
 from .._config import ClientConfig
 from ..wire.errors import AuthenticationFailed, ConnectionFailed, InvalidRequest, PaddockError
-from ._common import EXIT_ERROR, add_json, box_ref, client, examples, seconds_arg, set_current
+from ._common import (
+    EXIT_ERROR,
+    UsageError,
+    add_json,
+    box_ref,
+    client,
+    examples,
+    seconds_arg,
+    set_current,
+)
 from ._output import duration, emit_json, note, since, table, until
 
 TYPE_CHECKING = False
@@ -184,15 +193,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser(
         "logs",
-        help="what a box's init and services wrote (its container's log)",
+        help="what a box's init and services wrote, or with --server paddockd's own log",
         description="Print the box's own output: its init and the services it keeps running "
         "(Docker inside the box, the desktop). A command's output is not here: `paddock "
-        "exec` streams it, and `exec -d` writes it to the file it names.",
+        "exec` streams it, and `exec -d` writes it to the file it names. With --server "
+        "(the server owner): paddockd's last messages, wherever its log goes (the file or "
+        "the journal), secrets masked.",
+        epilog=examples(
+            "paddock logs web -n 50",
+            "paddock logs --server",
+            "paddock logs --server -n 500 --json",
+        ),
     )
-    p.add_argument("box", metavar="BOX")
+    p.add_argument("box", metavar="BOX", nargs="?", help="default: the current box")
     p.add_argument(
         "-n", "--tail", type=_count, default=0, metavar="N", help="only the last N lines"
     )
+    p.add_argument("--server", action="store_true", help="paddockd's own log (owner)")
+    add_json(p)
     p.set_defaults(run=cmd_logs)
 
     p = sub.add_parser(
@@ -422,11 +440,32 @@ def cmd_extend(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    if args.server:
+        if args.box:
+            raise UsageError("--server prints paddockd's log: name no box with it")
+        return _server_log(args)
     with client(args) as c:
-        text = c.box_logs(box_ref(args.box), tail=args.tail)
+        text = c.box_logs(box_ref(args.box or "current"), tail=args.tail)
+    if args.json:
+        emit_json({"log": text})
+        return 0
     sys.stdout.write(text)
     if not text:
         note("nothing yet: the box's init and services have written nothing")
+    return 0
+
+
+def _server_log(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        lines = c.server_log(lines=min(args.tail or 100, 2000))
+    if args.json:
+        emit_json(lines)
+        return 0
+    for line in lines:
+        stamp = line.at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{stamp} {line.level} {line.logger}: {line.message}")
+    if not lines:
+        note("nothing since paddockd started")
     return 0
 
 

@@ -841,3 +841,18 @@ class AuditEvent:
 @dataclass
 class AuditLog:
     events: list[AuditEvent]
+
+
+@dataclass
+class ServerLogLine:
+    """One of paddockd's own log messages (`paddock logs --server`), secrets masked."""
+
+    at: datetime
+    level: str
+    logger: str
+    message: str
+
+
+@dataclass
+class ServerLog:
+    lines: list[ServerLogLine]

@@ -15,7 +15,8 @@ from paddock.cli.main import main
 
 from ...cli_commands import runnable
 
-PADDOCK = str(Path(sys.executable).parent / "paddock")
+# PADDOCK_TEST_CLI: another install's CLI (e.g. a second worktree's venv).
+PADDOCK = os.environ.get("PADDOCK_TEST_CLI") or str(Path(sys.executable).parent / "paddock")
 # Commands that never need the server: they succeed without one.
 LOCAL = {("help",), ("completion", "bash"), ("version",), ("skill",), ("mcp",), ("e2b", "env")}
 # What the others exit with when the server is missing (default: 1, a Paddock error).

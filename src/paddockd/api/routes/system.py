@@ -1,13 +1,16 @@
-"""/v1/health (no auth), /v1/status, /v1/types."""
+"""/v1/health (no auth), /v1/status, /v1/types, /v1/log (the owner's)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from datetime import datetime, timezone
+from typing import Annotated
 
-from paddock.wire.models import BoxType, BoxTypeList, ServerStatus
+from fastapi import APIRouter, Query
 
-from ... import __version__
-from ..deps import Caller, Svc
+from paddock.wire.models import BoxType, BoxTypeList, ServerLog, ServerLogLine, ServerStatus
+
+from ... import __version__, logs
+from ..deps import Caller, Owner, Svc
 
 public = APIRouter(tags=["system"])
 router = APIRouter(tags=["system"])
@@ -21,6 +24,21 @@ async def health() -> dict[str, str]:
 @router.get("/status", response_model=ServerStatus, summary="Server, engine and capacity")
 async def status(svc: Svc, caller: Caller) -> ServerStatus:
     return await svc.system.status(caller)
+
+
+@router.get("/log", response_model=ServerLog, summary="paddockd's last log messages (owner)")
+async def server_log(_: Owner, lines: Annotated[int, Query(ge=1, le=2000)] = 100) -> ServerLog:
+    return ServerLog(
+        lines=[
+            ServerLogLine(
+                at=datetime.fromtimestamp(line.at, timezone.utc),
+                level=line.level,
+                logger=line.logger,
+                message=line.message,
+            )
+            for line in logs.recent.lines(lines)
+        ]
+    )
 
 
 @router.get("/types", response_model=BoxTypeList, summary="Box types and their limits")

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         NetworkSpec,
         NetworkSuggestion,
         NewToken,
+        NewWebhook,
         Preview,
         PushResult,
         RunInfo,
@@ -73,6 +74,9 @@ if TYPE_CHECKING:
         SshKey,
         Template,
         TokenInfo,
+        Webhook,
+        WebhookDelivery,
+        WebhookTest,
     )
 
 # Everything is loaded on first use: `paddock exec` and `paddock --version` must not pay
@@ -120,6 +124,7 @@ __all__ = [
     "NetworkSpec",
     "NetworkSuggestion",
     "NewToken",
+    "NewWebhook",
     "NotFound",
     "PaddockError",
     "PayloadTooLarge",
@@ -137,6 +142,9 @@ __all__ = [
     "Template",
     "TokenInfo",
     "TooManyAttempts",
+    "Webhook",
+    "WebhookDelivery",
+    "WebhookTest",
     "__version__",
 ]
 

@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         NetworkSpec,
         NetworkSuggestion,
         NewToken,
+        NewWebhook,
         Preview,
         PushResult,
         RunInfo,
@@ -86,6 +87,9 @@ if TYPE_CHECKING:
         SshKey,
         Template,
         TokenInfo,
+        Webhook,
+        WebhookDelivery,
+        WebhookTest,
     )
 
     # ("boxes", BoxList) | ("box", Box) | ("box-removed", {"id": ...}): /v1/events
@@ -1142,6 +1146,37 @@ class _Base:
         masked in them as in its log file)."""
         return Call(
             _Request("GET", "/v1/log", _query({"lines": lines})), _model("ServerLog", "lines")
+        )
+
+    # -- webhooks -------------------------------------------------------------------------
+    @operation
+    def add_webhook(self, url: str, events: list[str] | None = None) -> Call[NewWebhook]:
+        """POST your box events, signed, to `url` (the server owner's: every box's). `events`:
+        which types (None: all). The result holds the signing secret, shown this once."""
+        body = {"url": url, "events": list(events or [])}
+        return Call(_Request("POST", "/v1/webhooks", json=body), _model("NewWebhook"))
+
+    @operation
+    def list_webhooks(self) -> Call[list[Webhook]]:
+        return Call(_Request("GET", "/v1/webhooks"), _model("WebhookList", "webhooks"))
+
+    @operation
+    def delete_webhook(self, webhook_id: str) -> Call[None]:
+        return Call(_Request("DELETE", "/v1/webhooks/" + quote(webhook_id, safe="")))
+
+    @operation
+    def test_webhook(self, webhook_id: str) -> Call[WebhookTest]:
+        """Send a `webhook.test` event at once (tried once): what the receiver answered."""
+        path = "/v1/webhooks/" + quote(webhook_id, safe="") + "/test"
+        return Call(_Request("POST", path), _model("WebhookTest"))
+
+    @operation
+    def webhook_deliveries(self, webhook_id: str, limit: int = 50) -> Call[list[WebhookDelivery]]:
+        """The webhook's last deliveries, newest first."""
+        path = "/v1/webhooks/" + quote(webhook_id, safe="") + "/deliveries"
+        return Call(
+            _Request("GET", path, _query({"limit": limit})),
+            _model("WebhookDeliveries", "deliveries"),
         )
 
     # -- ssh ------------------------------------------------------------------------------

@@ -157,6 +157,8 @@ class Config:
     default_agent: str = "claude"  # for `paddock prompt` without --agent
     reap_interval: float = 5.0
     audit_days: float = 90.0  # how long the audit log keeps an entry
+    # A failed webhook delivery is tried again after 1, 3, 9, ... times this (services/webhooks.py).
+    webhook_retry_seconds: float = 5.0
     reconcile_interval: float = 30.0
     # Snapshot images younger than this are never swept as unreferenced: their row may
     # be on its way.
@@ -280,6 +282,9 @@ def load(path: Path | None = None) -> Config:
         raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
     _check_pool(cfg)
     _check_capacity(cfg)
+    retry = cfg.webhook_retry_seconds
+    if isinstance(retry, bool) or not isinstance(retry, int | float) or not 0 < retry <= 3600:
+        raise ValueError(f"webhook_retry_seconds = {retry!r} is not a number of 0-3600 seconds")
     return cfg
 
 

@@ -32,6 +32,7 @@ from .services.activity import Activity
 from .services.agents import AgentService
 from .services.audit import AuditService
 from .services.background import Background, Schedule
+from .services.box_events import BoxEvents
 from .services.boxes import BoxService
 from .services.capacity import Capacity
 from .services.credentials import CredentialService
@@ -64,6 +65,7 @@ from .services.system import SystemService
 from .services.templates import TemplateService
 from .services.terminals import TerminalService
 from .services.usage_history import UsageHistory
+from .services.webhooks import HttpSender, WebhookService
 from .store.accounts import AccountRepository
 from .store.audit import AuditRepository
 from .store.boxes import BoxRepository
@@ -84,6 +86,7 @@ from .store.secrets import SecretRepository
 from .store.ssh import SshRepository
 from .store.templates import TemplateRepository
 from .store.tokens import TokenRepository
+from .store.webhooks import WebhookRepository
 
 log = logging.getLogger("paddockd")
 
@@ -107,6 +110,7 @@ class Wired:
     reaper: Reaper
     sweeper: ImageSweeper
     pool: WarmPool
+    box_events: BoxEvents | None = None
 
 
 def wire(
@@ -269,6 +273,12 @@ def wire(
     )
     boxes.templates = pool.templates = templates
     stats = StatsService(boxes, runtime)
+    webhooks = WebhookService(
+        WebhookRepository(db, sealer), HttpSender(), cfg.webhook_retry_seconds
+    )
+    box_events = BoxEvents(boxes, webhooks.publish)
+    repo.watcher = box_events
+    runs.finished = box_events.run_finished
     sandbox_repo = SandboxRepository(db)
     history = UsageHistory(boxes, runtime, now, sandbox_repo.ids)
     envd_tokens = EnvdTokens(load_key(cfg.data_dir / "envd.key"))
@@ -299,7 +309,15 @@ def wire(
         devices=DeviceService(DeviceRepository(db), tokens, public_url),
         user_tokens=TokenService(tokens),
         members=MemberService(
-            accounts_repo, tokens, boxes, credentials, public_url, previews, secrets, templates
+            accounts_repo,
+            tokens,
+            boxes,
+            credentials,
+            public_url,
+            previews,
+            secrets,
+            templates,
+            webhooks,
         ),
         previews=previews,
         events=EventService(changes, boxes),
@@ -309,6 +327,7 @@ def wire(
         ssh=SshService(SshRepository(db), boxes),
         audit=AuditService(AuditRepository(db), cfg.audit_days),
         metrics=Metrics(repo.all, lambda: system.status(None)),
+        webhooks=webhooks,
         e2b=E2BService(
             cfg,
             boxes,
@@ -358,12 +377,24 @@ def wire(
         pool=pool,
         audit=services.audit,
         history=history,
+        webhooks=webhooks,
+        box_events=box_events,
         restart_engine=_engine_restarter(cfg.engine) if cfg.engine.manage else None,
     )
     background.ran = services.metrics.ran
     egress_log.seen = services.metrics.seen
     return Wired(
-        services, background, db, runtime, network, repo, reconciler, reaper, sweeper, pool
+        services,
+        background,
+        db,
+        runtime,
+        network,
+        repo,
+        reconciler,
+        reaper,
+        sweeper,
+        pool,
+        box_events,
     )
 
 

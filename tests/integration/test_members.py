@@ -266,7 +266,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
 # else is the server's: owner-only.
 PER_USER = re.compile(
     r"/v1/(boxes|imports|drives|auth|secrets|previews|runs|tokens|events|device|health|types|"
-    r"agents|stats|templates|ssh-keys|audit|"
+    r"agents|stats|templates|ssh-keys|audit|webhooks|"
     r"status)"
     r"(/|$)"
 )

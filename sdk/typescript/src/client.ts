@@ -37,6 +37,10 @@ import type {
   SshKey,
   AuditEvent,
   ServerLogLine,
+  Webhook,
+  NewWebhook,
+  WebhookDelivery,
+  WebhookTest,
   Box,
   BoxCreate,
   BoxStats,
@@ -1040,6 +1044,34 @@ export class Client {
     const query = { lines: String(lines) };
     return (await this.#call<{ lines: ServerLogLine[] }>({ method: "GET", path: "/v1/log", query }))
       .lines;
+  }
+
+  /** POST your box events, signed, to `url` (the server owner's: every box's); `events`:
+   * which types (none: all). The result holds the signing secret, shown this once. */
+  async addWebhook(url: string, events: string[] = []): Promise<NewWebhook> {
+    return this.#call({ method: "POST", path: "/v1/webhooks", json: { url, events } });
+  }
+
+  async listWebhooks(): Promise<Webhook[]> {
+    return (await this.#call<{ webhooks: Webhook[] }>({ method: "GET", path: "/v1/webhooks" }))
+      .webhooks;
+  }
+
+  async deleteWebhook(id: string): Promise<void> {
+    await this.#call({ method: "DELETE", path: `/v1/webhooks/${seg(id)}` });
+  }
+
+  /** Send a `webhook.test` event at once (tried once): what the receiver answered. */
+  async testWebhook(id: string): Promise<WebhookTest> {
+    return this.#call({ method: "POST", path: `/v1/webhooks/${seg(id)}/test` });
+  }
+
+  /** The webhook's last deliveries, newest first. */
+  async webhookDeliveries(id: string, limit = 50): Promise<WebhookDelivery[]> {
+    const path = `/v1/webhooks/${seg(id)}/deliveries`;
+    const query = { limit: String(limit) };
+    return (await this.#call<{ deliveries: WebhookDelivery[] }>({ method: "GET", path, query }))
+      .deliveries;
   }
 
   async listSshKeys(): Promise<SshKey[]> {

@@ -56,6 +56,7 @@ COMMANDS = {
     "e2b": "e2b",
     "stats": "stats",
     "audit": "audit",
+    "webhook": "webhook",
     **dict.fromkeys(["members", "token"], "members"),
     **dict.fromkeys(["login", "status", "image"], "server"),
     **dict.fromkeys(["version", "help", "completion"], "meta"),

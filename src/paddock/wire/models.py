@@ -844,6 +844,73 @@ class AuditLog:
 
 
 @dataclass
+class WebhookRequest:
+    """A webhook to add: where to POST (http or https), and which event types (empty:
+    every one: box.created, box.started, box.stopped, box.deleted, box.error,
+    snapshot.taken, run.finished)."""
+
+    url: str
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Webhook:
+    """Where box events are delivered, signed (`paddock webhook`). `boxes`: `all` for a
+    server owner's (every box's events), `own` for a member's (their boxes' only)."""
+
+    id: str
+    url: str
+    events: list[str]
+    boxes: Literal["all", "own"]
+    created_at: datetime
+
+
+@dataclass
+class NewWebhook:
+    """A webhook just added, and the secret its deliveries are signed with: shown once."""
+
+    webhook: Webhook
+    secret: str
+
+
+@dataclass
+class WebhookList:
+    webhooks: list[Webhook]
+
+
+@dataclass
+class WebhookDelivery:
+    """One event's delivery to a webhook. `state`: pending (being tried; `next_at` is the
+    next try), delivered, or failed (after its last try). `status`: the receiver's last
+    HTTP status; `error`: why it could not be reached."""
+
+    id: int
+    event_id: str
+    event_type: str
+    box_id: str
+    created_at: datetime
+    state: Literal["pending", "delivered", "failed"]
+    attempts: int
+    next_at: datetime | None = None
+    status: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class WebhookDeliveries:
+    deliveries: list[WebhookDelivery]
+
+
+@dataclass
+class WebhookTest:
+    """What the receiver said to a `webhook.test` event, tried once."""
+
+    delivered: bool
+    status: int | None = None
+    error: str | None = None
+
+
+@dataclass
 class ServerLogLine:
     """One of paddockd's own log messages (`paddock logs --server`), secrets masked."""
 

@@ -45,6 +45,7 @@ from .routes import (
     templates,
     terminals,
     web,
+    webhooks,
 )
 
 DESCRIPTION = """Paddock runs **boxes**: isolated Linux computers for coding agents.
@@ -117,6 +118,7 @@ def create_app(
         templates,
         ssh,
         audit,
+        webhooks,
     )
     for router in (members.router, members.admin, *(m.router for m in modules)):
         _mark_owner_only(router)

@@ -36,6 +36,7 @@ from ..services.stats import StatsService
 from ..services.system import SystemService
 from ..services.templates import TemplateService
 from ..services.terminals import TerminalService
+from ..services.webhooks import WebhookService
 from ..store.tokens import TokenRepository
 
 
@@ -68,6 +69,7 @@ class Services:
     ssh: SshService
     audit: AuditService
     metrics: Metrics
+    webhooks: WebhookService
     e2b: E2BService | None = None
 
 

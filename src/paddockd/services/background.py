@@ -19,6 +19,7 @@ from ..domain.errors import PaddockError
 from ..netpolicy.base import NetworkRules, Resolver
 from ..runtime.base import Runtime
 from .audit import AuditService
+from .box_events import BoxEvents
 from .egress import EgressLog
 from .image_sweep import ImageSweeper
 from .pool import WarmPool
@@ -28,6 +29,7 @@ from .runs import RunService
 from .system import SystemService
 from .usage_history import INTERVAL as HISTORY_INTERVAL
 from .usage_history import UsageHistory
+from .webhooks import WebhookService
 
 log = logging.getLogger("paddockd")
 
@@ -60,6 +62,8 @@ class Background:
         pool: WarmPool,
         audit: AuditService,
         history: UsageHistory | None = None,
+        webhooks: WebhookService | None = None,
+        box_events: BoxEvents | None = None,
         # Blocking: starts the box engine if it is down, and says whether it had to.
         restart_engine: Callable[[], bool] | None = None,
     ) -> None:
@@ -77,6 +81,8 @@ class Background:
         self._pool = pool
         self._audit = audit
         self._history = history
+        self._webhooks = webhooks
+        self._box_events = box_events
         self._restart_engine = restart_engine
         self._tasks: list[asyncio.Task[None]] = []
         # Told of each pass and whether it failed (the metrics' counters).
@@ -108,6 +114,12 @@ class Background:
         if self._history is not None:
             sample = _every(HISTORY_INTERVAL, self._history.sample, "usage history", self.ran)
             self._tasks.append(asyncio.create_task(sample))
+        if self._box_events is not None:
+            self._tasks.append(asyncio.create_task(_kept(self._box_events.run, "box events")))
+        if self._webhooks is not None:
+            self._tasks.append(asyncio.create_task(_kept(self._webhooks.run, "webhooks")))
+            trim = _every(3600, self._webhooks.trim, "webhook log retention")
+            self._tasks.append(asyncio.create_task(trim))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -171,6 +183,16 @@ class GatewayListener(Protocol):
     async def start(self, host: str, port: int, intercept_port: int) -> None: ...
 
     async def close(self) -> None: ...
+
+
+async def _kept(job: Callable[[], Awaitable[None]], name: str) -> None:
+    """A job that runs until cancelled, started again a second after it fails."""
+    while True:
+        try:
+            await job()
+        except Exception:
+            log.exception("%s failed; starting again", name)
+        await asyncio.sleep(1.0)
 
 
 async def _rotate_log() -> None:

@@ -146,6 +146,9 @@ class BoxService:
         self._reconciler = reconciler
         self.capacity = capacity
         self._now = now
+        # Why a box is being stopped, where not by a user's call ("ttl", "idle"): told in
+        # its box.stopped event, which takes it (services/box_events.py).
+        self.stop_reasons: dict[str, str] = {}
         self._drives = drives
         # A member's limits, by user id (the owner has none).
         self._limits_of = limits_of
@@ -524,7 +527,12 @@ class BoxService:
             await self._want(box.id, Desired.DELETED)
             return
         when = self._now()
-        stopped = await self._want(box.id, Desired.STOPPED)
+        self.stop_reasons[box.id] = "ttl"
+        try:
+            stopped = await self._want(box.id, Desired.STOPPED)
+        except PaddockError:
+            self.stop_reasons.pop(box.id, None)
+            raise
         await self._repo.update(
             stopped, message=f"stopped by its TTL at {when:%Y-%m-%d %H:%M:%S} UTC"
         )

@@ -23,6 +23,7 @@ from .credentials import CredentialService
 from .previews import PreviewService
 from .secrets import SecretService
 from .templates import TemplateService
+from .webhooks import WebhookService
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,10 @@ class MemberService:
         previews: PreviewService | None = None,
         secrets: SecretService | None = None,
         templates: TemplateService | None = None,
+        webhooks: WebhookService | None = None,
     ) -> None:
         self._previews = previews
+        self._webhooks = webhooks
         self._secrets = secrets
         self._templates = templates
         self._accounts = accounts
@@ -153,6 +156,8 @@ class MemberService:
         # anyone who has the link, boot hooks and all.
         if self._previews is not None:
             await self._previews.drop_owner(user.id)
+        if self._webhooks is not None:
+            await self._webhooks.drop_owner(user.id)
         stopped = []
         for box in await self._boxes.all():
             if box.owner_id == user.id and box.state in (BoxState.RUNNING, BoxState.CREATING):

@@ -100,9 +100,11 @@ class Reaper:
         if box.desired != Desired.RUNNING or not box.idle_stop or idle < box.idle_stop:
             return False
         log.info("box %s unused for %.0f s: stopping it", box.name, idle)
+        self._boxes.stop_reasons[box.id] = "idle"
         try:
             await self._boxes.stop(box.id)
         except PaddockError as exc:
+            self._boxes.stop_reasons.pop(box.id, None)
             log.error("could not stop idle box %s: %s", box.name, exc.message)
             return False
         self._boxes.activity.forget(box.id)

@@ -13,7 +13,7 @@ import logging
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -72,6 +72,8 @@ class RunService:
         self._dir = runs_dir
         self.default_agent = default_agent
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Told of each run's end (its run.finished event: services/box_events.py).
+        self.finished: Callable[[str, str, str, int | None], Awaitable[None]] = _nothing
         self._followers: defaultdict[str, set[asyncio.Queue[dict[str, object] | None]]] = (
             defaultdict(set)
         )
@@ -203,6 +205,7 @@ class RunService:
             self._publish(run.id, end)
             self._publish(run.id, None)
             self._tasks.pop(run.id, None)
+            await self.finished(done.box_id, done.id, done.status, code)
 
     def _publish(self, run_id: str, event: dict[str, object] | None) -> None:
         for queue in self._followers.get(run_id, ()):
@@ -341,3 +344,7 @@ def _remove(paths: Iterable[Path]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+async def _nothing(box_id: str, run_id: str, status: str, exit_code: int | None) -> None:
+    return None

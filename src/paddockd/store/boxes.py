@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -54,6 +54,15 @@ def _from_row(row: sa.Row[Any]) -> Box:
     return Box(**data)
 
 
+class StoreWatcher(Protocol):
+    """Told of writes as they are done (synchronously: it must not block)."""
+
+    def added(self, box: Box) -> None: ...
+    def moved(self, before: Box, after: Box) -> None: ...
+    def removed(self, box_id: str) -> None: ...
+    def snapshot_added(self, snap: Snapshot) -> None: ...
+
+
 class BoxRepository:
     def __init__(
         self,
@@ -68,6 +77,9 @@ class BoxRepository:
         self._db = db
         self._changed = changed or (lambda box_id: None)
         self._dependents = tuple(dependents)
+        # Told of each box made, each change of its state, each removal and each snapshot,
+        # once written, in the order written (the events: services/box_events.py).
+        self.watcher: StoreWatcher | None = None
 
     async def add(self, box: Box) -> None:
         def work(conn: Connection) -> None:
@@ -78,6 +90,8 @@ class BoxRepository:
 
         await self._db.run(work)
         self._changed(box.id)
+        if self.watcher is not None:
+            self.watcher.added(box)
 
     async def update(self, box: Box, **changes: Any) -> Box:
         """Write only the given fields, so concurrent writers of different fields of one box
@@ -91,6 +105,8 @@ class BoxRepository:
         # The reconciler rewrites what it finds on every pass: only a change is news.
         if any(getattr(box, key) != value for key, value in changes.items()):
             self._changed(box.id)
+            if self.watcher is not None and updated.state != box.state:
+                self.watcher.moved(box, updated)
         return updated
 
     async def get(self, box_id: str) -> Box | None:
@@ -131,6 +147,8 @@ class BoxRepository:
 
         await self._db.run(work)
         self._changed(box_id)
+        if self.watcher is not None:
+            self.watcher.removed(box_id)
 
     async def add_snapshot(self, snap: Snapshot, current: bool = False) -> None:
         """`current`: it is what the box's container is (re)made from, in the same write."""
@@ -156,6 +174,8 @@ class BoxRepository:
 
         await self._db.run(work)
         self._changed(snap.box_id)
+        if self.watcher is not None:
+            self.watcher.snapshot_added(snap)
 
     async def snapshots(self, box_id: str) -> list[Snapshot]:
         """A box's snapshots, newest first."""

@@ -292,6 +292,34 @@ sandboxes = sa.Table(
     sa.Column("auto_resume", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
+# Webhooks (services/webhooks.py): where each user's box events go, and each delivery.
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("owner_id", sa.String(32), index=True),  # NULL: the server owner's
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("events", sa.Text, nullable=False),  # JSON list; [] for every kind
+    sa.Column("secret", sa.LargeBinary, nullable=False),  # sealed
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("webhook_id", sa.String(32), nullable=False, index=True),
+    sa.Column("event_id", sa.String(32), nullable=False),
+    sa.Column("event_type", sa.String(32), nullable=False),
+    sa.Column("box_id", sa.String(32), nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_at", sa.Float, nullable=False),
+    sa.Column("status", sa.Integer),  # the receiver's last HTTP status
+    sa.Column("error", sa.String(255)),
+)
+
 # Who did what (services/audit.py): append-only, trimmed by age and count.
 audit_log = sa.Table(
     "audit_log",
@@ -554,6 +582,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             # E2B's host routing (services/e2b/hosts.py): who may reach a sandbox's ports.
             "ALTER TABLE e2b_sandboxes ADD COLUMN public_traffic BOOLEAN NOT NULL DEFAULT 1",
             "ALTER TABLE e2b_sandboxes ADD COLUMN auto_resume BOOLEAN NOT NULL DEFAULT 0",
+        ],
+    ),
+    (
+        30,
+        [
+            """CREATE TABLE webhooks (
+                id VARCHAR(32) PRIMARY KEY, owner_id VARCHAR(32), url TEXT NOT NULL,
+                events TEXT NOT NULL, secret BLOB NOT NULL, created_at FLOAT NOT NULL)""",
+            "CREATE INDEX ix_webhooks_owner_id ON webhooks (owner_id)",
+            """CREATE TABLE webhook_deliveries (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, webhook_id VARCHAR(32) NOT NULL,
+                event_id VARCHAR(32) NOT NULL, event_type VARCHAR(32) NOT NULL,
+                box_id VARCHAR(32) NOT NULL, body BLOB NOT NULL, created_at FLOAT NOT NULL,
+                state VARCHAR(16) NOT NULL, attempts INTEGER NOT NULL, next_at FLOAT NOT NULL,
+                status INTEGER, error VARCHAR(255))""",
+            "CREATE INDEX ix_webhook_deliveries_webhook_id ON webhook_deliveries (webhook_id)",
+            "CREATE INDEX ix_webhook_deliveries_state ON webhook_deliveries (state)",
         ],
     ),
 ]

@@ -1,0 +1,93 @@
+"""Typed events about boxes (domain/webhooks.py `Event`), told by the box store as it
+writes (store/boxes.py `StoreWatcher`): a box made is `box.created`; its state becoming
+`running`, `box.started`; `stopped`, `box.stopped` (why: its TTL, unused for its idle
+time, or a user's call); `error`, `box.error`; its row removed, `box.deleted`; a snapshot
+written, `snapshot.taken`. A run's end is told by the runs (`run_finished`).
+
+The store tells each write at once and in order; the events go to `publish` (the
+webhooks) one at a time from one queue, so a box's events are published in the order
+they happened."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+
+from ..domain.box import Box, BoxState
+from ..domain.snapshot import Snapshot
+from ..domain.webhooks import Event
+from .boxes import BoxService
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[Event], Awaitable[None]]
+
+
+def _event(box: Box, event_type: str, **data: str | int | None) -> Event:
+    return Event(
+        secrets.token_hex(8), event_type, time.time(), box.id, box.name, box.owner_id, data
+    )
+
+
+class BoxEvents:
+    def __init__(self, boxes: BoxService, publish: Publish) -> None:
+        self._boxes = boxes
+        self._publish = publish
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._known: dict[str, Box] = {}  # the last seen of each box: a removal names it
+
+    # -- told by the store (store/boxes.py) -----------------------------------------------
+    def added(self, box: Box) -> None:
+        self._known[box.id] = box
+        self._queue.put_nowait(_event(box, "box.created", type=box.type))
+
+    def moved(self, before: Box, after: Box) -> None:
+        self._known[after.id] = after
+        if after.state == BoxState.RUNNING:
+            self._queue.put_nowait(_event(after, "box.started"))
+        elif after.state == BoxState.STOPPED:
+            reason = self._boxes.stop_reasons.pop(after.id, "user")
+            self._queue.put_nowait(
+                _event(after, "box.stopped", reason=reason, message=after.message)
+            )
+        elif after.state == BoxState.ERROR:
+            self._queue.put_nowait(_event(after, "box.error", message=after.message))
+
+    def removed(self, box_id: str) -> None:
+        box = self._known.pop(box_id, None)
+        self._boxes.stop_reasons.pop(box_id, None)
+        if box is not None:
+            self._queue.put_nowait(_event(box, "box.deleted"))
+
+    def snapshot_added(self, snap: Snapshot) -> None:
+        box = self._known.get(snap.box_id)
+        if box is not None:
+            self._queue.put_nowait(
+                _event(box, "snapshot.taken", seq=snap.seq, kind=snap.kind, label=snap.label)
+            )
+
+    # -- told by the runs ---------------------------------------------------------------
+    async def run_finished(
+        self, box_id: str, run_id: str, status: str, exit_code: int | None
+    ) -> None:
+        box = self._known.get(box_id) or await self._boxes.get(box_id)
+        if box is not None:
+            self._queue.put_nowait(
+                _event(box, "run.finished", run=run_id, status=status, exit_code=exit_code)
+            )
+
+    # -- out ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Publish what comes, in order, until cancelled (a background task of paddockd's).
+        Boxes made before it started are known from the store, so their removal names them."""
+        for box in await self._boxes.all():
+            self._known.setdefault(box.id, box)
+        while True:
+            event = await self._queue.get()
+            try:
+                await self._publish(event)
+            except Exception:  # an event not told must never stop the others
+                log.exception("event %s of box %s was not published", event.type, event.box_id)

@@ -1,0 +1,195 @@
+"""Webhooks (their secret sealed, as provider keys are) and their deliveries: queued per
+event, taken in order, kept as a log of the last ones per webhook."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..domain.webhooks import Event, Webhook
+from .credentials import Sealer
+from .db import Database, webhook_deliveries, webhooks
+
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+KEEP_DELIVERIES = 200  # per webhook: the log of the last ones
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: int
+    webhook_id: str
+    event_id: str
+    event_type: str
+    box_id: str
+    body: bytes
+    created_at: float
+    state: str
+    attempts: int
+    next_at: float
+    status: int | None = None
+    error: str | None = None
+
+
+def _webhook(r: sa.Row[tuple[object, ...]]) -> Webhook:
+    events = json.loads(str(r.events))
+    return Webhook(
+        str(r.id),
+        str(r.owner_id) if r.owner_id is not None else None,
+        str(r.url),
+        tuple(str(e) for e in events),
+        float(str(r.created_at)),
+    )
+
+
+def _delivery(r: sa.Row[tuple[object, ...]]) -> Delivery:
+    m = r._mapping
+    return Delivery(**{c.name: m[c.name] for c in webhook_deliveries.columns})
+
+
+class WebhookRepository:
+    def __init__(self, db: Database, sealer: Sealer) -> None:
+        self._db = db
+        self._sealer = sealer
+
+    async def add(self, hook: Webhook, secret: str) -> None:
+        row = {
+            "id": hook.id,
+            "owner_id": hook.owner_id,
+            "url": hook.url,
+            "events": json.dumps(list(hook.events)),
+            "secret": self._sealer.seal(secret),
+            "created_at": hook.created_at,
+        }
+        await self._db.run(lambda conn: conn.execute(webhooks.insert().values(**row)))
+
+    async def all(self) -> list[Webhook]:
+        def work(conn: Connection) -> list[Webhook]:
+            rows = conn.execute(sa.select(webhooks).order_by(webhooks.c.created_at))
+            return [_webhook(r) for r in rows]
+
+        return await self._db.run(work)
+
+    async def secret(self, hook_id: str) -> str | None:
+        def work(conn: Connection) -> bytes | None:
+            found = conn.execute(sa.select(webhooks.c.secret).where(webhooks.c.id == hook_id))
+            return found.scalar()
+
+        sealed = await self._db.run(work)
+        return self._sealer.open(sealed) if sealed is not None else None
+
+    async def remove(self, hook_id: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(webhooks.delete().where(webhooks.c.id == hook_id))
+            d = webhook_deliveries
+            conn.execute(d.delete().where(d.c.webhook_id == hook_id))
+
+        await self._db.run(work)
+
+    async def remove_owner(self, owner_id: str) -> int:
+        """A removed member's webhooks go with them; how many."""
+        gone = [h.id for h in await self.all() if h.owner_id == owner_id]
+        for hook_id in gone:
+            await self.remove(hook_id)
+        return len(gone)
+
+    # -- deliveries ---------------------------------------------------------------------
+    async def queue(self, hooks: list[Webhook], event: Event, now: float) -> None:
+        rows = [
+            {
+                "webhook_id": h.id,
+                "event_id": event.id,
+                "event_type": event.type,
+                "box_id": event.box_id,
+                "body": event.body(),
+                "created_at": now,
+                "state": PENDING,
+                "attempts": 0,
+                "next_at": now,
+            }
+            for h in hooks
+        ]
+        if rows:
+            await self._db.run(lambda conn: conn.execute(webhook_deliveries.insert(), rows))
+
+    async def due(self, now: float, limit: int) -> list[Delivery]:
+        """The pending deliveries to try now: per webhook and box only the oldest pending
+        one (a box's events arrive in order; a later one waits while an earlier retries)."""
+        d = webhook_deliveries
+
+        def work(conn: Connection) -> list[Delivery]:
+            first = (
+                sa.select(sa.func.min(d.c.id))
+                .where(d.c.state == PENDING)
+                .group_by(d.c.webhook_id, d.c.box_id)
+            )
+            rows = conn.execute(
+                sa.select(d)
+                .where(d.c.id.in_(first), d.c.next_at <= now)
+                .order_by(d.c.id)
+                .limit(limit)
+            )
+            return [_delivery(r) for r in rows]
+
+        return await self._db.run(work)
+
+    async def next_due(self) -> float | None:
+        d = webhook_deliveries
+
+        def work(conn: Connection) -> float | None:
+            found = conn.execute(sa.select(sa.func.min(d.c.next_at)).where(d.c.state == PENDING))
+            value = found.scalar()
+            return float(value) if value is not None else None
+
+        return await self._db.run(work)
+
+    async def record(self, delivery: Delivery) -> None:
+        d = webhook_deliveries
+        values = {
+            "state": delivery.state,
+            "attempts": delivery.attempts,
+            "next_at": delivery.next_at,
+            "status": delivery.status,
+            "error": delivery.error,
+        }
+
+        def work(conn: Connection) -> None:
+            conn.execute(d.update().where(d.c.id == delivery.id).values(**values))
+
+        await self._db.run(work)
+
+    async def log(self, hook_id: str, limit: int) -> list[Delivery]:
+        d = webhook_deliveries
+
+        def work(conn: Connection) -> list[Delivery]:
+            rows = conn.execute(
+                sa.select(d).where(d.c.webhook_id == hook_id).order_by(d.c.id.desc()).limit(limit)
+            )
+            return [_delivery(r) for r in rows]
+
+        return await self._db.run(work)
+
+    async def trim(self) -> int:
+        """Keep the last KEEP_DELIVERIES finished deliveries of each webhook."""
+        d = webhook_deliveries
+
+        def work(conn: Connection) -> int:
+            gone = 0
+            for (hook_id,) in conn.execute(sa.select(d.c.webhook_id).distinct()):
+                keep = (
+                    sa.select(d.c.id)
+                    .where(d.c.webhook_id == hook_id)
+                    .order_by(d.c.id.desc())
+                    .limit(KEEP_DELIVERIES)
+                )
+                done = conn.execute(
+                    d.delete().where(
+                        d.c.webhook_id == hook_id, d.c.state != PENDING, d.c.id.not_in(keep)
+                    )
+                )
+                gone += done.rowcount or 0
+            return gone
+
+        return await self._db.run(work)

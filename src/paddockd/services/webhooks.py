@@ -24,6 +24,7 @@ import secrets
 import socket
 import ssl
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -52,6 +53,8 @@ ATTEMPTS = 8
 ANSWER_WITHIN = 10.0
 MAX_BACKOFF = 3600.0
 AT_ONCE = 16  # deliveries tried side by side (each another webhook's or box's)
+PER_WEBHOOK = 4  # of which one webhook's at most
+MAX_PENDING = 1000  # deliveries waiting for one webhook before new events are dropped
 _MAX_HEAD = 16 << 10
 _MAX_BODY = 64 << 10  # of a receiver's answer, read and thrown away
 
@@ -138,6 +141,12 @@ class WebhookService:
             for h in await self._repo.all()
             if h.wants(event.type) and (h.owner_id is None or h.owner_id == event.owner_id)
         ]
+        pending = await self._repo.pending()
+        for hook in [h for h in hooks if pending.get(h.id, 0) >= MAX_PENDING]:
+            # A receiver that has not answered for thousands of events: no more are kept
+            # for it until it catches up (the log shows the ones waiting).
+            log.warning("webhook %s has %d deliveries waiting: event dropped", hook.id, MAX_PENDING)
+            hooks.remove(hook)
         if hooks:
             await self._repo.queue(hooks, event, self._now())
             self._wake.set()
@@ -154,7 +163,14 @@ class WebhookService:
                 await asyncio.wait_for(self._wake.wait(), wait)
 
     async def deliver_due(self) -> int:
-        due = await self._repo.due(self._now(), AT_ONCE)
+        # Fair shares: a webhook whose receiver is slow (ten seconds a try) takes a few of
+        # the places, never all of them from everyone else's.
+        taken: Counter[str] = Counter()
+        due: list[Delivery] = []
+        for d in await self._repo.due(self._now(), AT_ONCE * 4):
+            if taken[d.webhook_id] < PER_WEBHOOK and len(due) < AT_ONCE:
+                taken[d.webhook_id] += 1
+                due.append(d)
         await asyncio.gather(*(self._attempt(d) for d in due))
         return len(due)
 

@@ -135,6 +135,20 @@ class WebhookRepository:
 
         return await self._db.run(work)
 
+    async def pending(self) -> dict[str, int]:
+        """How many deliveries wait, per webhook."""
+        d = webhook_deliveries
+
+        def work(conn: Connection) -> dict[str, int]:
+            rows = conn.execute(
+                sa.select(d.c.webhook_id, sa.func.count())
+                .where(d.c.state == PENDING)
+                .group_by(d.c.webhook_id)
+            )
+            return {str(hook): int(n) for hook, n in rows}
+
+        return await self._db.run(work)
+
     async def next_due(self) -> float | None:
         d = webhook_deliveries
 

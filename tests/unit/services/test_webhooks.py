@@ -238,3 +238,29 @@ async def _until(done, within: float = 5.0) -> None:  # type: ignore[no-untyped-
     while not done():
         assert loop.time() < deadline, "not told in time"
         await asyncio.sleep(0.05)
+
+
+async def test_one_slow_webhook_takes_a_fair_share(
+    hooks: tuple[WebhookService, Receiver, Clock],
+) -> None:
+    svc, _, _ = hooks
+    await svc.add(OWNER, "http://127.0.0.1:9/flooded", [])
+    for n in range(10):
+        await svc.publish(_event(f"b{n}", None))  # ten boxes: ten heads of its queue
+    other, _ = await svc.add(OWNER, "http://127.0.0.1:9/other", ["box.started"])
+    await svc.publish(Event("e-other", "box.started", 1.0, "x1", "x", None))
+    assert await svc.deliver_due() == 5  # four of the flooded one's, and the other's
+    assert [d.state for d in await svc.log(other.id, OWNER)] == ["delivered"]
+
+
+async def test_a_receiver_that_never_answers_stops_the_queue_growing(
+    hooks: tuple[WebhookService, Receiver, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paddockd.services import webhooks
+
+    svc, _, _ = hooks
+    monkeypatch.setattr(webhooks, "MAX_PENDING", 3)
+    hook, _ = await svc.add(OWNER, "http://127.0.0.1:9/down", [])
+    for n in range(5):
+        await svc.publish(_event("b1", None, n))
+    assert len(await svc.log(hook.id, OWNER)) == 3

@@ -92,7 +92,8 @@ if TYPE_CHECKING:
         WebhookTest,
     )
 
-    # ("boxes", BoxList) | ("box", Box) | ("box-removed", {"id": ...}): /v1/events
+    # ("boxes", BoxList) | ("box", Box) | ("box-removed", {"id": ...}) |
+    # ("box-event", PaddockEvent): /v1/events
     BoxEvent = tuple[str, Any]
 
 
@@ -480,7 +481,12 @@ def _box_event(raw: bytes) -> list[BoxEvent]:
             data = json.loads(value)
     if data is None:
         return []
-    parse = {"boxes": _model("BoxList"), "box": _model("Box")}.get(kind, _same)
+    parsers = {
+        "boxes": _model("BoxList"),
+        "box": _model("Box"),
+        "box-event": _model("PaddockEvent"),
+    }
+    parse = parsers.get(kind, _same)
     return [(kind, parse(data))]
 
 
@@ -947,8 +953,9 @@ class _Base:
     @streaming
     def follow_events(self) -> Stream[BoxEvent]:
         """Your boxes as they change: first ("boxes", BoxList), then ("box", Box) for each
-        change and ("box-removed", {"id": ...}). The server ends the stream after a while
-        (15 minutes): call again to go on."""
+        change, ("box-removed", {"id": ...}), and ("box-event", PaddockEvent) for what
+        happened (box.started, box.stopped with its reason, snapshot.taken, ...). The
+        server ends the stream after a while (15 minutes): call again to go on."""
         return Stream(_Request("GET", "/v1/events", untimed=True), _Lines(b"\n\n", _box_event))
 
     # -- templates ----------------------------------------------------------------------

@@ -320,7 +320,7 @@ def wire(
             webhooks,
         ),
         previews=previews,
-        events=EventService(changes, boxes),
+        events=EventService(changes, boxes, box_events),
         terminals=TerminalService(boxes),
         files=FileService(boxes),
         portable=PortableService(runtime, reconciler, boxes, snapshots, cfg.image.name),

@@ -79,6 +79,21 @@ def test_box_events_reach_the_owners_webhook_signed_and_in_order(
 ) -> None:
     server, _ = hooked
     rx = Receiver(failing=2)
+    streamed: list[str] = []
+    following = threading.Event()
+
+    def follow() -> None:
+        # The same events on /v1/events, as the SDK reads them.
+        with server.client() as watcher:
+            for kind, data in watcher.follow_events():
+                following.set()
+                if kind == "box-event" and data.box.name == "hooked":
+                    streamed.append(data.type)
+                    if data.type == "box.deleted":
+                        return
+
+    threading.Thread(target=follow, daemon=True).start()
+    assert following.wait(30)
     try:
         with server.client() as owner:
             made = owner.add_webhook(rx.url)
@@ -93,6 +108,8 @@ def test_box_events_reach_the_owners_webhook_signed_and_in_order(
             return [e["type"] for e in rx.events() if e["box"]["id"] in mine]
 
         _until(lambda: "box.deleted" in told())
+        _until(lambda: "box.deleted" in streamed)
+        assert list(dict.fromkeys(streamed)) == list(dict.fromkeys(told()))
         # The first two answers were 500: the event was sent again (the same delivery).
         firsts = [h["paddock-delivery"] for h, _ in rx.got[:3]]
         assert firsts[0] == firsts[1] == firsts[2], firsts

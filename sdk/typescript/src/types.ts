@@ -106,11 +106,23 @@ export type RunEvent =
   | { seq: number; stream: "stdout" | "stderr"; data: string }
   | { seq: number; status: string; exit_code: number | null };
 
+/** Something that happened to a box (`box-event`, and what a webhook receives): `type` is
+ * box.created, box.started, box.stopped (`data.reason`: user, ttl, idle), box.deleted,
+ * box.error, snapshot.taken or run.finished; `at` a Unix time. */
+export interface PaddockEvent {
+  id: string;
+  type: string;
+  at: number;
+  box: { id: string; name: string };
+  data: Record<string, string | number | null>;
+}
+
 /** One event of `followEvents` (GET /v1/events): every box you see, then each change. */
 export type BoxEvent =
   | { event: "boxes"; data: Schemas["BoxList"] }
   | { event: "box"; data: Box }
-  | { event: "box-removed"; data: { id: string } };
+  | { event: "box-removed"; data: { id: string } }
+  | { event: "box-event"; data: PaddockEvent };
 
 /** One event of an image build: progress lines, then `done` (failures are thrown). */
 export type BuildEvent =

@@ -844,6 +844,25 @@ class AuditLog:
 
 
 @dataclass
+class EventBox:
+    id: str
+    name: str
+
+
+@dataclass
+class PaddockEvent:
+    """Something that happened to a box (`/v1/events`' `box-event`, and what a webhook
+    receives): `type` is box.created, box.started, box.stopped (`data.reason`: user, ttl,
+    idle), box.deleted, box.error, snapshot.taken or run.finished; `at` a Unix time."""
+
+    id: str
+    type: str
+    at: float
+    box: EventBox
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class WebhookRequest:
     """A webhook to add: where to POST (http or https), and which event types (empty:
     every one: box.created, box.started, box.stopped, box.deleted, box.error,

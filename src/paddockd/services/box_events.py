@@ -15,11 +15,13 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from ..domain.box import Box, BoxState
 from ..domain.snapshot import Snapshot
 from ..domain.webhooks import Event
 from .boxes import BoxService
+from .events import BACKLOG
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class BoxEvents:
         self._publish = publish
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._known: dict[str, Box] = {}  # the last seen of each box: a removal names it
+        self._listeners: set[asyncio.Queue[Event | None]] = set()  # /v1/events streams
 
     # -- told by the store (store/boxes.py) -----------------------------------------------
     def added(self, box: Box) -> None:
@@ -45,6 +48,11 @@ class BoxEvents:
         self._queue.put_nowait(_event(box, "box.created", type=box.type))
 
     def moved(self, before: Box, after: Box) -> None:
+        # The writer's copy may be older than the row in other fields: only the state and
+        # its message are taken from it.
+        known = self._known.get(after.id)
+        if known is not None:
+            after = replace(known, state=after.state, message=after.message)
         self._known[after.id] = after
         if after.state == BoxState.RUNNING:
             self._queue.put_nowait(_event(after, "box.started"))
@@ -80,6 +88,24 @@ class BoxEvents:
             )
 
     # -- out ------------------------------------------------------------------------------
+    def listen(self) -> asyncio.Queue[Event | None]:
+        """Every event from now on (services/events.py filters what each may see)."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._listeners.add(queue)
+        return queue
+
+    def unlisten(self, queue: asyncio.Queue[Event | None]) -> None:
+        self._listeners.discard(queue)
+
+    def _to_listeners(self, event: Event) -> None:
+        for queue in list(self._listeners):
+            if queue.qsize() >= BACKLOG:
+                # A stalled stream: ended (None), it reconnects and starts afresh.
+                self._listeners.discard(queue)
+                queue.put_nowait(None)
+            else:
+                queue.put_nowait(event)
+
     async def run(self) -> None:
         """Publish what comes, in order, until cancelled (a background task of paddockd's).
         Boxes made before it started are known from the store, so their removal names them."""
@@ -87,6 +113,7 @@ class BoxEvents:
             self._known.setdefault(box.id, box)
         while True:
             event = await self._queue.get()
+            self._to_listeners(event)
             try:
                 await self._publish(event)
             except Exception:  # an event not told must never stop the others

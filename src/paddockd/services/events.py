@@ -10,11 +10,14 @@ box before)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ..domain.accounts import User, sees
 from ..domain.box import Box, BoxState
+from ..domain.webhooks import Event
 from .boxes import BoxService
 
 # Changes of one box often come in bursts (creating, then running; a snapshot, then its
@@ -73,34 +76,78 @@ class BoxEvent:
     box: Box | None
 
 
+class Happenings(Protocol):
+    """Where typed events can be listened to (services/box_events.py)."""
+
+    def listen(self) -> asyncio.Queue[Event | None]: ...
+    def unlisten(self, queue: asyncio.Queue[Event | None]) -> None: ...
+
+
 class EventService:
-    def __init__(self, changes: BoxChanges, boxes: BoxService) -> None:
+    def __init__(
+        self, changes: BoxChanges, boxes: BoxService, happenings: Happenings | None = None
+    ) -> None:
         self._changes = changes
         self._boxes = boxes
+        self._happenings = happenings
 
-    async def follow(self, caller: User) -> tuple[list[Box], AsyncIterator[BoxEvent]]:
-        """The boxes `caller` sees now and every change to them after: subscribed before
-        the list is read, so no change falls in between. The caller must iterate the
-        second (that is what unsubscribes)."""
+    async def follow(self, caller: User) -> tuple[list[Box], AsyncIterator[BoxEvent | Event]]:
+        """The boxes `caller` sees now and every change to them after (BoxEvent), and the
+        typed events of those boxes (Event): subscribed before the list is read, so no
+        change falls in between. The caller must iterate the second (that is what
+        unsubscribes)."""
         queue = self._changes.subscribe()
+        typed = self._happenings.listen() if self._happenings else None
         try:
             boxes = await self._boxes.listed(caller)
         except BaseException:
             self._changes.unsubscribe(queue)
+            if typed is not None and self._happenings:
+                self._happenings.unlisten(typed)
             raise
-        return boxes, self._events(caller, {b.id for b in boxes}, queue)
+        return boxes, self._events(caller, {b.id for b in boxes}, queue, typed)
 
     async def _events(
-        self, caller: User, shown: set[str], queue: asyncio.Queue[str]
-    ) -> AsyncIterator[BoxEvent]:
+        self,
+        caller: User,
+        shown: set[str],
+        queue: asyncio.Queue[str],
+        typed: asyncio.Queue[Event | None] | None,
+    ) -> AsyncIterator[BoxEvent | Event]:
+        changed = batches(queue)
+        waits: dict[asyncio.Future[Any], str] = {}
         try:
-            async for batch in batches(queue):
-                for box_id in sorted(batch):
-                    event = await self._event(caller, box_id, shown)
-                    if event is not None:
-                        yield event
+            while True:
+                if "changes" not in waits.values():
+                    waits[asyncio.ensure_future(anext(changed))] = "changes"
+                if typed is not None and "typed" not in waits.values():
+                    waits[asyncio.ensure_future(typed.get())] = "typed"
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: waits[f]):
+                    source = waits.pop(future)
+                    try:
+                        got = future.result()
+                    except StopAsyncIteration:
+                        return  # fell too far behind: the listener starts again
+                    if source == "typed":
+                        if got is None:
+                            return  # fell too far behind
+                        if sees(caller, got.owner_id):
+                            yield got
+                        continue
+                    for box_id in sorted(got):
+                        event = await self._event(caller, box_id, shown)
+                        if event is not None:
+                            yield event
         finally:
+            for future in waits:
+                future.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*waits, return_exceptions=True)
+            await changed.aclose()  # type: ignore[attr-defined]
             self._changes.unsubscribe(queue)
+            if typed is not None and self._happenings:
+                self._happenings.unlisten(typed)
 
     async def _event(self, caller: User, box_id: str, shown: set[str]) -> BoxEvent | None:
         box = await self._boxes.get(box_id)

@@ -99,13 +99,16 @@ class BoxRepository:
         updated = replace(box, **changes)
         row = _to_row(updated)
         values = {key: row[key] for key in changes}
-        await self._db.run(
-            lambda conn: conn.execute(boxes.update().where(boxes.c.id == box.id).values(**values))
+        written = await self._db.run(
+            lambda conn: (
+                conn.execute(boxes.update().where(boxes.c.id == box.id).values(**values)).rowcount
+            )
         )
         # The reconciler rewrites what it finds on every pass: only a change is news.
         if any(getattr(box, key) != value for key, value in changes.items()):
             self._changed(box.id)
-            if self.watcher is not None and updated.state != box.state:
+            # (A warm pool's box has no row until it is claimed: it is no one's news yet.)
+            if self.watcher is not None and updated.state != box.state and written:
                 self.watcher.moved(box, updated)
         return updated
 

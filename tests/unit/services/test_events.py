@@ -75,3 +75,30 @@ async def test_a_burst_of_writes_is_one_batch_and_a_stalled_listener_is_ended() 
         changes.changed("c")
     assert changes.listeners == 0  # dropped: its stream ends
     assert [b async for b in stream] == []
+
+
+async def test_typed_events_come_with_the_changes_to_who_may_see_them(
+    world: World, people: People
+) -> None:
+    from paddockd.domain.webhooks import Event
+
+    happenings = world.wired.box_events
+    assert happenings is not None
+    publishing = asyncio.get_running_loop().create_task(happenings.run())
+    try:
+        _, bob_events = await world.services.events.follow(people.bob)
+        _, carol_events = await world.services.events.follow(people.carol)
+        box = await world.boxes.create("bob-told", None, None, None, [], caller=people.bob)
+        told: list[str] = []
+        while "box.started" not in told:
+            event = await asyncio.wait_for(anext(bob_events), 5)
+            if isinstance(event, Event):
+                assert event.box_id == box.id
+                told.append(event.type)
+        assert told[0] == "box.created"
+        await nothing_more(carol_events)  # neither the box's changes nor its events
+        for stream in (bob_events, carol_events):
+            await stream.aclose()  # type: ignore[attr-defined]
+        assert happenings._listeners == set()
+    finally:
+        publishing.cancel()

@@ -9847,7 +9847,7 @@ export interface operations {
                     "text/event-stream": {
                         data: string;
                         /** @enum {string} */
-                        event: "boxes" | "box" | "box-removed";
+                        event: "boxes" | "box" | "box-removed" | "box-event";
                     };
                 };
             };

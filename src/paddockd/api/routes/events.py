@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 from paddock.wire.models import Box as BoxModel
 from paddock.wire.models import BoxList
 
+from ...domain.webhooks import Event
 from ..deps import Caller, Svc
 from .boxes import present
 
@@ -72,7 +73,7 @@ _EVENT_SCHEMA = {
     "type": "object",
     "required": ["event", "data"],
     "properties": {
-        "event": {"type": "string", "enum": ["boxes", "box", "box-removed"]},
+        "event": {"type": "string", "enum": ["boxes", "box", "box-removed", "box-event"]},
         "data": {"type": "string", "contentMediaType": "application/json"},
     },
 }
@@ -105,6 +106,8 @@ async def events(svc: Svc, caller: Caller) -> StreamingResponse:
         async for change in _ticking(changes, HEARTBEAT, until):
             if change is None:
                 yield b": still here\n\n"
+            elif isinstance(change, Event):
+                yield _event("box-event", change.body())
             elif change.box is None:
                 yield _event("box-removed", json.dumps({"id": change.box_id}))
             else:

@@ -134,6 +134,25 @@ def main(argv: list[str] | None = None) -> int:
         "setup-link",
         help="print a new one-time link that creates the owner account (voids the last one)",
     )
+    bak = sub.add_parser(
+        "backup",
+        help="write the server's state to one file, while it runs",
+        description="The database (an online copy: consistent while paddockd writes), "
+        "paddockd's keys, and each box's current disk (what it resumes from; with "
+        "--with-snapshots, every snapshot's too), as one tar. Restore it with `paddockd "
+        "restore` onto a fresh install. Named drives' data is not in it. docs/operations.md",
+    )
+    bak.add_argument("-o", "--output", required=True, help="the file to write (- for stdout)")
+    bak.add_argument("--with-snapshots", action="store_true", help="every snapshot's disk too")
+    res = sub.add_parser(
+        "restore",
+        help="bring a backup back (paddockd stopped)",
+        description="Write a backup's database, keys and disks into this install. paddockd "
+        "must be stopped; the install must have no accounts or boxes yet, unless --force "
+        "(which replaces them). Every box comes back stopped: `paddock resume` starts it.",
+    )
+    res.add_argument("file", help="the backup (- for stdin)")
+    res.add_argument("--force", action="store_true", help="replace this server's state")
     sub.add_parser("openapi", help="print the OpenAPI document")
     sub.add_parser("migrate", help="create or upgrade the database")
     args = parser.parse_args(argv)
@@ -190,10 +209,63 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
 
         app = create_app(None)  # type: ignore[arg-type]
         print(json.dumps(app.openapi(), indent=2, sort_keys=True))
+    elif args.command == "backup":
+        return _backup(cfg, args.output, args.with_snapshots)
+    elif args.command == "restore":
+        return _restore(cfg, args.file, args.force)
     elif args.command == "migrate":
         from .store.db import Database
 
         print(f"database at schema version {Database(cfg.db_url).migrate()}")
+    return 0
+
+
+def _backup(cfg: config.Config, output: str, with_snapshots: bool) -> int:
+    from . import backup
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    if output == "-":
+        made = backup.backup(cfg, sys.stdout.buffer, with_snapshots, say)
+    else:
+        path = Path(output)
+        partial = path.with_name(path.name + ".partial")
+        try:
+            with partial.open("wb") as out:
+                made = backup.backup(cfg, out, with_snapshots, say)
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
+        path.chmod(0o600)  # it holds the keys that open every secret
+    say(f"backup of {len(made.boxes)} box(es), {len(made.disks)} disk(s) written to {output}")
+    return 0
+
+
+def _restore(cfg: config.Config, source: str, force: bool) -> int:
+    from . import backup
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    try:
+        if source == "-":
+            done = backup.restore(cfg, sys.stdin.buffer, force, say)
+        else:
+            with open(source, "rb") as f:
+                done = backup.restore(cfg, f, force, say)
+    except OSError as exc:
+        print(f"paddockd: {source}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(
+        f"restored {done.boxes} box(es) (stopped) and {done.disks} disk(s)"
+        + (
+            f"; {done.dropped_snapshots} snapshot(s) whose disk was not in it left out"
+            if done.dropped_snapshots
+            else ""
+        )
+        + ". Start paddockd, then `paddock resume BOX`."
+    )
     return 0
 
 

@@ -36,6 +36,7 @@ REFUSED = {
     ("import", "x"): 1,  # the file is looked for first: there is none to send
     ("ssh-key", "add"): 2,  # the key file is read first (no ~/.ssh/id_ed25519.pub here)
     ("forward", "nosuchbox", "x"): 2,  # "x" is no [LOCAL:]PORT
+    ("logs",): 1,  # the current box, and there is none: said before any request
 }
 
 

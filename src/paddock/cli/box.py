@@ -200,7 +200,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(the server owner): paddockd's last messages, wherever its log goes (the file or "
         "the journal), secrets masked.",
         epilog=examples(
-            "paddock logs web -n 50",
+            "paddock logs -n 50",
             "paddock logs --server",
             "paddock logs --server -n 500 --json",
         ),

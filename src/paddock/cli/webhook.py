@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock webhook add https://hooks.example.com/x --events box.stopped,box.error",
         ),
     )
-    add.add_argument("url", metavar="URL")
+    add.add_argument("hook_url", metavar="URL")
     add.add_argument(
         "--events", default="", metavar="TYPES", help="comma-separated event types (default: all)"
     )
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_add(args: argparse.Namespace) -> int:
     events = [e.strip() for e in args.events.split(",") if e.strip()]
     with client(args) as c:
-        made = c.add_webhook(args.url, events)
+        made = c.add_webhook(args.hook_url, events)
     if args.json:
         emit_json(made)
         return 0

@@ -161,6 +161,8 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
         preview = owner.create_preview(box.name, 8080)
         owner.create_template("owners-tpl", box.name)
         owner.add_ssh_key("owners-key", OWNERS_SSH_KEY)
+        # Loopback, where nothing listens: its deliveries fail on this machine.
+        hook = owner.add_webhook("http://127.0.0.1:9/owners").webhook
     # A run of the owner's box, as the run service records one.
     with db(server) as conn:
         conn.execute(
@@ -195,6 +197,10 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
                 ("/v1/auth/{provider}", {"provider": "openai"}),
                 ("/v1/secrets/{name}", {"name": "OWNERS_TOKEN"}),
                 ("/v1/ssh-keys/{name}", {"name": "owners-key"}),
+                *(
+                    (f"/v1/webhooks/{{hook_id}}{tail}", {"hook_id": hook.id})
+                    for tail in ("", "/test", "/deliveries")
+                ),
                 *(
                     (f"/v1/templates/{{name}}{tail}", {"name": "owners-tpl"})
                     for tail in ("", "/log", "/rebuild", "/build", "/shared")
@@ -248,6 +254,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             ]
             assert owner.get_template("owners-tpl").status == "ready"
             assert [k.name for k in owner.list_ssh_keys()] == ["owners-key"]
+            assert [h.id for h in owner.list_webhooks()] == [hook.id]
     finally:
         with server.client() as owner:
             owner.delete_box(box.name, force=True)
@@ -255,6 +262,7 @@ def test_a_member_finds_no_route_into_another_users_box(two_users: tuple[Server,
             owner.delete_secret("OWNERS_TOKEN")
             owner.delete_template("owners-tpl")
             owner.delete_ssh_key("owners-key")
+            owner.delete_webhook(hook.id)
         let_go(server, drive)
         with server.client() as owner:
             owner.delete_drive(drive)

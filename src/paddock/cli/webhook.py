@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "add",
         help="add a webhook (prints its signing secret, once)",
         epilog=examples(
-            "paddock webhook add https://ci.example.com/paddock",
-            "paddock webhook add https://hooks.example.com/x --events box.stopped,box.error",
+            "paddock webhook add http://127.0.0.1:9000/paddock",
+            "paddock webhook add http://127.0.0.1:9000/ci --events box.stopped,box.error",
         ),
     )
     add.add_argument("hook_url", metavar="URL")

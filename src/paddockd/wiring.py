@@ -340,6 +340,7 @@ def wire(
             envd_tokens,
             sandbox_domain,
             history,
+            drives,
         ),
     )
     previews.hosts = SandboxHosts(sandbox_repo, boxes, envd_tokens)

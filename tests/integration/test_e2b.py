@@ -486,15 +486,50 @@ def test_metrics_over_time(sdk_env: dict[str, str]) -> None:
         sbx.kill()
 
 
+def test_volumes_are_drives_mounted_where_asked(server: Server, sdk_env: dict[str, str]) -> None:
+    """Volume.create/list/get_info/destroy are the caller's named drives; volume_mounts
+    mounts one at the path asked; its files outlive the sandbox; the content API is
+    refused by name (not served), and a bad mount path is refused with nothing made."""
+    name = f"vol-{uuid.uuid4().hex[:6]}"
+    vol = e2b.Volume.create(name)
+    try:
+        assert vol.volume_id == name and vol.name == name
+        assert name in [v.name for v in e2b.Volume.list()]
+        first = e2b.Sandbox.create(timeout=600, volume_mounts={"/data": vol})
+        try:
+            first.commands.run("echo kept > /data/note.txt")
+            info = e2b.Sandbox.get_info(first.sandbox_id)
+            assert [(m["name"], m["path"]) for m in info.volume_mounts] == [(name, "/data")]
+            assert first.commands.run("findmnt -n -o TARGET /data").stdout.strip() == "/data"
+        finally:
+            first.kill()
+        second = e2b.Sandbox.create(timeout=600, volume_mounts={"/home/user/v": name})
+        try:
+            assert second.commands.run("cat /home/user/v/note.txt").stdout == "kept\n"
+        finally:
+            second.kill()
+        with pytest.raises(Exception, match="volume content API"):
+            vol.list("/")
+        before = {s.sandbox_id for s in e2b.Sandbox.list().next_items()}
+        with pytest.raises(e2b.SandboxException, match="mount"):
+            e2b.Sandbox.create(volume_mounts={"/proc/x": vol})
+        assert {s.sandbox_id for s in e2b.Sandbox.list().next_items()} == before
+    finally:
+        assert e2b.Volume.destroy(vol.volume_id)
+    assert name not in [v.name for v in e2b.Volume.list()]
+    with server.client() as c:
+        assert name not in [d.name for d in c.list_drives()]
+
+
 def test_unknown_call_is_a_clear_error(server: Server, sbx: e2b.Sandbox) -> None:
     """What a newer SDK may call and Paddock does not serve: a JSON error naming it."""
     import httpx
 
     key = {"X-API-Key": server.token}
-    r = httpx.get(server.url + "/e2b/volumes", headers=key)
+    r = httpx.get(server.url + "/e2b/secrets", headers=key)
     assert r.status_code == 501
     assert r.json()["error_code"] == "unsupported"
-    assert "GET /e2b/volumes" in r.json()["message"]
+    assert "GET /e2b/secrets" in r.json()["message"]
     # An RPC of a known service that this envd lacks, and one of a service it lacks.
     envd = {"X-Access-Token": server.token, "E2b-Sandbox-Id": sbx.sandbox_id}
     rpc = "/e2b/sandbox/filesystem.Filesystem/ReadXattrs"

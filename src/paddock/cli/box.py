@@ -79,8 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--drive",
         action="append",
         default=[],
-        metavar="NAME[:ro]",
-        help="mount a named drive at /mnt/NAME (created if missing; repeatable)",
+        metavar="NAME[@PATH][:ro]",
+        help="mount a named drive at /mnt/NAME, or at PATH (created if missing; repeatable)",
     )
     p.add_argument(
         "--network", choices=["allow-all", "deny-all"], help="egress policy (default allow-all)"

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     env = e2b.add_parser(
         "env",
         help="print the E2B_* variables for this server, as export lines",
-        description="Print `export` lines for E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN (a name "
+        description="Print `export` lines for E2B_API_URL, E2B_SANDBOX_URL, "
+        "E2B_VOLUME_API_URL, E2B_DOMAIN (a name "
         "that resolves nowhere, so nothing can fall back to e2b.app) and, on plain HTTP, "
         "E2B_HTTP_VERSION=1.1. The API key is the CLI's own token, printed only with "
         "--with-token (it is a credential; a token of its own is better: `paddock token "
@@ -45,6 +46,8 @@ def variables(url: str, token: str | None) -> dict[str, str]:
     found = {
         "E2B_API_URL": f"{base}/e2b",
         "E2B_SANDBOX_URL": f"{base}/e2b/sandbox",
+        # Volumes' content calls come here too (answered: not served), never to api.DOMAIN.
+        "E2B_VOLUME_API_URL": f"{base}/e2b",
         "E2B_DOMAIN": "paddock.invalid",
     }
     if base.startswith("http://"):

@@ -53,11 +53,61 @@ def validate_label(label: str) -> str:
 
 
 def parse_drive(spec: str) -> tuple[str, bool]:
-    """`name` or `name:ro` -> (name, read_only)."""
-    name, _, mode = spec.partition(":")
-    if mode not in ("", "ro", "rw"):
-        raise InvalidRequest(f"invalid drive mode in {spec!r}: use NAME or NAME:ro")
-    return validate_drive_name(name), mode == "ro"
+    """`name`, `name:ro` or with a mount path `name@/path[:ro]` -> (name, read_only)."""
+    name, read_only, _ = drive_mount(spec)
+    return name, read_only
+
+
+def drive_mount(spec: str) -> tuple[str, bool, str]:
+    """(name, read_only, where it is mounted in the box): `/mnt/NAME` unless `@PATH`."""
+    base, mode = spec, ""
+    if spec.endswith((":ro", ":rw")):
+        base, mode = spec[:-3], spec[-2:]
+    elif ":" in spec.partition("@")[0]:
+        raise InvalidRequest(f"invalid drive mode in {spec!r}: use NAME, NAME:ro or NAME@/PATH")
+    name, at, path = base.partition("@")
+    name = validate_drive_name(name)
+    return name, mode == "ro", check_mount_path(path) if at else f"/mnt/{name}"
+
+
+# Where a drive may not be mounted: the box's own system, its Docker, the kernel's files.
+_SYSTEM = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/var/lib/docker",
+    "/var/run",
+)
+
+
+def check_mount_path(path: str) -> str:
+    if (
+        not path.startswith("/")
+        or len(path) > 255
+        or path != path.rstrip("/")
+        or any(part in ("", ".", "..") for part in path.split("/")[1:])
+        or not all(c.isprintable() and c not in ":, " for c in path)
+    ):
+        raise InvalidRequest(
+            f"invalid mount path {path!r}: an absolute folder path such as /data or "
+            "/home/user/data (no '..', ':', ',' or spaces)"
+        )
+    if any(path == s or path.startswith(s + "/") for s in _SYSTEM):
+        raise InvalidRequest(
+            f"a drive cannot be mounted at {path}: that is the box's own system "
+            "(use a folder such as /data, /workspace or /mnt/NAME)"
+        )
+    return path
 
 
 def validate_drive_name(name: str) -> str:

@@ -37,7 +37,7 @@ from ..domain.errors import (
     PayloadTooLarge,
 )
 from ..domain.network import NetworkPolicy, closed_entry, policy
-from ..domain.snapshot import parse_drive
+from ..domain.snapshot import drive_mount, parse_drive
 from ..domain.templates import Template, Templates
 from ..netpolicy.base import NetworkRules
 from ..runtime import inbox
@@ -284,6 +284,8 @@ class BoxService:
         mounts = tuple(dict.fromkeys(drives))
         if len({parse_drive(d)[0] for d in mounts}) != len(mounts):
             raise InvalidRequest("a drive can be mounted only once per box")
+        if len({drive_mount(d)[2] for d in mounts}) != len(mounts):
+            raise InvalidRequest("two drives cannot be mounted at one path")
         for spec in mounts:
             # The box is the caller's, so the drives are: a name another user has too
             # makes or finds the caller's own drive of that name, never theirs.

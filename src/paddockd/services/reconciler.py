@@ -26,7 +26,7 @@ from .. import faults
 from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState, Desired
 from ..domain.errors import Conflict, InvalidState, NotFound, PaddockError, SnapshotTooLarge
-from ..domain.snapshot import Snapshot, SnapshotKind, parse_drive
+from ..domain.snapshot import Snapshot, SnapshotKind, drive_mount
 from ..netpolicy.base import BoxAddress, NetworkRules
 from ..runtime import inbox
 from ..runtime.base import (
@@ -741,8 +741,8 @@ class Reconciler:
         mounts = [Mount(docker_volume(box.id), "/var/lib/docker", size_mb=box.disk_mb)]
         holder = (await self._holders()).of(box.owner_id) if box.drives else None
         for spec in box.drives:
-            name, read_only = parse_drive(spec)
-            mounts.append(Mount(drive_volume(name, holder), f"/mnt/{name}", read_only))
+            name, read_only, path = drive_mount(spec)
+            mounts.append(Mount(drive_volume(name, holder), path, read_only))
         return ContainerSpec(
             box_id=box.id,
             hostname=box.name,

@@ -36,6 +36,7 @@ def test_every_url_is_this_server_and_the_key_needs_asking(
     assert found == {
         "E2B_API_URL": "http://127.0.0.1:7423/e2b",
         "E2B_SANDBOX_URL": "http://127.0.0.1:7423/e2b/sandbox",
+        "E2B_VOLUME_API_URL": "http://127.0.0.1:7423/e2b",
         "E2B_DOMAIN": "paddock.invalid",
         "E2B_HTTP_VERSION": "1.1",
     }

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...domain.accounts import User
 from ...domain.box import TtlAction
 from ...domain.errors import InvalidRequest, PaddockError
-from ...domain.snapshot import Snapshot
+from ...domain.snapshot import Snapshot, drive_mount
 from ...services.e2b import listing
 from ...services.e2b.service import CLIENT_ID, ENVD_VERSION, MAX_FORKS, E2BService, Sandbox, api_key
 from ...services.e2b.snapshots import names, snapshot_id
@@ -54,14 +54,21 @@ class NewSandbox(BaseModel):
     iam: dict[str, Any] | None = None
     volume_mounts: list[dict[str, Any]] | None = Field(None, alias="volumeMounts")
 
+    def mounts(self) -> list[tuple[str, str]]:
+        """(volume name, path) of each volumeMount."""
+        found = []
+        for mount in self.volume_mounts or []:
+            name, path = mount.get("name"), mount.get("path")
+            if not isinstance(name, str) or not isinstance(path, str):
+                raise InvalidRequest("a volume mount is {name, path}")
+            found.append((name, path))
+        return found
+
     def refused(self) -> list[str]:
         """The options asked for that Paddock does not offer, with what to do instead."""
         asked = {
             "mcp (Paddock offers no MCP gateway in a sandbox: `paddock mcp` serves its own)": (
                 self.mcp
-            ),
-            "volumeMounts (volumes: mount a Paddock drive, `paddock new --drive`)": (
-                self.volume_mounts
             ),
             "iam": self.iam,
             "keep memory on pause (a pause keeps files, not memory)": self.auto_pause_memory,
@@ -116,6 +123,9 @@ def _detail(svc: E2BService, s: Sandbox) -> dict[str, Any]:
         "metadata": s.extras.metadata,
         "allowInternetAccess": box.network.mode != "deny-all",
         "network": {"allowPublicTraffic": s.extras.public_traffic},
+        "volumeMounts": [
+            {"name": name, "path": path} for name, _, path in map(drive_mount, box.drives)
+        ],
         "lifecycle": {
             "onTimeout": "pause" if box.ttl_action == TtlAction.STOP else "kill",
             "autoResume": s.extras.auto_resume,
@@ -147,6 +157,7 @@ async def create(body: NewSandbox, request: Request, svc: Svc, user: Caller) -> 
         body.network,
         auto_pause=bool(body.auto_pause),
         auto_resume=bool((body.auto_resume or {}).get("enabled")),
+        volume_mounts=body.mounts(),
     )
     return _created(svc, s)
 
@@ -233,6 +244,43 @@ async def connect(
 ) -> dict[str, Any]:
     s = await svc.connect(user, sandbox_id, body.timeout if body else None)
     return _created(svc, s)
+
+
+class NewVolume(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(max_length=63)
+
+
+# Volumes' content API is not served (api/e2b/gateway.py): the token opens nothing.
+VOLUME_TOKEN = "paddock-volume-content-not-served"
+
+
+def _volume(name: str, token: bool = True) -> dict[str, Any]:
+    found: dict[str, Any] = {"volumeID": name, "name": name}
+    if token:
+        found["token"] = VOLUME_TOKEN
+    return found
+
+
+@router.post("/volumes", status_code=201)
+async def new_volume(body: NewVolume, svc: Svc, user: Caller) -> dict[str, Any]:
+    return _volume(await svc.new_volume(user, body.name))
+
+
+@router.get("/volumes")
+async def list_volumes(svc: Svc, user: Caller) -> list[dict[str, Any]]:
+    return [_volume(name, token=False) for name in await svc.volumes(user)]
+
+
+@router.get("/volumes/{volume_id}")
+async def get_volume(volume_id: str, svc: Svc, user: Caller) -> dict[str, Any]:
+    return _volume(await svc.volume(user, volume_id))
+
+
+@router.delete("/volumes/{volume_id}", status_code=204)
+async def delete_volume(volume_id: str, svc: Svc, user: Caller) -> Response:
+    await svc.delete_volume(user, volume_id)
+    return Response(status_code=204)
 
 
 @router.put("/sandboxes/{sandbox_id}/network", status_code=204)

@@ -57,6 +57,8 @@ _STREAMING = (
     ("POST", files.SIGNED),
     ("PUT", templates.UPLOADS + "/{key}/{files_hash}"),
 )
+# E2B's volume content API (E2B_VOLUME_API_URL=https://HOST/e2b): not served.
+VOLUME_CONTENT = "/volumecontent/"
 # E2B's SDK makes its signed file links `https://HOST/files?...` (envd's path, at the root).
 SIGNED_LINKS = "/files"
 log = logging.getLogger("paddockd.e2b")
@@ -138,6 +140,17 @@ class E2BGateway:
             await self.app(scope, receive, send)
             return
         rest = path[len(PREFIX) :]
+        if rest.startswith(VOLUME_CONTENT):
+            # Not served, and said before any key is asked for: no body is read.
+            message = (
+                "Paddock does not serve E2B's volume content API: mount the volume in a "
+                "sandbox (volume_mounts) and use sandbox.files there"
+            )
+            response = error(501, "unsupported", message)
+            if has_body(scope):  # the body stays unread: the connection cannot carry on
+                response.headers["connection"] = "close"
+            await response(scope, receive, send)
+            return
         # A template's file upload comes without the API key (the SDK sends it as to a
         # storage bucket): its link's key is checked by the route, before the body is read.
         if not rest.startswith(templates.UPLOADS + "/"):

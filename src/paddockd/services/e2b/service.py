@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 from paddock.wire.keys import from_e2b_key
 
 from ...config import Config
-from ...domain.accounts import SERVER, Role, User
+from ...domain.accounts import SERVER, Role, User, holder_of
 from ...domain.box import Box, BoxState, Desired
 from ...domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
 from ...domain.network import NetworkPolicy, policy
@@ -22,6 +22,7 @@ from ...domain.snapshot import Snapshot
 from ...store.sandboxes import SandboxExtras, SandboxRepository
 from ...store.tokens import TokenRepository
 from ..boxes import BoxService
+from ..drives import DriveService
 from ..stats import StatsService
 from ..usage_history import Point, UsageHistory
 from .envd_tokens import OPERATIONS, EnvdTokens
@@ -115,6 +116,7 @@ class E2BService:
         envd: EnvdTokens,
         domain: Callable[[], str | None] = lambda: None,
         history: UsageHistory | None = None,
+        drives: DriveService | None = None,
     ) -> None:
         self._cfg = cfg
         self._boxes = boxes
@@ -127,6 +129,7 @@ class E2BService:
         self._envd = envd
         self.domain = domain
         self.history = history
+        self._drives = drives
 
     @property
     def boxes(self) -> BoxService:
@@ -218,6 +221,7 @@ class E2BService:
         network: dict[str, Any] | None,
         auto_pause: bool = False,
         auto_resume: bool = False,
+        volume_mounts: Sequence[tuple[str, str]] = (),
     ) -> Sandbox:
         if auto_resume and not auto_pause:
             raise InvalidRequest("autoResume needs autoPause: only a paused sandbox resumes")
@@ -228,6 +232,8 @@ class E2BService:
                 raise InvalidRequest(f"invalid environment variable {key!r}")
         type_name, image, disk, made_from = await self._template(caller, template)
         net = network_policy(allow_internet_access, network)
+        # E2B's volumes are the caller's named drives, mounted where the SDK asks.
+        drives = [f"{name}@{path}" for name, path in volume_mounts]
         box = await self._boxes.create(
             None,
             type_name,
@@ -235,6 +241,7 @@ class E2BService:
             # An E2B sandbox is gone when its timeout passes, or paused with autoPause:
             # a box's TTL action, delete or stop (files kept).
             "stop" if auto_pause else "delete",
+            drives,
             image=image,
             network=net,
             caller=caller,
@@ -337,6 +344,28 @@ class E2BService:
         if box.desired != Desired.RUNNING or box.state != BoxState.RUNNING:
             box = await self._boxes.resume(box.id, caller)
         return Sandbox(box, await self._repo.get(box.id))
+
+    # -- volumes: the caller's named drives (services/drives.py) ---------------------------
+    async def volumes(self, caller: User) -> list[str]:
+        drives = self._drives
+        if drives is None:
+            return []
+        mine = holder_of(caller)
+        return [d.name for d in await drives.all(caller) if d.holder == mine]
+
+    async def new_volume(self, caller: User, name: str) -> str:
+        if self._drives is None:
+            raise InvalidRequest("this server has no drives")
+        return (await self._drives.create(name, caller)).name
+
+    async def volume(self, caller: User, volume_id: str) -> str:
+        if volume_id not in await self.volumes(caller):
+            raise NotFound(f"volume {volume_id!r} not found")
+        return volume_id
+
+    async def delete_volume(self, caller: User, volume_id: str) -> None:
+        assert self._drives is not None
+        await self._drives.remove(await self.volume(caller, volume_id), caller)
 
     async def update_network(self, caller: User, sandbox_id: str, network: dict[str, Any]) -> Box:
         """E2B's update_network: the egress rules replaced as a whole, as `paddock network`

@@ -232,7 +232,10 @@ def _backup(cfg: config.Config, output: str, with_snapshots: bool) -> int:
         path = Path(output)
         partial = path.with_name(path.name + ".partial")
         try:
-            with partial.open("wb") as out:
+            partial.unlink(missing_ok=True)
+            # 0600 from the first byte, and never through a link someone left there.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            with os.fdopen(os.open(partial, flags, 0o600), "wb") as out:
                 made = backup.backup(cfg, out, with_snapshots, say)
             partial.replace(path)
         finally:

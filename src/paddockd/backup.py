@@ -85,6 +85,14 @@ def backup(cfg: Config, out: IO[bytes], with_snapshots: bool, say: Any = print) 
         work = Path(tmp)
         db_copy = work / "paddock.db"
         _copy_database(cfg.data_dir / "paddock.db", db_copy)
+        schema = _schema(db_copy)
+        if schema != MIGRATIONS[-1][0]:
+            # Wiring migrates: never the database of a paddockd of another version.
+            raise InvalidRequest(
+                f"the running paddockd's database is at schema {schema}, this paddockd's "
+                f"at {MIGRATIONS[-1][0]}: back up with the same version (./install.sh "
+                "brings them together)"
+            )
         rows = _disk_rows(db_copy, with_snapshots)
         wired = wire(cfg)
 
@@ -168,6 +176,13 @@ def restore(cfg: Config, source: IO[bytes], force: bool, say: Any = print) -> Re
                     f"the boxes' files are owned from host uid {manifest.uid_base}, this "
                     f"server's boxes from {uid_base}: their files would have other owners"
                 )
+            there = set(manifest.disks) & await wired.runtime.saved_disks()
+            if there:
+                raise InvalidRequest(
+                    f"this install has {len(there)} of the backup's disks already (it was "
+                    "restored here before, or is the server it was made on): restore onto a "
+                    "fresh install"
+                )
             loaded: list[str] = []
             try:
                 for key in manifest.disks:
@@ -190,13 +205,48 @@ def restore(cfg: Config, source: IO[bytes], force: bool, say: Any = print) -> Re
         _copy_database(work / "paddock.db", target)
         for path in sorted((work / "keys").rglob("*")):
             if path.is_file():
-                dest = cfg.data_dir / path.relative_to(work / "keys")
-                dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                dest.write_bytes(path.read_bytes())
-                dest.chmod(0o600)
+                _put_key(path, cfg.data_dir / path.relative_to(work / "keys"))
         Database(cfg.db_url).migrate()
         count, dropped = _settle(target, set(loaded))
     return Restored(count, len(loaded), dropped)
+
+
+def _put_key(source: Path, dest: Path) -> None:
+    """Written beside, then renamed: nothing at `dest` (a link) is followed."""
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = dest.with_name(dest.name + ".restoring")
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(source.read_bytes())
+    os.replace(partial, dest)
+
+
+def _allowed(name: str) -> bool:
+    """The members a backup has: nothing else is taken from a file."""
+    parts = name.split("/")
+    if name in ("manifest.json", "paddock.db"):
+        return True
+    if parts[0] == "keys":
+        return (len(parts) == 2 and parts[1] in KEY_FILES) or (
+            len(parts) == 3 and parts[1] in KEY_DIRS and _plain(parts[2])
+        )
+    return (
+        parts[0] == "disks"
+        and len(parts) == 3
+        and all(_plain(p) for p in parts[1:])
+        and name.endswith(".paddock")
+    )
+
+
+def _plain(part: str) -> bool:
+    return bool(part) and part not in (".", "..") and all(c.isalnum() or c in "._-" for c in part)
+
+
+def _schema(db_file: Path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{db_file}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
 
 
 # -- the database ------------------------------------------------------------------------
@@ -254,7 +304,8 @@ def _has_state(db_file: Path) -> bool:
 
 def _settle(db_file: Path, loaded: set[str]) -> tuple[int, int]:
     """Every box stopped, with no container (this engine has none of them), to be made
-    from its newest snapshot; snapshots whose disk is not here are left out.
+    from the disk it was last made from, or else its newest snapshot's; snapshots whose
+    disk is not here are left out.
     (boxes restored, snapshots dropped)"""
     with contextlib.closing(sqlite3.connect(db_file)) as conn, conn:
         dropped = 0
@@ -268,21 +319,21 @@ def _settle(db_file: Path, loaded: set[str]) -> tuple[int, int]:
                 newest[box_id] = (seq, image, disk)
         for box_id, disk in conn.execute("SELECT id, current_disk FROM boxes").fetchall():
             note = "restored from a backup"
-            if box_id in newest:
+            image = None
+            if disk in loaded:
+                pass  # what it was made from last: its own files
+            elif box_id in newest:
                 seq, image, disk = newest[box_id]
                 note += f", as of its snapshot {seq}"
-            elif disk is not None and disk not in loaded:
+            elif disk is not None:
                 disk, note = None, note + " (its files were not in it)"
             conn.execute(
                 "UPDATE boxes SET state = 'stopped', desired = 'stopped', container_id = NULL, "
                 "expires_at = NULL, current_disk = ?, message = ? WHERE id = ?",
                 (disk, note, box_id),
             )
-            if box_id in newest:
-                conn.execute(
-                    "UPDATE boxes SET current_snapshot = ? WHERE id = ?",
-                    (newest[box_id][1], box_id),
-                )
+            if image is not None:
+                conn.execute("UPDATE boxes SET current_snapshot = ? WHERE id = ?", (image, box_id))
         count = conn.execute("SELECT COUNT(*) FROM boxes").fetchone()[0]
     return int(count), dropped
 
@@ -374,10 +425,7 @@ def _unpack(source: IO[bytes], work: Path) -> Manifest:
                     continue
                 if member.name == "manifest.json" and member.size > _MAX_MANIFEST:
                     raise InvalidRequest("not a Paddock backup: its manifest is too large")
-                allowed = member.name in ("manifest.json", "paddock.db") or member.name.startswith(
-                    ("keys/", "disks/")
-                )
-                if not allowed:
+                if not _allowed(member.name):
                     raise InvalidRequest(f"not a Paddock backup: it holds {member.name!r}")
                 dest = work / member.name
                 dest.parent.mkdir(parents=True, exist_ok=True)

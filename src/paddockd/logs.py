@@ -30,6 +30,7 @@ _SECRET = re.compile(
 MAX_LOG = 16 << 20
 KEEP = 4
 REDACTED = "[redacted]"
+MAX_LINE = 4096  # of a message kept for `paddock logs --server`
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -83,6 +84,7 @@ class RecentLog(logging.Handler):
         message = record.getMessage()
         if record.exc_info and record.exc_info[1] is not None:
             message += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+        message = redact(message)[:MAX_LINE]  # the exception's text was not filtered yet
         self._lines.append(Line(record.created, record.levelname, record.name, message))
 
     def lines(self, count: int) -> list[Line]:

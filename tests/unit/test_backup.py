@@ -60,6 +60,9 @@ def test_a_whole_backup_unpacks(tmp_path: Path) -> None:
         ({"../escape": b"x"}, "holds"),
         ({"/etc/passwd": b"x"}, "holds"),
         ({"other/file": b"x"}, "holds"),
+        ({"keys/boxes/evil": b"x"}, "holds"),
+        ({"keys/authorized_keys": b"x"}, "holds"),
+        ({"disks/a/b/c.paddock": b"x"}, "holds"),
         ({"paddock.db": b"db"}, "manifest"),
     ],
 )

@@ -86,11 +86,11 @@ def target_of(host: str, path: str, base_host: str | None) -> Target | None:
         suffix = "." + base_host
         if name.endswith(suffix):
             label = _HOST_LABEL.match(name[: -len(suffix)])
-            if label:
+            if label and 1 <= int(label[1]) <= 65535:
                 return Target(label[2], int(label[1]), path or "/", "")
     if path.startswith(PATH_PREFIX):
         found = _PATH.match(path)
-        if found:
+        if found and 1 <= int(found[2]) <= 65535:
             prefix = f"/preview/{found[1]}/{found[2]}"
             return Target(found[1], int(found[2]), found[3] or "/", prefix)
     return None

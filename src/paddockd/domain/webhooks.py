@@ -30,12 +30,13 @@ EventType = Literal[
     "run.finished",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
-# Why a box stopped (`box.stopped`'s `reason`).
-StopReason = Literal["user", "ttl", "idle", "error"]
+# Why a box stopped (`box.stopped`'s `reason`); a failure is `box.error`.
+StopReason = Literal["user", "ttl", "idle"]
 SIGNATURE_HEADER = "Paddock-Signature"
 REPLAY_WINDOW = 300  # seconds a receiver should accept a signature's timestamp for
 MAX_URL = 2048
 MAX_WEBHOOKS_PER_USER = 20
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,14 @@ def check_url(url: str) -> str:
         raise InvalidRequest("no user or password in a webhook's URL: check its signature")
     if port == 0 or any(c in url for c in "\r\n\t "):
         raise InvalidRequest(f"not a URL: {url!r}")
+    try:
+        url.encode("ascii")  # a request line is ASCII: encode a path's other characters
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise InvalidRequest(
+            f"not a URL a request can be sent to: {url!r} (percent-encode the path; "
+            "hostnames of at most 63 characters a label)"
+        ) from None
     return url
 
 
@@ -111,8 +120,14 @@ def public_address(address: str) -> bool:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        # IPv4 carried in IPv6 (mapped, NAT64, 6to4, compatible): judged as that IPv4.
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:
+            ip = ip.sixtofour
+        elif ip in _NAT64 or int(ip) >> 32 == 0:
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip.is_global
 
 

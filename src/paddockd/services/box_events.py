@@ -14,6 +14,7 @@ import asyncio
 import logging
 import secrets
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -40,7 +41,8 @@ class BoxEvents:
         self._publish = publish
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._known: dict[str, Box] = {}  # the last seen of each box: a removal names it
-        self._listeners: set[asyncio.Queue[Event | None]] = set()  # /v1/events streams
+        # /v1/events streams; weakly held, as services/events.py's queues are.
+        self._listeners: weakref.WeakSet[asyncio.Queue[Event | None]] = weakref.WeakSet()
 
     # -- told by the store (store/boxes.py) -----------------------------------------------
     def added(self, box: Box) -> None:
@@ -52,6 +54,8 @@ class BoxEvents:
         # its message are taken from it.
         known = self._known.get(after.id)
         if known is not None:
+            if known.state == after.state:
+                return  # the writer's copy was older than what was told already
             after = replace(known, state=after.state, message=after.message)
         self._known[after.id] = after
         if after.state == BoxState.RUNNING:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,7 +33,9 @@ class BoxChanges:
     """Where the store reports writes; every listener has its own queue of box ids."""
 
     def __init__(self) -> None:
-        self._queues: set[asyncio.Queue[str]] = set()
+        # Weakly held: a stream that ended before it first ran (its client gone at once)
+        # never unsubscribes; its queue goes with it.
+        self._queues: weakref.WeakSet[asyncio.Queue[str]] = weakref.WeakSet()
 
     def changed(self, box_id: str) -> None:
         for queue in list(self._queues):

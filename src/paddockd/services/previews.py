@@ -157,15 +157,19 @@ class PreviewService:
     async def has_domain(self, domain: str) -> bool:
         """Whether `domain` names a live preview (Caddy asks before a certificate)."""
         target = target_of(domain, "", self.routed_host())
-        return target is not None and await self.find(target) is not None
+        # Previews made only: any port of any E2B sandbox would let anyone who knows its
+        # id have certificates ordered without end (the CA's limits are per domain).
+        return target is not None and await self.find(target, implicit=False) is not None
 
-    async def find(self, target: Target) -> Preview | None:
+    async def find(self, target: Target, implicit: bool = True) -> Preview | None:
+        """The preview made for the target's port, or (`implicit`) the port's own address
+        where the box has one (an E2B sandbox's)."""
         key = (target.box_id, target.port)
         preview = self._found.get(key) or await self._repo.find(*key)
         if preview is None or preview.expired():
             self._found.pop(key, None)
             # Not kept: a sandbox's port costs two lookups, and made-up ones grow nothing.
-            return await self.hosts.find(*key) if self.hosts else None
+            return await self.hosts.find(*key) if self.hosts and implicit else None
         self._found[key] = preview
         return preview
 

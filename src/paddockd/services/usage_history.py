@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..domain.box import BoxState
 from ..runtime.base import Runtime
@@ -76,8 +76,11 @@ class UsageHistory:
     def points(
         self, box_id: str, start: datetime | None = None, end: datetime | None = None
     ) -> list[Point]:
+        # The last hour's: a paused sandbox's older readings are not shown as recent.
+        oldest = self._now() - timedelta(seconds=INTERVAL * self._keep)
+        since = max(start, oldest) if start is not None else oldest
         return [
             p
             for p in self._points.get(box_id, ())
-            if (start is None or p.at >= start) and (end is None or p.at <= end)
+            if p.at >= since and (end is None or p.at <= end)
         ]

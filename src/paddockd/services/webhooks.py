@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import socket
@@ -54,6 +55,8 @@ ANSWER_WITHIN = 10.0
 MAX_BACKOFF = 3600.0
 AT_ONCE = 16  # deliveries tried side by side (each another webhook's or box's)
 PER_WEBHOOK = 4  # of which one webhook's at most
+PER_OWNER = 8  # and one user's webhooks' at most
+DUE_LOOKED_AT = 500  # due deliveries looked at for a fair pick
 MAX_PENDING = 1000  # deliveries waiting for one webhook before new events are dropped
 _MAX_HEAD = 16 << 10
 _MAX_BODY = 64 << 10  # of a receiver's answer, read and thrown away
@@ -91,6 +94,8 @@ class WebhookService:
         self._retry = retry_seconds
         self._now = now
         self._wake = asyncio.Event()
+        self._running: dict[int, asyncio.Task[Delivery]] = {}  # delivery id -> its try
+        self._running_hooks: dict[int, tuple[str, str]] = {}  # -> (webhook, its owner)
 
     # -- the user's side ----------------------------------------------------------------
     async def add(self, caller: User | None, url: str, events: list[str]) -> tuple[Webhook, str]:
@@ -129,8 +134,8 @@ class WebhookService:
         """Send a `webhook.test` event at once (one try, no retry): what the receiver said."""
         hook = await self.get(hook_id, caller)
         event = Event(secrets.token_hex(8), "webhook.test", self._now(), "", "", hook.owner_id)
-        await self._repo.queue([hook], event, self._now())
-        (delivery,) = [d for d in await self._repo.log(hook.id, 5) if d.event_id == event.id]
+        # Never due for the delivery loop: this one try is its only one.
+        (delivery,) = await self._repo.queue([hook], event, self._now(), due=float("inf"))
         done = await self._attempt(replace(delivery, attempts=ATTEMPTS - 1))
         return Attempt(done.state == DELIVERED, done.status, done.error)
 
@@ -153,28 +158,62 @@ class WebhookService:
 
     # -- deliveries out -------------------------------------------------------------------
     async def run(self) -> None:
-        """Deliver what is due, then sleep until the next is (or a new event comes)."""
+        """Start what is due as places free up (a slow receiver holds its own place, never
+        a round of everyone's), then sleep until the next is due, a new event comes, or a
+        delivery ends."""
         while True:
-            await self.deliver_due()
-            next_at = await self._repo.next_due()
-            wait = 60.0 if next_at is None else max(0.05, min(60.0, next_at - self._now()))
             self._wake.clear()
+            for d in await self._pick():
+                task = asyncio.get_running_loop().create_task(self._attempt(d))
+                self._running[d.id] = task
+                task.add_done_callback(functools.partial(self._ended, d.id))
+            next_at = await self._repo.next_due(set(self._running))
+            wait = 60.0 if next_at is None else max(0.05, min(60.0, next_at - self._now()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
+    def _ended(self, delivery_id: int, _: object) -> None:
+        self._running.pop(delivery_id, None)
+        self._wake.set()
+
     async def deliver_due(self) -> int:
-        # Fair shares: a webhook whose receiver is slow (ten seconds a try) takes a few of
-        # the places, never all of them from everyone else's.
-        taken: Counter[str] = Counter()
-        due: list[Delivery] = []
-        for d in await self._repo.due(self._now(), AT_ONCE * 4):
-            if taken[d.webhook_id] < PER_WEBHOOK and len(due) < AT_ONCE:
-                taken[d.webhook_id] += 1
-                due.append(d)
-        await asyncio.gather(*(self._attempt(d) for d in due))
+        """Deliver what is due now and wait for it (tests, and a drain)."""
+        due = await self._pick()
+        await asyncio.gather(*(self._attempt(d) for d in due), return_exceptions=True)
         return len(due)
 
+    async def _pick(self) -> list[Delivery]:
+        """What to try now, in fair shares: at most PER_WEBHOOK places for one webhook and
+        PER_OWNER for one user's webhooks, counting what is being tried already."""
+        free = AT_ONCE - len(self._running)
+        if free <= 0:
+            return []
+        owners = {h.id: h.owner_id or "" for h in await self._repo.all()}
+        per_hook: Counter[str] = Counter()
+        per_owner: Counter[str] = Counter()
+        for hook_id, owner in self._running_hooks.values():
+            per_hook[hook_id] += 1
+            per_owner[owner] += 1
+        picked: list[Delivery] = []
+        for d in await self._repo.due(self._now(), DUE_LOOKED_AT, PER_WEBHOOK):
+            owner = owners.get(d.webhook_id, "")
+            if d.id in self._running or len(picked) >= free:
+                continue
+            if per_hook[d.webhook_id] >= PER_WEBHOOK or per_owner[owner] >= PER_OWNER:
+                continue
+            per_hook[d.webhook_id] += 1
+            per_owner[owner] += 1
+            self._running_hooks[d.id] = (d.webhook_id, owner)
+            picked.append(d)
+        return picked
+
     async def _attempt(self, d: Delivery) -> Delivery:
+        try:
+            return await self._try(d)
+        finally:
+            self._running_hooks.pop(d.id, None)
+
+    async def _try(self, d: Delivery) -> Delivery:
         hooks = {h.id: h for h in await self._repo.all()}
         hook, secret = hooks.get(d.webhook_id), await self._repo.secret(d.webhook_id)
         if hook is None or secret is None:
@@ -193,6 +232,9 @@ class WebhookService:
             error = str(exc)[:255]
         except (OSError, TimeoutError, ssl.SSLError, h11.ProtocolError) as exc:
             error = (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:255]
+        except Exception as exc:  # whatever else a receiver's answer makes: its own failure
+            log.warning("webhook %s: delivery %d failed (%s)", d.webhook_id, d.id, exc)
+            error = f"could not be sent ({type(exc).__name__})"
         tries = d.attempts + 1
         if status is not None and 200 <= status < 300:
             done = replace(d, state=DELIVERED, attempts=tries, status=status, error=None)
@@ -236,17 +278,12 @@ class HttpSender:
             addresses = [str(info[4][0]) for info in found]
             if not addresses:
                 raise Unreachable(f"{host} has no address")
-            if public_only and not all(public_address(a) for a in addresses):
+            if public_only and not all(public_address(a) and not _ours(a) for a in addresses):
                 raise Unreachable(
                     f"{host} is not a public address: a member's webhook goes to the internet "
                     "only (the server owner's may go anywhere)"
                 )
-            reader, writer = await asyncio.open_connection(
-                addresses[0],
-                port,
-                ssl=self._tls if secure else None,
-                server_hostname=host if secure else None,
-            )
+            reader, writer = await _connect(addresses, port, self._tls if secure else None, host)
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             try:
                 return await _exchange(reader, writer, parts.netloc, target, headers, body)
@@ -254,6 +291,35 @@ class HttpSender:
                 writer.close()
                 with contextlib.suppress(OSError, ssl.SSLError):
                     await writer.wait_closed()
+
+
+def _ours(address: str) -> bool:
+    """Whether `address` is one of this host's own (a public one too): binding to it works
+    only then."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
+
+
+async def _connect(
+    addresses: list[str], port: int, tls: ssl.SSLContext | None, host: str
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """To the first of the (checked) addresses that answers: a name with an IPv6 address
+    this host cannot reach still works over its IPv4 one."""
+    failed: OSError | None = None
+    for address in dict.fromkeys(addresses):
+        try:
+            return await asyncio.open_connection(
+                address, port, ssl=tls, server_hostname=host if tls else None
+            )
+        except OSError as exc:
+            failed = exc
+    assert failed is not None
+    raise failed
 
 
 async def _exchange(

@@ -96,7 +96,10 @@ class WebhookRepository:
         return len(gone)
 
     # -- deliveries ---------------------------------------------------------------------
-    async def queue(self, hooks: list[Webhook], event: Event, now: float) -> None:
+    async def queue(
+        self, hooks: list[Webhook], event: Event, now: float, due: float | None = None
+    ) -> list[Delivery]:
+        """A delivery of `event` to each webhook, due at `due` (now); the rows made."""
         rows = [
             {
                 "webhook_id": h.id,
@@ -107,16 +110,26 @@ class WebhookRepository:
                 "created_at": now,
                 "state": PENDING,
                 "attempts": 0,
-                "next_at": now,
+                "next_at": now if due is None else due,
             }
             for h in hooks
         ]
-        if rows:
-            await self._db.run(lambda conn: conn.execute(webhook_deliveries.insert(), rows))
 
-    async def due(self, now: float, limit: int) -> list[Delivery]:
+        def work(conn: Connection) -> list[Delivery]:
+            made = []
+            for row in rows:
+                done = conn.execute(webhook_deliveries.insert().values(**row))
+                key = done.inserted_primary_key
+                assert key is not None
+                made.append(Delivery(id=int(key[0]), **row))  # type: ignore[arg-type]
+            return made
+
+        return await self._db.run(work) if rows else []
+
+    async def due(self, now: float, limit: int, per_webhook: int) -> list[Delivery]:
         """The pending deliveries to try now: per webhook and box only the oldest pending
-        one (a box's events arrive in order; a later one waits while an earlier retries)."""
+        one (a box's events arrive in order; a later one waits while an earlier retries),
+        and at most `per_webhook` of each webhook's, oldest first."""
         d = webhook_deliveries
 
         def work(conn: Connection) -> list[Delivery]:
@@ -125,9 +138,20 @@ class WebhookRepository:
                 .where(d.c.state == PENDING)
                 .group_by(d.c.webhook_id, d.c.box_id)
             )
+            heads = (
+                sa.select(
+                    d.c.id,
+                    sa.func.row_number()
+                    .over(partition_by=d.c.webhook_id, order_by=d.c.id)
+                    .label("place"),
+                )
+                .where(d.c.id.in_(first), d.c.next_at <= now)
+                .subquery()
+            )
             rows = conn.execute(
                 sa.select(d)
-                .where(d.c.id.in_(first), d.c.next_at <= now)
+                .join(heads, heads.c.id == d.c.id)
+                .where(heads.c.place <= per_webhook)
                 .order_by(d.c.id)
                 .limit(limit)
             )
@@ -149,11 +173,21 @@ class WebhookRepository:
 
         return await self._db.run(work)
 
-    async def next_due(self) -> float | None:
+    async def next_due(self, besides: set[int] | None = None) -> float | None:
+        """When the next pending delivery (not one of `besides`, being tried) is due."""
         d = webhook_deliveries
 
         def work(conn: Connection) -> float | None:
-            found = conn.execute(sa.select(sa.func.min(d.c.next_at)).where(d.c.state == PENDING))
+            # Only the heads of each webhook's box queue: a later one waits for its head.
+            heads = (
+                sa.select(sa.func.min(d.c.id))
+                .where(d.c.state == PENDING)
+                .group_by(d.c.webhook_id, d.c.box_id)
+            )
+            where = [d.c.id.in_(heads)]
+            if besides:
+                where.append(d.c.id.not_in(besides))
+            found = conn.execute(sa.select(sa.func.min(d.c.next_at)).where(*where))
             value = found.scalar()
             return float(value) if value is not None else None
 

@@ -99,6 +99,6 @@ async def test_typed_events_come_with_the_changes_to_who_may_see_them(
         await nothing_more(carol_events)  # neither the box's changes nor its events
         for stream in (bob_events, carol_events):
             await stream.aclose()  # type: ignore[attr-defined]
-        assert happenings._listeners == set()
+        assert len(happenings._listeners) == 0
     finally:
         publishing.cancel()

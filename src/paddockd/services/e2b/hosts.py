@@ -28,6 +28,8 @@ class SandboxHosts:
         self._tokens = tokens
 
     async def find(self, box_id: str, port: int) -> Preview | None:
+        if not 1 <= port <= 65535:
+            return None
         extras = await self._repo.find(box_id)
         if extras is None:
             return None  # a box made outside E2B: its ports need a preview

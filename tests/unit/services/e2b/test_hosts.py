@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from paddockd.domain.errors import InvalidRequest
-from paddockd.domain.previews import Target
+from paddockd.domain.previews import Target, target_of
 
 from ...conftest import World
 
@@ -63,3 +63,20 @@ async def test_auto_resume_needs_auto_pause(world: World) -> None:
     caller = await e2b.authenticate(world.token)
     with pytest.raises(InvalidRequest, match="autoPause"):
         await e2b.create(caller, "base", 600, {}, {}, None, None, auto_resume=True)
+
+
+async def test_no_certificate_for_a_sandbox_port_and_no_port_out_of_range(world: World) -> None:
+    """Caddy asks before each certificate: a sandbox's ports do not get one each (anyone
+    knowing its id could have them ordered without end); a port past 65535 is no address."""
+    e2b = world.services.e2b
+    previews = world.services.previews
+    caller = await e2b.authenticate(world.token)
+    s = await e2b.create(caller, "base", 600, {}, {}, None, None)
+    assert await previews.find(Target(s.box.id, 8000, "/", "")) is not None
+    previews.routed_host = lambda: "paddock.example.com"
+    assert not await previews.has_domain(f"8000-{s.box.id}.paddock.example.com")
+    assert await previews.find(Target(s.box.id, 99999, "/", "")) is None
+    assert target_of(f"99999-{s.box.id}.paddock.example.com", "/", "paddock.example.com") is None
+    assert target_of("/", f"/preview/{s.box.id}/70000/", None) is None
+    await previews.create(s.box.id, 8000, True, None, None)
+    assert await previews.has_domain(f"8000-{s.box.id}.paddock.example.com")

@@ -83,6 +83,9 @@ def test_signatures_verify_and_refuse_tampering_and_replays() -> None:
         "https://x.example.com:99999/",
         "https://x.example.com/a b",
         "https://x.example.com/" + "a" * 2100,
+        "http://a..b/",
+        "http://" + "a" * 64 + ".example.com/",
+        "http://x.example.com/\u00e9",
     ],
 )
 def test_bad_urls_are_refused(url: str) -> None:
@@ -95,6 +98,9 @@ def test_only_public_addresses_for_members() -> None:
     for address in ("127.0.0.1", "10.1.2.3", "169.254.169.254", "172.17.0.2", "::1", "fd00::1"):
         assert not public_address(address), address
     assert not public_address("::ffff:127.0.0.1")
+    # IPv4 inside IPv6: NAT64, 6to4 and the old compatible form are judged as that IPv4.
+    for address in ("64:ff9b::a00:1", "2002:a00:1::", "::a00:1"):
+        assert not public_address(address), address
     assert not public_address("not-an-address")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .. import faults
 from ..domain.accounts import Holders, User, holder_of, sees
-from ..domain.box import Box
+from ..domain.box import Box, BoxState
 from ..domain.errors import Conflict, InvalidRequest, NotFound
 from ..domain.snapshot import parse_drive, validate_drive_name
 from ..runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER, Runtime, VolumeInfo
@@ -48,11 +48,14 @@ def _volume_holder(volume: VolumeInfo) -> str | None:
 
 
 def _users(name: str, holder: str | None, boxes: list[Box], holders: Holders) -> list[str]:
-    """The boxes that mount the holder's drive `name` (a box mounts its owner's)."""
+    """The boxes that mount the holder's drive `name` (a box mounts its owner's). A box
+    being deleted does not: its container went first."""
     return [
         b.name
         for b in boxes
-        if holders.of(b.owner_id) == holder and name in (parse_drive(d)[0] for d in b.drives)
+        if b.state != BoxState.DELETING
+        and holders.of(b.owner_id) == holder
+        and name in (parse_drive(d)[0] for d in b.drives)
     ]
 
 

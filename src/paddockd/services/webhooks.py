@@ -136,7 +136,7 @@ class WebhookService:
         event = Event(secrets.token_hex(8), "webhook.test", self._now(), "", "", hook.owner_id)
         # Never due for the delivery loop: this one try is its only one.
         (delivery,) = await self._repo.queue([hook], event, self._now(), due=float("inf"))
-        done = await self._attempt(replace(delivery, attempts=ATTEMPTS - 1))
+        done = await self._attempt(delivery, final=True)
         return Attempt(done.state == DELIVERED, done.status, done.error)
 
     # -- events in ------------------------------------------------------------------------
@@ -207,13 +207,14 @@ class WebhookService:
             picked.append(d)
         return picked
 
-    async def _attempt(self, d: Delivery) -> Delivery:
+    async def _attempt(self, d: Delivery, final: bool = False) -> Delivery:
+        """One try of `d` (`final`: its only one), recorded."""
         try:
-            return await self._try(d)
+            return await self._try(d, final)
         finally:
             self._running_hooks.pop(d.id, None)
 
-    async def _try(self, d: Delivery) -> Delivery:
+    async def _try(self, d: Delivery, final: bool) -> Delivery:
         hooks = {h.id: h for h in await self._repo.all()}
         hook, secret = hooks.get(d.webhook_id), await self._repo.secret(d.webhook_id)
         if hook is None or secret is None:
@@ -238,7 +239,7 @@ class WebhookService:
         tries = d.attempts + 1
         if status is not None and 200 <= status < 300:
             done = replace(d, state=DELIVERED, attempts=tries, status=status, error=None)
-        elif tries >= ATTEMPTS:
+        elif tries >= ATTEMPTS or final:
             done = replace(d, state=FAILED, attempts=tries, status=status, error=error)
         else:
             later = min(MAX_BACKOFF, self._retry * 3 ** (tries - 1))

@@ -13,9 +13,11 @@ from ..wire.errors import InvalidRequest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any, NoReturn
+    from typing import Any, NoReturn, TypeVar
 
     from .. import Client
+
+    T = TypeVar("T")
 
 # Exit codes (docs/cli.md has the table). A command's own code passes through `exec`.
 EXIT_ERROR = 1  # Paddock (or the server) refused or failed
@@ -39,6 +41,12 @@ def client(args: argparse.Namespace) -> Client:
     from .. import Client
 
     return Client(url=getattr(args, "url", None) or None, token=None)
+
+
+def call(args: argparse.Namespace, op: Callable[[Client], T]) -> T:
+    """One operation on the server the command line names, on a connection of its own."""
+    with client(args) as c:
+        return op(c)
 
 
 def box_ref(ref: str) -> str:

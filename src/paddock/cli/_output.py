@@ -26,6 +26,18 @@ def note(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def reply(as_json: bool, value: object, say: str | Callable[[], None]) -> int:
+    """A command's outcome: `value` as JSON for scripts, else for a person `say`, a line
+    (to stderr) or what prints it."""
+    if as_json:
+        emit_json(value)
+    elif isinstance(say, str):
+        note(say)
+    else:
+        say()
+    return 0
+
+
 def listing(
     items: Sequence[T],
     as_json: bool,

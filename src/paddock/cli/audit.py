@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timedelta, timezone
 
 from ..wire.models import AuditEvent
-from ._common import UsageError, add_json, client, examples, seconds_arg
+from ._common import UsageError, add_json, call, examples, seconds_arg
 from ._output import listing, since
 
 _ago = seconds_arg("time")
@@ -40,8 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_audit(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit is 1 to 1000")
-    with client(args) as c:
-        events = c.audit(args.user, args.box, _when(args.since), None, args.limit)
+    events = call(args, lambda c: c.audit(args.user, args.box, _when(args.since), None, args.limit))
     return listing(
         events,
         args.json,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import AGENTS, PROVIDERS, add_json, box_ref, client, examples, nested
+from ._common import AGENTS, PROVIDERS, add_json, box_ref, call, client, examples, nested
 from ._output import listing, note
 from .secret import add_attachments, add_log_options, read_hidden, show_uses
 
@@ -91,8 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        agents = c.list_agents()
+    agents = call(args, lambda c: c.list_agents())
     listing(
         agents,
         args.json,
@@ -112,8 +111,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def cmd_set(args: argparse.Namespace) -> int:
     key = read_hidden(args.from_stdin, f"{args.provider} API key")
-    with client(args) as c:
-        status = c.set_credential(args.provider, key, base_url=args.base_url, mode=args.mode)
+    status = call(
+        args, lambda c: c.set_credential(args.provider, key, base_url=args.base_url, mode=args.mode)
+    )
     where = f", {status.base_url}" if status.base_url else ""
     note(f"{status.provider}: key stored ({status.mode}{where})")
     return 0
@@ -127,15 +127,13 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_credential(args.provider)
+    call(args, lambda c: c.delete_credential(args.provider))
     note(f"{args.provider}: key removed (and detached from every box)")
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        rows = c.list_credentials()
+    rows = call(args, lambda c: c.list_credentials())
     return listing(
         rows,
         args.json,

@@ -12,6 +12,7 @@ from ._common import (
     UsageError,
     add_json,
     box_ref,
+    call,
     client,
     examples,
     seconds_arg,
@@ -294,8 +295,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        boxes = c.list_boxes()
+    boxes = call(args, lambda c: c.list_boxes())
     if args.mine:
         boxes = [b for b in boxes if b.mine]
     if args.json:
@@ -330,14 +330,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        _print_box(c.get_box(box_ref(args.box)), args.json)
+    call(args, lambda c: _print_box(c.get_box(box_ref(args.box)), args.json))
     return 0
 
 
 def cmd_use(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        box = c.get_box(box_ref(args.box))
+    box = call(args, lambda c: c.get_box(box_ref(args.box)))
     set_current(box.name)
     note(f"current box: {box.name}")
     return 0
@@ -426,8 +424,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        box = c.extend_box(box_ref(args.box), args.ttl)
+    box = call(args, lambda c: c.extend_box(box_ref(args.box), args.ttl))
     if args.json:
         emit_json(box)
     else:
@@ -444,8 +441,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.box:
             raise UsageError("--server prints paddockd's log: name no box with it")
         return _server_log(args)
-    with client(args) as c:
-        text = c.box_logs(box_ref(args.box or "current"), tail=args.tail)
+    text = call(args, lambda c: c.box_logs(box_ref(args.box or "current"), tail=args.tail))
     if args.json:
         emit_json({"log": text})
         return 0
@@ -456,8 +452,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _server_log(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        lines = c.server_log(lines=min(args.tail or 100, 2000))
+    lines = call(args, lambda c: c.server_log(lines=min(args.tail or 100, 2000)))
     if args.json:
         emit_json(lines)
         return 0
@@ -470,8 +465,7 @@ def _server_log(args: argparse.Namespace) -> int:
 
 
 def cmd_types(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        types = c.box_types()
+    types = call(args, lambda c: c.box_types())
     if args.json:
         emit_json(types)
         return 0

@@ -9,7 +9,7 @@ import webbrowser
 from datetime import datetime
 from pathlib import Path
 
-from ._common import UsageError, add_json, box_ref, client, examples
+from ._common import UsageError, add_json, box_ref, call, client, examples
 from ._output import emit_json, note
 
 USAGE = """paddock desktop BOX [--print-url] [--view-only] [--size WxH] [--json]
@@ -117,8 +117,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     if args.output != "-" and not out.absolute().parent.is_dir():
         # Said before the desktop is started for a picture that could not be saved.
         raise FileNotFoundError(2, "no such folder", str(out.absolute().parent))
-    with client(args) as c:
-        png = c.screenshot(ref, size=args.size)
+    png = call(args, lambda c: c.screenshot(ref, size=args.size))
     if args.output == "-":
         sys.stdout.buffer.write(png)
         return 0

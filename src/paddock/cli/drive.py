@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import Drive
-from ._common import add_json, client, examples, megabytes, nested
+from ._common import add_json, call, examples, megabytes, nested
 from ._output import binary_size, emit_json, note, table
 
 
@@ -49,15 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_create(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.create_drive(args.name, capacity_mb=args.size)
+    call(args, lambda c: c.create_drive(args.name, capacity_mb=args.size))
     note(f"drive {args.name} created; mount it with `paddock new --drive {args.name}`")
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        drives = c.list_drives()
+    drives = call(args, lambda c: c.list_drives())
     if args.json:
         emit_json(drives)
         return 0
@@ -89,7 +87,6 @@ def _whose(d: Drive) -> str:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_drive(args.name, owner=args.owner)
+    call(args, lambda c: c.delete_drive(args.name, owner=args.owner))
     note(f"drive {args.name}{f' of {args.owner}' if args.owner else ''} deleted")
     return 0

@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..wire.errors import InvalidRequest
-from ._common import UsageError, box_ref, client, examples
+from ._common import UsageError, box_ref, call, client, examples
 from ._output import note
 
 TYPE_CHECKING = False
@@ -199,8 +199,12 @@ def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:
     if args.tty or args.interactive or args.user:
         raise UsageError("--desktop runs as the box user, without a terminal or stdin")
     ref = box_ref(args.box)
-    with client(args) as c:
-        result = c.exec_desktop(ref, cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir)
+    result = call(
+        args,
+        lambda c: c.exec_desktop(
+            ref, cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir
+        ),
+    )
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     if not args.wait and result.exit_code == 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import UsageError, add_json, box_ref, client, examples, seconds_arg
+from ._common import UsageError, add_json, box_ref, call, examples, seconds_arg
 from ._output import emit_json, note, table, until
 
 
@@ -46,16 +46,16 @@ def cmd_host(args: argparse.Namespace) -> int:
     if words[0] == "ls" and len(words) <= 2:
         return _ls(args, box_ref(words[1]) if len(words) == 2 else None)
     if words[0] == "rm" and len(words) == 2:
-        with client(args) as c:
-            c.delete_preview(words[1])
+        call(args, lambda c: c.delete_preview(words[1]))
         note(f"preview {words[1]} removed: its URL no longer works")
         return 0
     if len(words) != 2 or not words[1].isdigit():
         raise UsageError(
             "give BOX PORT (a number), `ls [BOX]` or `rm ID`: see `paddock host --help`"
         )
-    with client(args) as c:
-        preview = c.create_preview(box_ref(words[0]), int(words[1]), args.public, args.ttl)
+    preview = call(
+        args, lambda c: c.create_preview(box_ref(words[0]), int(words[1]), args.public, args.ttl)
+    )
     if args.json:
         emit_json(preview)
         return 0
@@ -67,8 +67,7 @@ def cmd_host(args: argparse.Namespace) -> int:
 
 
 def _ls(args: argparse.Namespace, box: str | None) -> int:
-    with client(args) as c:
-        previews = c.list_previews(box)
+    previews = call(args, lambda c: c.list_previews(box))
     if args.json:
         emit_json(previews)
         return 0

@@ -7,8 +7,8 @@ import argparse
 from datetime import datetime, timezone
 
 from ..wire.errors import NotFound
-from ._common import add_json, client, examples, megabytes, nested, seconds_arg
-from ._output import emit_json, listing, note, since, until
+from ._common import add_json, call, client, examples, megabytes, nested, seconds_arg
+from ._output import emit_json, listing, note, reply, since, until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,8 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_invite(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        invite = c.invite_member(args.role)
+    invite = call(args, lambda c: c.invite_member(args.role))
     if args.json:
         emit_json(invite)
         return 0
@@ -147,16 +146,11 @@ def cmd_limits(args: argparse.Namespace) -> int:
             max_cpus=pick(args.max_cpus, now.max_cpus),
             max_memory_mb=int(memory) if memory is not None else None,
         )
-    if args.json:
-        emit_json(member)
-        return 0
-    note(f"{member.username}'s limits: {_limits_text(member)}")
-    return 0
+    return reply(args.json, member, f"{member.username}'s limits: {_limits_text(member)}")
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        members = c.list_members()
+    members = call(args, lambda c: c.list_members())
     return listing(
         members,
         args.json,
@@ -166,8 +160,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        done = c.remove_member(args.username)
+    done = call(args, lambda c: c.remove_member(args.username))
     if args.json:
         emit_json(done)
         return 0
@@ -180,8 +173,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_token_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        tokens = c.list_tokens()
+    tokens = call(args, lambda c: c.list_tokens())
     return listing(
         tokens,
         args.json,
@@ -204,8 +196,7 @@ def _expiry(at: datetime | None) -> str:
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        made = c.create_token(args.name, args.expires)
+    made = call(args, lambda c: c.create_token(args.name, args.expires))
     if args.json:
         emit_json(made)
         return 0
@@ -219,7 +210,6 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
 
 def cmd_token_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_token(args.token_id)
+    call(args, lambda c: c.delete_token(args.token_id))
     note(f"token {args.token_id} revoked")
     return 0

@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..wire.errors import InvalidRequest
-from ._common import UsageError, add_json, box_ref, client, examples, nested
+from ._common import UsageError, add_json, box_ref, call, client, examples, nested
 from ._output import emit_json, note
 
 if TYPE_CHECKING:
@@ -93,13 +93,11 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        return show_log(c, box_ref(args.box), args)
+    return call(args, lambda c: show_log(c, box_ref(args.box), args))
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        return show_suggestion(c, box_ref(args.box), args)
+    return call(args, lambda c: show_suggestion(c, box_ref(args.box), args))
 
 
 def set_or_show(args: argparse.Namespace, box: str, mode: str | None, targets: list[str]) -> int:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ._common import AGENTS, UsageError, add_json, box_ref, client, examples, nested
+from ._common import AGENTS, UsageError, add_json, box_ref, call, client, examples, nested
 from ._output import duration, emit_json, listing, note, since
 
 if TYPE_CHECKING:
@@ -129,8 +129,7 @@ def _follow(c: Client, run_id: str, live: bool = True) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        run = c.stop_run(args.run_id)
+    run = call(args, lambda c: c.stop_run(args.run_id))
     note(f"run {run.id}: {run.status}")
     return 0
 
@@ -144,8 +143,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        runs = c.list_runs(box_ref(args.box))
+    runs = call(args, lambda c: c.list_runs(box_ref(args.box)))
     return listing(
         runs,
         args.json,

@@ -9,8 +9,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ._common import UsageError, add_json, box_ref, client, examples, nested
-from ._output import emit_json, listing, note, since, table
+from ._common import UsageError, add_json, box_ref, call, examples, nested
+from ._output import emit_json, listing, note, reply, since, table
 
 if TYPE_CHECKING:
     from ..wire.models import CredentialUse
@@ -108,8 +108,7 @@ def add_attachments(sub: argparse._SubParsersAction, noun: str, metavar: str, ge
 
 def cmd_attach(args: argparse.Namespace) -> int:
     ref = box_ref(args.box)
-    with client(args) as c:
-        attached = getattr(c, args.method)(ref, args.name)
+    attached = call(args, lambda c: getattr(c, args.method)(ref, args.name))
     note(f"box {ref}: {', '.join(attached) or f'no {args.noun}s'} attached")
     return 0
 
@@ -160,18 +159,15 @@ def show_uses(uses: list[CredentialUse], as_json: bool) -> int:
 
 def cmd_set(args: argparse.Namespace) -> int:
     value = None if args.keep_value else read_hidden(args.from_stdin, f"value of {args.name}")
-    with client(args) as c:
-        got = c.set_secret(args.name, args.host, value, header=args.header, format=args.format)
-    if args.json:
-        emit_json(got)
-        return 0
-    note(f"{got.name}: stored, for {', '.join(got.hosts)}")
-    return 0
+    got = call(
+        args,
+        lambda c: c.set_secret(args.name, args.host, value, header=args.header, format=args.format),
+    )
+    return reply(args.json, got, f"{got.name}: stored, for {', '.join(got.hosts)}")
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        rows = c.list_secrets()
+    rows = call(args, lambda c: c.list_secrets())
     return listing(
         rows,
         args.json,
@@ -188,15 +184,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_secret(args.name)
+    call(args, lambda c: c.delete_secret(args.name))
     note(f"{args.name}: removed (and detached from every box)")
     return 0
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        uses = c.secret_log(
+    uses = call(
+        args,
+        lambda c: c.secret_log(
             args.name, box=box_ref(args.box) if args.box else None, limit=args.limit
-        )
+        ),
+    )
     return show_uses(uses, args.json)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import Box
-from ._common import UsageError, add_json, box_ref, client, nested
+from ._common import UsageError, add_json, box_ref, call, client, nested
 from ._output import binary_size, emit_json, note, since, table
 
 
@@ -83,8 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        snap = c.snapshot_box(box_ref(args.box), args.label)
+    snap = call(args, lambda c: c.snapshot_box(box_ref(args.box), args.label))
     if args.json:
         emit_json(snap)
     else:
@@ -96,15 +95,13 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 def cmd_snapshots_rm(args: argparse.Namespace) -> int:
     ref = box_ref(args.box)
-    with client(args) as c:
-        c.delete_snapshot(ref, args.snap)
+    call(args, lambda c: c.delete_snapshot(ref, args.snap))
     note(f"snapshot {args.snap} of box {ref} deleted")
     return 0
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        snaps = c.list_snapshots(box_ref(args.box))
+    snaps = call(args, lambda c: c.list_snapshots(box_ref(args.box)))
     if args.json:
         emit_json(snaps)
         return 0
@@ -129,8 +126,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        box = c.restore_box(box_ref(args.box), args.snapshot)
+    box = call(args, lambda c: c.restore_box(box_ref(args.box), args.snapshot))
     if args.json:
         emit_json(box)
     else:

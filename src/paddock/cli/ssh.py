@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._config import config_path
-from ._common import UsageError, add_json, box_ref, client, examples, nested
+from ._common import UsageError, add_json, box_ref, call, client, examples, nested
 from ._output import emit_json, listing, note, since
 
 if TYPE_CHECKING:
@@ -384,8 +384,7 @@ def cmd_key_add(args: argparse.Namespace) -> int:
     parts = text.split()
     name = args.name or (parts[2] if len(parts) > 2 else path.stem)
     name = re.sub(r"[^A-Za-z0-9._@-]", "-", name)[:64].lstrip("._@-") or "key"
-    with client(args) as c:
-        added = c.add_ssh_key(name, text)
+    added = call(args, lambda c: c.add_ssh_key(name, text))
     if args.json:
         emit_json(added)
     else:
@@ -394,8 +393,7 @@ def cmd_key_add(args: argparse.Namespace) -> int:
 
 
 def cmd_key_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        keys = c.list_ssh_keys()
+    keys = call(args, lambda c: c.list_ssh_keys())
     return listing(
         keys,
         args.json,
@@ -406,7 +404,6 @@ def cmd_key_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_key_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_ssh_key(args.name)
+    call(args, lambda c: c.delete_ssh_key(args.name))
     note(f"{args.name}: removed")
     return 0

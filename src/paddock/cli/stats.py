@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import BoxStats
-from ._common import add_json, box_ref, client, examples
-from ._output import binary_size, emit_json, table
+from ._common import add_json, box_ref, call, examples
+from ._output import binary_size, reply, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,13 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        rows = [c.box_stats(box_ref(args.box))] if args.box else c.stats()
-    if args.json:
-        emit_json(rows[0] if args.box else rows)
-        return 0
-    table(["BOX", "STATE", "CPU", "MEMORY", "DISK", "PIDS"], [_row(s) for s in rows])
-    return 0
+    rows = call(args, lambda c: [c.box_stats(box_ref(args.box))] if args.box else c.stats())
+    return reply(
+        args.json,
+        rows[0] if args.box else rows,
+        lambda: table(["BOX", "STATE", "CPU", "MEMORY", "DISK", "PIDS"], [_row(s) for s in rows]),
+    )
 
 
 def _row(s: BoxStats) -> list[str]:

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._common import UsageError, add_json, box_ref, client, examples, nested, seconds_arg
-from ._output import ProgressLine, binary_size, emit_json, listing, note, since
+from ._common import UsageError, add_json, box_ref, call, client, examples, nested, seconds_arg
+from ._output import ProgressLine, binary_size, listing, note, reply, since
 
 if TYPE_CHECKING:
     from .._client import Client
@@ -200,25 +200,26 @@ def _follow(c: Client, name: str, live: bool = True) -> int:
 
 def cmd_create(args: argparse.Namespace) -> int:
     box, _, snapshot = args.source.partition(":")
-    with client(args) as c:
-        t = c.create_template(
+    t = call(
+        args,
+        lambda c: c.create_template(
             args.name,
             box_ref(box),
             snapshot=snapshot or None,
             env=_pairs(args.env),
             start_cmd=args.start_cmd,
             defaults=_defaults(args),
-        )
-    if args.json:
-        emit_json(t)
-        return 0
-    note(f"template {t.name}: the files of {args.source} ({binary_size(t.size_bytes)} of its own)")
-    return 0
+        ),
+    )
+    return reply(
+        args.json,
+        t,
+        f"template {t.name}: the files of {args.source} ({binary_size(t.size_bytes)} of its own)",
+    )
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        rows = c.list_templates()
+    rows = call(args, lambda c: c.list_templates())
     return listing(
         rows,
         args.json,
@@ -236,13 +237,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        t = c.get_template(args.name)
-    if args.json:
-        emit_json(t)
-        return 0
-    _describe(t)
-    return 0
+    t = call(args, lambda c: c.get_template(args.name))
+    return reply(args.json, t, lambda: _describe(t))
 
 
 def _describe(t: Template) -> None:
@@ -268,8 +264,7 @@ def _describe(t: Template) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        return _follow(c, args.name, live=args.follow)
+    return call(args, lambda c: _follow(c, args.name, live=args.follow))
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -290,14 +285,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        t = c.share_template(args.name, args.shared)
+    t = call(args, lambda c: c.share_template(args.name, args.shared))
     note(f"template {t.name} is {'shared with everyone' if t.shared else 'yours alone'}")
     return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_template(args.name)
+    call(args, lambda c: c.delete_template(args.name))
     note(f"template {args.name} deleted (boxes made from it keep their files)")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import Webhook, WebhookDelivery
-from ._common import add_json, client, examples, nested
+from ._common import add_json, call, examples, nested
 from ._output import emit_json, listing, note, since
 
 EVENTS = (
@@ -60,8 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def cmd_add(args: argparse.Namespace) -> int:
     events = [e.strip() for e in args.events.split(",") if e.strip()]
-    with client(args) as c:
-        made = c.add_webhook(args.hook_url, events)
+    made = call(args, lambda c: c.add_webhook(args.hook_url, events))
     if args.json:
         emit_json(made)
         return 0
@@ -74,8 +73,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        hooks = c.list_webhooks()
+    hooks = call(args, lambda c: c.list_webhooks())
     return listing(
         hooks,
         args.json,
@@ -90,15 +88,13 @@ def _row(h: Webhook) -> list[str]:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        c.delete_webhook(args.id)
+    call(args, lambda c: c.delete_webhook(args.id))
     note(f"webhook {args.id} removed")
     return 0
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        done = c.test_webhook(args.id)
+    done = call(args, lambda c: c.test_webhook(args.id))
     if args.json:
         emit_json(done)
     elif done.delivered:
@@ -110,8 +106,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    with client(args) as c:
-        found = c.webhook_deliveries(args.id, args.limit)
+    found = call(args, lambda c: c.webhook_deliveries(args.id, args.limit))
     return listing(
         found,
         args.json,

@@ -203,21 +203,13 @@ class SecretRepository:
             ).first()
             if box is None:
                 return None
-            rows = conn.execute(
-                sa.select(
-                    placeholders.c.value,
-                    placeholders.c.box_id,
-                    placeholders.c.kind,
-                    placeholders.c.name,
-                ).where(placeholders.c.value.in_(values))
-            ).all()
             attached = conn.execute(
                 sa.select(box_credentials.c.provider).where(box_credentials.c.box_id == box_id)
             ).all()
             return Facts(
                 str(box[0]),
                 box[1],
-                [Placeholder(*r) for r in rows],
+                _placeholders(conn, values),
                 frozenset(str(a[0]) for a in attached),
             )
 
@@ -247,18 +239,7 @@ class SecretRepository:
         return await self._db.run(work)
 
     async def placeholders(self, values: list[str]) -> list[Placeholder]:
-        def work(conn: Connection) -> list[Placeholder]:
-            rows = conn.execute(
-                sa.select(
-                    placeholders.c.value,
-                    placeholders.c.box_id,
-                    placeholders.c.kind,
-                    placeholders.c.name,
-                ).where(placeholders.c.value.in_(values))
-            ).all()
-            return [Placeholder(*r) for r in rows]
-
-        return await self._db.run(work)
+        return await self._db.run(lambda conn: _placeholders(conn, values))
 
     # -- uses ---------------------------------------------------------------------------
     async def record(self, uses: list[tuple[str | None, Use]]) -> None:
@@ -329,3 +310,15 @@ class SecretRepository:
             return [Use(*r) for r in rows]
 
         return await self._db.run(work)
+
+
+def _placeholders(conn: Connection, values: list[str]) -> list[Placeholder]:
+    """The placeholders among `values` (whichever boxes they are of)."""
+    columns = (
+        placeholders.c.value,
+        placeholders.c.box_id,
+        placeholders.c.kind,
+        placeholders.c.name,
+    )
+    rows = conn.execute(sa.select(*columns).where(placeholders.c.value.in_(values))).all()
+    return [Placeholder(*r) for r in rows]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
+from connectrpc.request import RequestContext
 
 from ...domain import errors as e
 from ...domain.accounts import User
@@ -37,6 +39,45 @@ _CODES: dict[type[e.PaddockError], Code] = {
 
 def connect_error(exc: e.PaddockError) -> ConnectError:
     return ConnectError(_CODES.get(type(exc), Code.INTERNAL), f"{exc.message} ({exc.code})")
+
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
+Ctx = RequestContext[object, object]
+
+
+class PaddockErrors:
+    """A Connect interceptor for every envd call: Paddock's errors, raised anywhere in a
+    handler (or in a stream it is answering), leave as Connect's with their codes."""
+
+    async def intercept_unary(
+        self, call_next: Callable[[Req, Ctx], Awaitable[Res]], request: Req, ctx: Ctx, /
+    ) -> Res:
+        try:
+            return await call_next(request, ctx)
+        except e.PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def intercept_client_stream(
+        self,
+        call_next: Callable[[AsyncIterator[Req], Ctx], Awaitable[Res]],
+        request: AsyncIterator[Req],
+        ctx: Ctx,
+        /,
+    ) -> Res:
+        try:
+            return await call_next(request, ctx)
+        except e.PaddockError as exc:
+            raise connect_error(exc) from None
+
+    async def intercept_server_stream(
+        self, call_next: Callable[[Req, Ctx], AsyncIterator[Res]], request: Req, ctx: Ctx, /
+    ) -> AsyncIterator[Res]:
+        try:
+            async for message in call_next(request, ctx):
+                yield message
+        except e.PaddockError as exc:
+            raise connect_error(exc) from None
 
 
 def keepalive(headers: Callable[[str], str | None]) -> float:

@@ -7,6 +7,7 @@ malformed is dropped, never guessed at."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import posixpath
 import secrets
 import stat
@@ -20,13 +21,13 @@ from e2b.envd.filesystem import filesystem_pb as pb
 from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
-from ...domain.errors import NotFound, PaddockError
+from ...domain.errors import NotFound
 from ...runtime import inbox
 from ...runtime.base import ExecProcess, FileInfo
 from ...services.boxes import box_path
 from ...services.e2b.service import E2BService
 from ...services.e2b.watching import Watch, start_watch
-from .envd import Target, connect_error, keepalive, target
+from .envd import Target, keepalive, target
 
 _TYPES = {"file": pb.FileType.FILE, "dir": pb.FileType.DIRECTORY, "symlink": pb.FileType.SYMLINK}
 _S_IFMT = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
@@ -86,10 +87,7 @@ class FilesystemService(filesystem_connect.Filesystem):
         self._watchers: dict[str, _Watcher] = {}
 
     async def _target(self, ctx: RequestContext) -> Target:  # type: ignore[type-arg]
-        try:
-            return await target(self._e2b, ctx.request_headers.get)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        return await target(self._e2b, ctx.request_headers.get)
 
     async def _stat(self, t: Target, path: str) -> pb.EntryInfo:
         info = await self._e2b.boxes.file_info(t.box.id, path, t.user, t.caller)
@@ -99,10 +97,7 @@ class FilesystemService(filesystem_connect.Filesystem):
 
     async def stat(self, request: pb.StatRequest, ctx: RequestContext) -> pb.StatResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)
-        try:
-            return pb.StatResponse(entry=await self._stat(t, box_path(request.path)))
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        return pb.StatResponse(entry=await self._stat(t, box_path(request.path)))
 
     async def list_dir(
         self,
@@ -111,12 +106,9 @@ class FilesystemService(filesystem_connect.Filesystem):
     ) -> pb.ListDirResponse:
         t = await self._target(ctx)
         depth = max(1, min(int(request.depth or 1), 64))
-        try:
-            found = await self._e2b.boxes.list_files(
-                t.box.id, box_path(request.path), depth, MAX_LISTED, t.user, t.caller
-            )
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        found = await self._e2b.boxes.list_files(
+            t.box.id, box_path(request.path), depth, MAX_LISTED, t.user, t.caller
+        )
         # As envd walks: each folder's entries by name, a folder's contents after it.
         found.sort(key=lambda i: i.path.split("/"))
         return pb.ListDirResponse(entries=[entry_of(i) for i in found])
@@ -127,32 +119,20 @@ class FilesystemService(filesystem_connect.Filesystem):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.MakeDirResponse:
         t = await self._target(ctx)
-        try:
-            path = box_path(request.path)
-            await self._e2b.boxes.make_dir(t.box.id, path, t.user, t.caller)
-            return pb.MakeDirResponse(entry=await self._stat(t, path))
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        path = box_path(request.path)
+        await self._e2b.boxes.make_dir(t.box.id, path, t.user, t.caller)
+        return pb.MakeDirResponse(entry=await self._stat(t, path))
 
     async def move(self, request: pb.MoveRequest, ctx: RequestContext) -> pb.MoveResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)
-        try:
-            dest = box_path(request.destination)
-            await self._e2b.boxes.move_file(
-                t.box.id, box_path(request.source), dest, t.user, t.caller
-            )
-            return pb.MoveResponse(entry=await self._stat(t, dest))
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        dest = box_path(request.destination)
+        await self._e2b.boxes.move_file(t.box.id, box_path(request.source), dest, t.user, t.caller)
+        return pb.MoveResponse(entry=await self._stat(t, dest))
 
     async def remove(self, request: pb.RemoveRequest, ctx: RequestContext) -> pb.RemoveResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)
-        try:
+        with contextlib.suppress(NotFound):  # as envd: removing what is not there succeeds
             await self._e2b.boxes.remove_file(t.box.id, box_path(request.path), t.user, t.caller)
-        except NotFound:
-            pass  # as envd: removing what is not there succeeds
-        except PaddockError as exc:
-            raise connect_error(exc) from None
         return pb.RemoveResponse()
 
     # -- watching (watching.py): inotify in the box, or polling where it cannot be had
@@ -178,10 +158,7 @@ class FilesystemService(filesystem_connect.Filesystem):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.WatchDirResponse]:
         t = await self._target(ctx)
-        try:
-            w = await self._watch(t, request.path, request.recursive, request.include_entry)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        w = await self._watch(t, request.path, request.recursive, request.include_entry)
         try:
             started: Oneof[Literal["start"], pb.WatchDirResponse.StartEvent]
             started = Oneof("start", pb.WatchDirResponse.StartEvent())
@@ -195,8 +172,6 @@ class FilesystemService(filesystem_connect.Filesystem):
                 event: Oneof[Literal["filesystem"], pb.FilesystemEvent]
                 event = Oneof("filesystem", change)
                 yield pb.WatchDirResponse(event=event)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
         finally:
             # The client went (or the box did): the watcher in the box goes too.
             await asyncio.shield(w.close())
@@ -214,10 +189,7 @@ class FilesystemService(filesystem_connect.Filesystem):
         if len(mine) >= _MAX_WATCHERS:
             # The oldest goes: a client that never removes its watchers cannot pile them up.
             await self._drop(mine[0])
-        try:
-            w = await self._watch(t, request.path, request.recursive, request.include_entry)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        w = await self._watch(t, request.path, request.recursive, request.include_entry)
         watcher_id = secrets.token_hex(8)
         self._watchers[watcher_id] = _Watcher(t.box.id, w)
         return pb.CreateWatcherResponse(watcher_id=watcher_id)
@@ -239,11 +211,8 @@ class FilesystemService(filesystem_connect.Filesystem):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.GetWatcherEventsResponse:
         t = await self._target(ctx)
-        try:
-            w = self._own(t, request.watcher_id)
-            return pb.GetWatcherEventsResponse(events=await w.drain())
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        w = self._own(t, request.watcher_id)
+        return pb.GetWatcherEventsResponse(events=await w.drain())
 
     async def remove_watcher(
         self,
@@ -251,9 +220,6 @@ class FilesystemService(filesystem_connect.Filesystem):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.RemoveWatcherResponse:
         t = await self._target(ctx)
-        try:
-            self._own(t, request.watcher_id)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        self._own(t, request.watcher_id)
         await self._drop(request.watcher_id)
         return pb.RemoveWatcherResponse()

@@ -43,7 +43,7 @@ from ..deps import CALLER
 from ..errors import status_of
 from ..gate import BodyLimit, has_body
 from . import control, files, templates
-from .envd import SANDBOX_HEADER
+from .envd import SANDBOX_HEADER, PaddockErrors
 from .filesystem import FilesystemService
 from .process import ProcessService
 
@@ -116,8 +116,9 @@ class E2BGateway:
             return
         self.registry = ProcessRegistry()
         self.rest = BodyLimit(_rest_app(e2b), MAX_JSON_BODY, _STREAMING, _answer)
-        process = ProcessASGIApplication(ProcessService(e2b, self.registry))
-        filesystem = FilesystemASGIApplication(FilesystemService(e2b))
+        errors = [PaddockErrors()]
+        process = ProcessASGIApplication(ProcessService(e2b, self.registry), interceptors=errors)
+        filesystem = FilesystemASGIApplication(FilesystemService(e2b), interceptors=errors)
         self.rpc: dict[str, ASGIApp] = {process.path: process, filesystem.path: filesystem}
         self.methods = {
             process.path: _methods(ProcessService),

@@ -14,11 +14,11 @@ from e2b.envd.process import process_pb as pb
 from protobuf import Oneof
 
 from ...domain.box import Desired
-from ...domain.errors import InvalidRequest, PaddockError
+from ...domain.errors import InvalidRequest
 from ...runtime import inbox
 from ...services.e2b.processes import EnvdProcess, Listener, Output, ProcessRegistry
 from ...services.e2b.service import E2BService
-from .envd import Target, connect_error, keepalive, target
+from .envd import Target, keepalive, target
 
 # Each envd command first notes its pid in the box (runtime/inbox.py's `noted`), so a
 # signal can reach it and all it started, sent in the box as root. (The engine's own kill
@@ -71,10 +71,7 @@ class ProcessService(process_connect.Process):
         self._registry = registry
 
     async def _target(self, ctx: RequestContext[object, object]) -> Target:
-        try:
-            return await target(self._e2b, ctx.request_headers.get)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        return await target(self._e2b, ctx.request_headers.get)
 
     def _select(self, t: Target, selector: pb.ProcessSelector | None) -> EnvdProcess:
         match selector.selector if selector is not None else None:
@@ -111,21 +108,18 @@ class ProcessService(process_connect.Process):
         stdin = bool(request.stdin) or pty is not None
         cwd = config.cwd or None
         pid = self._registry.next_pid()
-        try:
-            envs = {**await self._e2b.env_vars(t.box.id), **dict(config.envs)}
-            proc = await self._e2b.boxes.exec(
-                t.box.id,
-                inbox.noted(_name(pid), [config.cmd, *config.args]),
-                envs,
-                cwd,
-                t.user,
-                tty=pty is not None,
-                stdin=stdin,
-                size=size,
-                caller=t.caller,
-            )
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        envs = {**await self._e2b.env_vars(t.box.id), **dict(config.envs)}
+        proc = await self._e2b.boxes.exec(
+            t.box.id,
+            inbox.noted(_name(pid), [config.cmd, *config.args]),
+            envs,
+            cwd,
+            t.user,
+            tty=pty is not None,
+            stdin=stdin,
+            size=size,
+            caller=t.caller,
+        )
         p = self._registry.add(
             pid,
             t.box.id,
@@ -150,10 +144,7 @@ class ProcessService(process_connect.Process):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.ConnectResponse]:
         t = await self._target(ctx)
-        try:
-            p = self._select(t, request.process)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        p = self._select(t, request.process)
         queue = p.subscribe()
         yield pb.ConnectResponse(event=_started(p.pid))
         async for event in self._events(t, p, queue, ctx):
@@ -168,31 +159,24 @@ class ProcessService(process_connect.Process):
     ) -> AsyncIterator[pb.ProcessEvent]:
         """The process's events. One ended by its sandbox going (killed, paused) ends the
         stream as envd's does, unfinished: the SDK then finds the sandbox not running."""
-        try:
-            async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
-                if item is not None and item.kind == "end":
-                    box = await self._e2b.boxes.get(t.box.id)
-                    if box is None or box.desired != Desired.RUNNING:
-                        raise ConnectError(
-                            Code.UNAVAILABLE,
-                            f"the connection to sandbox {t.box.id} ended before the stream "
-                            "completed",
-                        )
-                yield _event(item)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        async for item in self._registry.events(p, queue, keepalive(ctx.request_headers.get)):
+            if item is not None and item.kind == "end":
+                box = await self._e2b.boxes.get(t.box.id)
+                if box is None or box.desired != Desired.RUNNING:
+                    raise ConnectError(
+                        Code.UNAVAILABLE,
+                        f"the connection to sandbox {t.box.id} ended before the stream completed",
+                    )
+            yield _event(item)
 
     async def update(self, request: pb.UpdateRequest, ctx: RequestContext) -> pb.UpdateResponse:  # type: ignore[type-arg]
         t = await self._target(ctx)
-        try:
-            p = self._select(t, request.process)
-            if request.pty is None or request.pty.size is None:
-                raise InvalidRequest("only a PTY's size can be updated")
-            if not p.pty:
-                raise InvalidRequest(f"process {p.pid} has no PTY")
-            await p.proc.resize(int(request.pty.size.cols), int(request.pty.size.rows))
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        p = self._select(t, request.process)
+        if request.pty is None or request.pty.size is None:
+            raise InvalidRequest("only a PTY's size can be updated")
+        if not p.pty:
+            raise InvalidRequest(f"process {p.pid} has no PTY")
+        await p.proc.resize(int(request.pty.size.cols), int(request.pty.size.rows))
         return pb.UpdateResponse()
 
     async def _write(self, p: EnvdProcess, data: pb.ProcessInput | None) -> None:
@@ -208,10 +192,7 @@ class ProcessService(process_connect.Process):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.SendInputResponse:
         t = await self._target(ctx)
-        try:
-            await self._write(self._select(t, request.process), request.input)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        await self._write(self._select(t, request.process), request.input)
         return pb.SendInputResponse()
 
     async def stream_input(
@@ -221,15 +202,12 @@ class ProcessService(process_connect.Process):
     ) -> pb.StreamInputResponse:
         t = await self._target(ctx)
         p: EnvdProcess | None = None
-        try:
-            async for message in request:
-                value = message.event.value if message.event is not None else None
-                if isinstance(value, pb.StreamInputRequest.StartEvent):
-                    p = self._select(t, value.process)
-                elif isinstance(value, pb.StreamInputRequest.DataEvent) and p is not None:
-                    await self._write(p, value.input)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        async for message in request:
+            value = message.event.value if message.event is not None else None
+            if isinstance(value, pb.StreamInputRequest.StartEvent):
+                p = self._select(t, value.process)
+            elif isinstance(value, pb.StreamInputRequest.DataEvent) and p is not None:
+                await self._write(p, value.input)
         return pb.StreamInputResponse()
 
     async def send_signal(
@@ -238,15 +216,9 @@ class ProcessService(process_connect.Process):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.SendSignalResponse:
         t = await self._target(ctx)
-        try:
-            p = self._select(t, request.process)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        p = self._select(t, request.process)
         sig = "TERM" if request.signal == pb.Signal.SIGTERM else "KILL"
-        try:
-            await self._e2b.boxes.signal(t.box.id, _name(p.pid), sig, t.caller)
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        await self._e2b.boxes.signal(t.box.id, _name(p.pid), sig, t.caller)
         return pb.SendSignalResponse()
 
     async def close_stdin(
@@ -255,10 +227,7 @@ class ProcessService(process_connect.Process):
         ctx: RequestContext,  # type: ignore[type-arg]
     ) -> pb.CloseStdinResponse:
         t = await self._target(ctx)
-        try:
-            await self._select(t, request.process).proc.close_stdin()
-        except PaddockError as exc:
-            raise connect_error(exc) from None
+        await self._select(t, request.process).proc.close_stdin()
         return pb.CloseStdinResponse()
 
 

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         Secret,
         ServerLogLine,
         ServerStatus,
+        Setting,
         Snapshot,
         SshHostKey,
         SshKey,
@@ -372,6 +373,10 @@ def _attached(method: str, box: str, kind: str, name: str = "") -> Call[list[str
 def _uses(path: str, params: dict[str, Any]) -> Call[list[CredentialUse]]:
     given = {k: str(v) for k, v in params.items() if v is not None}
     return Call(_Request("GET", path, params=given), _model("CredentialUseList", "uses"))
+
+
+def _setting(key: str) -> str:
+    return "/v1/settings/" + quote(key, safe="")
 
 
 def _box(ref: str) -> str:
@@ -1154,6 +1159,27 @@ class _Base:
         return Call(
             _Request("GET", "/v1/log", _query({"lines": lines})), _model("ServerLog", "lines")
         )
+
+    # -- settings -------------------------------------------------------------------------
+    @operation
+    def settings(self) -> Call[list[Setting]]:
+        """The server's settings, with where each value comes from (the server owner's)."""
+        return Call(_Request("GET", "/v1/settings"), _model("SettingList", "settings"))
+
+    @operation
+    def get_setting(self, key: str) -> Call[Setting]:
+        return Call(_Request("GET", _setting(key)), _model("Setting"))
+
+    @operation
+    def set_setting(self, key: str, value: Any) -> Call[Setting]:
+        """Change a setting while the server runs (kept over paddockd.toml's value until
+        reset). `value`: JSON, or text as on a command line ("2h", "small=2")."""
+        return Call(_Request("PUT", _setting(key), json={"value": value}), _model("Setting"))
+
+    @operation
+    def reset_setting(self, key: str) -> Call[Setting]:
+        """Back to paddockd.toml's value (or the default)."""
+        return Call(_Request("DELETE", _setting(key)), _model("Setting"))
 
     # -- webhooks -------------------------------------------------------------------------
     @operation

@@ -263,6 +263,13 @@ def load(path: Path | None = None) -> Config:
     if "PADDOCKD_UPSTREAM_DNS" in env:
         upstream = tuple(env["PADDOCKD_UPSTREAM_DNS"].split(","))
         cfg = replace(cfg, network=replace(cfg.network, upstream_dns=upstream))
+    check(cfg)
+    return cfg
+
+
+def check(cfg: Config) -> None:
+    """Refuse what no server can run with (ValueError, saying which setting): the file's
+    values, and the owner's changes (settings.py) before they apply."""
     try:
         policy(cfg.network.default_mode, cfg.network.default_allow)
     except InvalidRequest as exc:
@@ -285,7 +292,6 @@ def load(path: Path | None = None) -> Config:
     retry = cfg.webhook_retry_seconds
     if isinstance(retry, bool) or not isinstance(retry, int | float) or not 0 < retry <= 3600:
         raise ValueError(f"webhook_retry_seconds = {retry!r} is not a number of 0-3600 seconds")
-    return cfg
 
 
 def _check_capacity(cfg: Config) -> None:

@@ -58,6 +58,7 @@ from .services.reaper import Reaper
 from .services.reconciler import Reconciler
 from .services.runs import RunService
 from .services.secrets import SecretService
+from .services.settings import SettingsService
 from .services.snapshots import SnapshotService
 from .services.ssh import SshService
 from .services.stats import StatsService
@@ -83,6 +84,7 @@ from .store.previews import PreviewRepository
 from .store.runs import RunRepository
 from .store.sandboxes import SandboxRepository
 from .store.secrets import SecretRepository
+from .store.settings import SettingsRepository
 from .store.ssh import SshRepository
 from .store.templates import TemplateRepository
 from .store.tokens import TokenRepository
@@ -125,6 +127,9 @@ def wire(
     cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = Database(cfg.db_url)
     db.migrate()
+    # The owner's changed settings over the file's: everything below is built from these.
+    settings = SettingsService(SettingsRepository(db), cfg)
+    cfg = settings.current
     gateway = str(ipaddress.ip_interface(cfg.box_bridge[1]).ip)
     userns_base = engine.userns_base(cfg.engine.userns_user)
     if runtime is None and network is None:
@@ -235,7 +240,7 @@ def wire(
     tokens = TokenRepository(db)
 
     def public_url() -> str:
-        return cfg.public_url or frontdoor.public_url(cfg.port)
+        return settings.current.public_url or frontdoor.public_url(cfg.port)
 
     def hostname() -> str | None:
         """The server's own hostname behind HTTPS: previews get PORT-BOX.HOSTNAME."""
@@ -328,6 +333,7 @@ def wire(
         audit=AuditService(AuditRepository(db), cfg.audit_days),
         metrics=Metrics(repo.all, lambda: system.status(None)),
         webhooks=webhooks,
+        settings=settings,
         e2b=E2BService(
             cfg,
             boxes,
@@ -344,6 +350,18 @@ def wire(
         ),
     )
     previews.hosts = SandboxHosts(sandbox_repo, boxes, envd_tokens)
+
+    def reconfigure(new: config.Config) -> None:
+        """A changed setting, where it is read: what starts from now on follows it."""
+        room = Capacity.from_config(new)
+        boxes.configure(new, room)
+        drives.configure(room)
+        pool.configure(new.pool_sizes, new.pool.max_boxes, new.types, new.default_type, room)
+        if services.e2b is not None:
+            services.e2b.configure(new)
+
+    settings.changed.append(reconfigure)
+    settings.types_in_use = lambda: _types_in_use(repo)
     reaper = Reaper(boxes, now, previews)
     reaper.changes = changes
     sweeper = ImageSweeper(
@@ -397,6 +415,10 @@ def wire(
         pool,
         box_events,
     )
+
+
+async def _types_in_use(repo: BoxRepository) -> set[str]:
+    return {b.type for b in await repo.all()}
 
 
 def app(wired: Wired) -> FastAPI:

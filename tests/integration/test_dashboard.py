@@ -611,6 +611,48 @@ def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: 
             c.delete_box(name, force=True)
 
 
+def test_the_owner_changes_and_resets_a_setting_on_the_server_page(
+    dash: Server, chromium: Any
+) -> None:
+    ada = logged_in(chromium, dash, "ada")
+    bob = logged_in(chromium, dash, "bob")
+    try:
+        for page in (ada, bob):
+            page.goto(f"{dash.url}/#/server")
+            page.wait_for_selector("main dl.details")
+        row = ada.locator("main tr", has_text="boxes.default_ttl")
+        row.wait_for()
+        ada.click("button[aria-label='Change boxes.default_ttl']")
+        ada.fill("dialog input[name=value]", "45m")
+        ada.click("dialog button[type=submit]")
+        ada.wait_for_function(
+            "() => [...document.querySelectorAll('main tr')].some((r) => "
+            "r.textContent.includes('boxes.default_ttl') && r.textContent.includes('2700'))"
+        )
+        assert "changed (file: 3600)" in row.inner_text()
+        with dash.client() as c:
+            assert c.get_setting("boxes.default_ttl").value == 2700
+        # A value the server cannot take is said, and nothing changes.
+        ada.click("button[aria-label='Change boxes.default_ttl']")
+        ada.fill("dialog input[name=value]", "soon")
+        ada.click("dialog button[type=submit]")
+        ada.locator(".toast", has_text="not a duration").wait_for()
+        ada.click("button[aria-label='Reset boxes.default_ttl']")
+        ada.wait_for_function(
+            "() => [...document.querySelectorAll('main tr')].some((r) => "
+            "r.textContent.includes('boxes.default_ttl') && r.textContent.includes('3600'))"
+        )
+        with dash.client() as c:
+            assert c.get_setting("boxes.default_ttl").source == "default"
+        assert bob.locator("text=boxes.default_ttl").count() == 0  # the owner's alone
+        assert ada.errors == [] and bob.errors == []
+    finally:
+        ada.context.close()
+        bob.context.close()
+        with dash.client() as c:
+            c.reset_setting("boxes.default_ttl")
+
+
 def test_the_audit_page_shows_each_user_their_own(dash: Server, chromium: Any) -> None:
     name = f"aud-{uuid.uuid4().hex[:6]}"
     with dash.client() as c:

@@ -238,9 +238,39 @@ function poolLine(pool) {
   return pool.note ? `${line}; ${pool.note}` : line;
 }
 
+/** A setting's value as text: what the command line would give to set it. */
+function settingText(value) {
+  if (value == null) return "";
+  if (Array.isArray(value)) return value.join(",");
+  if (typeof value === "object") return Object.values(value).some((v) => typeof v === "string") ? JSON.stringify(value) : Object.entries(value).map(([k, v]) => `${k}=${v}`).join(",");
+  return String(value);
+}
+
+/** The owner's settings (paddock settings): each changed in a dialog, kept until reset. */
+function settingsTable(settings, refresh) {
+  const edit = async (s) => {
+    const input = s.choices.length
+      ? h("select", { name: "value" }, s.choices.map((c) => h("option", { value: c, selected: c === s.value }, c)))
+      : h("input", { name: "value", value: settingText(s.value), autocomplete: "off", spellcheck: "false" });
+    const v = await dialog(`Setting ${s.key}`, [field("Value", input, `${s.help} Takes: ${s.kind}.`)], { submit: "Save" });
+    if (v && await attempt(() => put(`/settings/${enc(s.key)}`, { value: v.value }), `${s.key} changed`)) refresh();
+  };
+  const reset = async (s) => {
+    if (await attempt(() => del(`/settings/${enc(s.key)}`), `${s.key} reset`)) refresh();
+  };
+  return table([
+    { label: "Setting", cell: (s) => h("span", { title: s.help }, s.key) },
+    { label: "Value", cell: (s) => settingText(s.value) || "\u2013" },
+    { label: "From", cell: (s) => (s.source === "set" ? `changed (file: ${settingText(s.file_value) || "\u2013"})` : s.source) },
+    { label: "", cell: (s) => h("span.actions", {},
+      h("button.small", { type: "button", "aria-label": `Change ${s.key}`, on: { click: () => edit(s) } }, "Change"),
+      s.source === "set" ? h("button.small", { type: "button", "aria-label": `Reset ${s.key}`, on: { click: () => reset(s) } }, "Reset") : null) },
+  ], settings, { caption: "Settings: boxes made, resumed or stopped from now on follow them" });
+}
+
 export function serverPage(main) {
   const buildLog = h("pre.log", { hidden: true, tabindex: "0", "aria-label": "Image build" });
-  page(main, "Server", async () => {
+  page(main, "Server", async (refresh) => {
     const s = await get("/status");
     const rows = [
       ["Version", s.version],
@@ -255,7 +285,8 @@ export function serverPage(main) {
       ...(s.pool ? [["Warm pool", poolLine(s.pool)]] : []),
       ...(s.problems.length ? [["Problems", s.problems.join("; ")]] : []),
     ];
-    return h("div", {}, h("dl.details", {}, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])), buildLog);
+    const settings = isOwner ? settingsTable((await get("/settings")).settings, refresh) : null;
+    return h("div", {}, h("dl.details", {}, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])), buildLog, settings);
   }, (refresh) => isOwner ? h("button", { type: "button", on: { click: async (e) => {
     if (!(await confirmed("Rebuild the box image now? It takes a few minutes; boxes made after use it.", "Rebuild"))) return;
     const button = e.target;

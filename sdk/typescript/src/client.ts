@@ -39,6 +39,7 @@ import type {
   ServerLogLine,
   Webhook,
   NewWebhook,
+  Setting,
   WebhookDelivery,
   WebhookTest,
   Box,
@@ -1048,6 +1049,27 @@ export class Client {
 
   /** POST your box events, signed, to `url` (the server owner's: every box's); `events`:
    * which types (none: all). The result holds the signing secret, shown this once. */
+  /** The server's settings, with where each value comes from (the server owner's). */
+  async settings(): Promise<Setting[]> {
+    return (await this.#call<{ settings: Setting[] }>({ method: "GET", path: "/v1/settings" }))
+      .settings;
+  }
+
+  async getSetting(key: string): Promise<Setting> {
+    return this.#call({ method: "GET", path: `/v1/settings/${seg(key)}` });
+  }
+
+  /** Change a setting while the server runs (kept over paddockd.toml's value until reset).
+   * `value`: JSON, or text as on a command line ("2h", "small=2"). */
+  async setSetting(key: string, value: unknown): Promise<Setting> {
+    return this.#call({ method: "PUT", path: `/v1/settings/${seg(key)}`, json: { value } });
+  }
+
+  /** Back to paddockd.toml's value (or the default). */
+  async resetSetting(key: string): Promise<Setting> {
+    return this.#call({ method: "DELETE", path: `/v1/settings/${seg(key)}` });
+  }
+
   async addWebhook(url: string, events: string[] = []): Promise<NewWebhook> {
     return this.#call({ method: "POST", path: "/v1/webhooks", json: { url, events } });
   }

@@ -24,6 +24,7 @@ export type Secret = Schemas["Secret"];
 export type SshKey = Schemas["SshKey"];
 export type AuditEvent = Schemas["AuditEvent"];
 export type ServerLogLine = Schemas["ServerLogLine"];
+export type Setting = Schemas["Setting"];
 export type Webhook = Schemas["Webhook"];
 export type NewWebhook = Schemas["NewWebhook"];
 export type WebhookDelivery = Schemas["WebhookDelivery"];

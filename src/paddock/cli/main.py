@@ -57,6 +57,7 @@ COMMANDS = {
     "stats": "stats",
     "audit": "audit",
     "webhook": "webhook",
+    "settings": "settings",
     **dict.fromkeys(["members", "token"], "members"),
     **dict.fromkeys(["login", "status", "image"], "server"),
     **dict.fromkeys(["version", "help", "completion"], "meta"),

@@ -930,6 +930,36 @@ class WebhookTest:
 
 
 @dataclass
+class Setting:
+    """One of the server's settings (`paddock settings`): its value now, the file's (or
+    the built-in default: what a reset returns to), and where the value comes from:
+    `default`, `file` (paddockd.toml) or `set` (changed by the owner since). `kind` says
+    what it takes: duration (seconds, or 90m, 2h, 1d), number, integer, text, choice
+    (one of `choices`), list (comma-separated), sizes (TYPE=N pairs) or type (a box
+    type's cpus, memory_mb, pids, disk_mb, description)."""
+
+    key: str
+    kind: Literal["duration", "number", "integer", "text", "choice", "list", "sizes", "type"]
+    help: str
+    value: Any
+    file_value: Any
+    source: Literal["default", "file", "set"]
+    choices: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SettingList:
+    settings: list[Setting]
+
+
+@dataclass
+class SettingChange:
+    """A setting's new value: as JSON, or as text the way the command line gives it."""
+
+    value: Any
+
+
+@dataclass
 class ServerLogLine:
     """One of paddockd's own log messages (`paddock logs --server`), secrets masked."""
 

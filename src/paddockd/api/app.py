@@ -38,6 +38,7 @@ from .routes import (
     previews,
     runs,
     secrets,
+    settings,
     snapshots,
     ssh,
     stats,
@@ -119,6 +120,7 @@ def create_app(
         ssh,
         audit,
         webhooks,
+        settings,
     )
     for router in (members.router, members.admin, *(m.router for m in modules)):
         _mark_owner_only(router)

@@ -30,6 +30,7 @@ from ..services.portable import PortableService
 from ..services.previews import PreviewService
 from ..services.runs import RunService
 from ..services.secrets import SecretService
+from ..services.settings import SettingsService
 from ..services.snapshots import SnapshotService
 from ..services.ssh import SshService
 from ..services.stats import StatsService
@@ -70,6 +71,7 @@ class Services:
     audit: AuditService
     metrics: Metrics
     webhooks: WebhookService
+    settings: SettingsService
     e2b: E2BService | None = None
 
 

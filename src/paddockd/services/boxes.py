@@ -180,6 +180,12 @@ class BoxService:
     def types(self) -> dict[str, BoxType]:
         return self._cfg.types
 
+    def configure(self, cfg: Config, capacity: Capacity) -> None:
+        """The owner changed a setting (services/settings.py): boxes made, resumed or
+        stopped from now on follow it."""
+        self._cfg = cfg
+        self.capacity = capacity
+
     async def all(self) -> list[Box]:
         return await self._repo.all()
 

@@ -79,6 +79,9 @@ class DriveService:
         self._accounts = accounts
         self._capacity = capacity
 
+    def configure(self, capacity: Capacity) -> None:
+        self._capacity = capacity
+
     async def _find(self, name: str, holder: str | None) -> VolumeInfo | None:
         found = await self._rt.volumes({**self._labels, LABEL_DRIVE: name})
         return next((v for v in found if _volume_holder(v) == holder), None)

@@ -186,6 +186,23 @@ class WarmPool:
                 return pooled
         return None
 
+    def configure(
+        self,
+        sizes: dict[str, int],
+        max_boxes: int,
+        types: dict[str, BoxType],
+        default_type: str,
+        capacity: Capacity,
+    ) -> None:
+        """The owner changed the pool's sizes, the types or the capacity: the next round
+        makes what is missing and gives up what is now too many."""
+        self._sizes = dict(sizes)
+        self._max = max_boxes
+        self._types = types
+        self._default_type = default_type
+        self._capacity = capacity
+        self._wake.set()
+
     def drop(self, pooled: Pooled) -> None:
         """Remove a taken box that could not be made anyone's."""
         self._discard(pooled.box_id)
@@ -377,6 +394,24 @@ class WarmPool:
             # Taken meanwhile: a claim's now, not ours to drop.
             if self._ready.pop(pooled.box_id, None) is not None:
                 log.info("pooled box %s is out of date; replacing it", pooled.box_id)
+                self._discard(pooled.box_id)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Give up the ready boxes beyond what the pool is now to keep (its sizes or its
+        total made smaller), the newest first: the oldest are the readiest."""
+        kept: dict[str, int] = {}
+        sizes = {slot.name: slot.size for slot in self._slots}
+        total = 0
+        for pooled in list(self._ready.values()):
+            slot = next((s for s in self._slots if s.holds(pooled)), None)
+            name = slot.name if slot is not None else ""
+            kept[name] = kept.get(name, 0) + 1
+            total += 1
+            if kept[name] > sizes.get(name, 0) or total > self._max:
+                total -= 1
+                del self._ready[pooled.box_id]
+                log.info("pooled box %s is more than the pool keeps; removing it", pooled.box_id)
                 self._discard(pooled.box_id)
 
     async def _refill(self) -> None:

@@ -320,6 +320,15 @@ webhook_deliveries = sa.Table(
     sa.Column("error", sa.String(255)),
 )
 
+# The owner's changes to paddockd.toml's settings (settings.py): key -> JSON value.
+settings = sa.Table(
+    "settings",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
 # Who did what (services/audit.py): append-only, trimmed by age and count.
 audit_log = sa.Table(
     "audit_log",
@@ -599,6 +608,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 status INTEGER, error VARCHAR(255))""",
             "CREATE INDEX ix_webhook_deliveries_webhook_id ON webhook_deliveries (webhook_id)",
             "CREATE INDEX ix_webhook_deliveries_state ON webhook_deliveries (state)",
+        ],
+    ),
+    (
+        31,
+        [
+            """CREATE TABLE settings (
+                key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL, updated_at FLOAT NOT NULL)""",
         ],
     ),
 ]

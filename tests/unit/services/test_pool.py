@@ -362,3 +362,16 @@ async def test_the_pool_keeps_boxes_of_a_template_with_its_files(tmp_path: Path)
     ]
     assert again.disk in disks and made.disk not in disks
     pool.wired.db.close()
+
+
+async def test_the_owner_resizes_the_pool_while_it_runs(pool: Pool) -> None:
+    await pool.fill()
+    assert pool.ready() == {"small": 2}
+    settings = pool.wired.services.settings
+    await settings.set("pool.types", "small=1,medium=1")
+    await pool.fill()
+    assert pool.ready() == {"small": 1, "medium": 1}
+    assert len(await pool.unclaimed()) == 2  # the surplus small one is gone from the engine
+    await settings.set("pool.max_boxes", 0)
+    await pool.fill()
+    assert pool.ready() == {} and await pool.unclaimed() == []

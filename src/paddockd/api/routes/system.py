@@ -55,5 +55,5 @@ async def types(svc: Svc) -> BoxTypeList:
             )
             for t in svc.boxes.types.values()
         ],
-        default=svc.config.default_type,
+        default=svc.settings.current.default_type,
     )

@@ -131,6 +131,10 @@ class E2BService:
         self.history = history
         self._drives = drives
 
+    def configure(self, cfg: Config) -> None:
+        """A changed setting (its types are E2B's templates by name)."""
+        self._cfg = cfg
+
     @property
     def boxes(self) -> BoxService:
         return self._boxes

@@ -200,6 +200,7 @@ def wire(
         pool=pool,
         network=network,
     )
+    images = ImageBuilder(cfg.image, runtime, cfg.data_dir / "build")
     system = SystemService(
         boxes,
         runtime,
@@ -210,6 +211,7 @@ def wire(
         data_root=cfg.engine.data_root,
         disk_limits=(lambda: datafs.describe(cfg.engine)) if cfg.engine.manage else None,
         pool=pool,
+        image_pending=images.pending,
     )
     sealer = Sealer(cfg.data_dir / "credentials.key")
     keys, secret_repo = CredentialRepository(db, sealer), SecretRepository(db, sealer)
@@ -293,7 +295,7 @@ def wire(
         boxes=boxes,
         system=system,
         tokens=tokens,
-        images=ImageBuilder(cfg.image, runtime, cfg.data_dir / "build"),
+        images=images,
         snapshots=snapshots,
         drives=drives,
         egress=EgressService(boxes, egress_log, frozenset({gateway})),

@@ -579,6 +579,8 @@ def test_the_server_page_shows_status_capacity_and_disk(dash: Server, chromium: 
         assert shown["Engine"].startswith("reachable, Docker ")
         assert f"profile {status.engine.profile}" in shown["Engine"]
         assert shown["Box image"] == status.engine.image
+        # Built by this Paddock (install.sh): the engine kept the recipe's label.
+        assert status.engine.image_pending is False
         cap = status.capacity
         assert cap.cpus_total is not None  # the tests' servers count CPU
         assert shown["CPUs"] == f"{cap.cpus_used:g} of {cap.cpus_total:g} claimed"

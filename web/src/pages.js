@@ -275,7 +275,7 @@ export function serverPage(main) {
     const rows = [
       ["Version", s.version],
       ["Engine", s.engine.reachable ? `reachable${s.engine.version ? ", Docker " + s.engine.version : ""}${s.engine.profile ? ", profile " + s.engine.profile : ""}` : `unreachable: ${s.engine.error || ""}`],
-      ["Box image", `${s.engine.image}${s.engine.image_present ? "" : " (not built)"}`],
+      ["Box image", `${s.engine.image}${s.engine.image_present ? "" : " (not built)"}${s.engine.image_pending ? " (a newer one is pending: rebuild it)" : ""}`],
       ["Memory", `${mib(s.capacity.memory_used_mb)} of ${mib(s.capacity.memory_total_mb)} claimed by running boxes${s.capacity.memory_overcommit ? ` (${s.capacity.memory_overcommit}x the host's memory after a ${mib(s.capacity.memory_reserve_mb)} reserve)` : ""}`],
       ["CPUs", s.capacity.cpus_total == null ? `${s.capacity.cpus_used} claimed, shared by weight` : `${s.capacity.cpus_used} of ${s.capacity.cpus_total} claimed`],
       ...(s.capacity.memory_available_mb != null ? [["Host memory", `${mib(s.capacity.memory_available_mb)} available`]] : []),

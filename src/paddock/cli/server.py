@@ -149,6 +149,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"server:    {url} (paddockd {st.version})")
     print(f"engine:    {engine}")
     image = "present" if e.image_present else "missing: run `paddock image build`"
+    if e.image_pending:
+        image = "present; a newer one is pending: run `paddock image build`"
     print(f"image:     {e.image} ({image})")
     print(f"boxes:     {st.boxes_running} running, {st.boxes_stopped} stopped")
     for line in capacity_lines(cap):

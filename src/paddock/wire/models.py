@@ -472,6 +472,9 @@ class EngineStatus:
     profile: RuntimeProfile | None = None
     image_present: bool = False
     error: str | None = None
+    # The box image was built by an older Paddock (or before the host's CA certificates
+    # changed): `paddock image build` makes the newer one. None: not known (no image).
+    image_pending: bool | None = None
 
 
 @dataclass

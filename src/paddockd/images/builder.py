@@ -3,6 +3,7 @@ layer in LAYERS as its own cached `docker build`. Later features append a layer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ CONTEXT = Path(__file__).parent / "context"
 # In build order; each is `context/<name>.Dockerfile`, built FROM the previous one.
 LAYERS = ["devtools", "user", "docker", "desktop", "agents", "browser", "ssh"]
 PINS = Path(__file__).with_name("agents.json")
+# The box image's label holding the recipe it was built from (`ImageBuilder.recipe`).
+RECIPE_LABEL = "paddock.recipe"
 
 
 def agent_build_args(pins: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -83,6 +86,32 @@ class ImageBuilder:
         # Versions chosen by --upgrade-agents on this server; the packaged pins otherwise.
         self._upgraded_pins = work_dir.parent / "agents.json"
 
+    def recipe(self) -> str:
+        """A digest of what the box image is built from: the packaged layers, the agents'
+        pins, the mirrors and suite, the host's extra CA certificates. An image labelled
+        with another was built by an older Paddock (or before a change on this host):
+        a newer one is pending."""
+        h = hashlib.sha256()
+        h.update(
+            json.dumps([self._cfg.suite, self._cfg.mirror, self._cfg.security_mirror]).encode()
+        )
+        h.update(json.dumps(self.pins(), sort_keys=True).encode())
+        files = sorted(p for p in CONTEXT.rglob("*") if p.is_file())
+        extra = Path(self._cfg.extra_ca_dir) if self._cfg.extra_ca_dir else None
+        if extra is not None and extra.is_dir():
+            files += sorted(extra.rglob("*.crt"))
+        for path in files:
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+        return h.hexdigest()[:32]
+
+    async def pending(self) -> bool | None:
+        """Whether the box image is older than this Paddock's recipe (None: no image)."""
+        labels = await self._engine.image_labels(self._cfg.name)
+        if labels is None:
+            return None
+        recipe = await anyio.to_thread.run_sync(self.recipe)
+        return labels.get(RECIPE_LABEL) != recipe
+
     def pins(self) -> dict[str, dict[str, str]]:
         path = self._upgraded_pins if self._upgraded_pins.exists() else PINS
         data = json.loads(path.read_text())
@@ -115,15 +144,18 @@ class ImageBuilder:
                 }
             parent = base
             context = self._context()
+            recipe = await anyio.to_thread.run_sync(self.recipe)
             for i, layer in enumerate(LAYERS):
-                tag = self._cfg.name if i == len(LAYERS) - 1 else f"paddock-layer-{layer}:latest"
+                last = i == len(LAYERS) - 1
+                tag = self._cfg.name if last else f"paddock-layer-{layer}:latest"
                 yield {"step": layer, "line": f"layer {i + 1}/{len(LAYERS)}: {layer}\n"}
                 args = {
                     "FROM": parent,
                     **(agent_build_args(self.pins()) if layer == "agents" else {}),
                 }
+                labels = {RECIPE_LABEL: recipe} if last else None
                 async for line in self._engine.build(
-                    context, f"{layer}.Dockerfile", tag, args, no_cache
+                    context, f"{layer}.Dockerfile", tag, args, no_cache, labels
                 ):
                     yield {"step": layer, "line": line}
                 parent = tag

@@ -452,10 +452,18 @@ class ImageEngine(Protocol):
 
     async def image_exists(self, ref: str) -> bool: ...
 
+    async def image_labels(self, ref: str) -> dict[str, str] | None: ...
+
     async def import_tarball(self, path: Path, ref: str) -> None: ...
 
     def build(
-        self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
+        self,
+        context: Path,
+        dockerfile: str,
+        tag: str,
+        buildargs: dict[str, str],
+        nocache: bool,
+        labels: dict[str, str] | None = None,
     ) -> AsyncIterator[str]: ...
 
 

@@ -1029,7 +1029,13 @@ class DockerRuntime:
         )
 
     async def build(
-        self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
+        self,
+        context: Path,
+        dockerfile: str,
+        tag: str,
+        buildargs: dict[str, str],
+        nocache: bool,
+        labels: dict[str, str] | None = None,
     ) -> AsyncIterator[str]:
         if self._build_network is not None:
             await self._ensure(self._build_network)
@@ -1042,6 +1048,7 @@ class DockerRuntime:
                 tag=tag,
                 buildargs=buildargs,
                 nocache=nocache,
+                labels=labels,
                 rm=True,
                 forcerm=True,
                 decode=True,

@@ -409,9 +409,16 @@ class FakeRuntime:
         self.images.add(ref)
 
     async def build(
-        self, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], nocache: bool
+        self,
+        context: Path,
+        dockerfile: str,
+        tag: str,
+        buildargs: dict[str, str],
+        nocache: bool,
+        labels: dict[str, str] | None = None,
     ) -> AsyncIterator[str]:
         self.images.add(tag)
+        self.labels[tag] = dict(labels or {})
         yield f"built {tag} from {dockerfile}\n"
 
 

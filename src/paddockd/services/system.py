@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import anyio.to_thread
@@ -33,6 +33,7 @@ class SystemService:
         data_root: str = "",
         disk_limits: Callable[[], str] | None = None,
         pool: WarmPool | None = None,
+        image_pending: Callable[[], Awaitable[bool | None]] | None = None,
     ) -> None:
         self._boxes = boxes
         self._rt = runtime
@@ -43,6 +44,7 @@ class SystemService:
         self._data_root = data_root
         self._disk_limits = disk_limits
         self._pool = pool
+        self._image_pending = image_pending
         self._profile: Profile | None = None
 
     async def refresh_profile(self) -> Profile:
@@ -70,6 +72,7 @@ class SystemService:
                 profile=info.profile,
                 image=self._image,
                 image_present=await self._rt.image_exists(self._image),
+                image_pending=await self._image_pending() if self._image_pending else None,
             )
         except PaddockError as exc:
             engine = EngineStatus(reachable=False, image=self._image, error=exc.message)

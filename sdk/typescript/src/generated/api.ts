@@ -1856,6 +1856,8 @@ export interface components {
             error?: string | null;
             /** Image */
             image: string;
+            /** Image Pending */
+            image_pending?: boolean | null;
             /**
              * Image Present
              * @default false

@@ -139,11 +139,18 @@ def main(argv: list[str] | None = None) -> int:
         help="write the server's state to one file, while it runs",
         description="The database (an online copy: consistent while paddockd writes), "
         "paddockd's keys, and each box's current disk (what it resumes from; with "
-        "--with-snapshots, every snapshot's too), as one tar. Restore it with `paddockd "
-        "restore` onto a fresh install. Named drives' data is not in it. docs/operations.md",
+        "--with-snapshots, every snapshot's too; with --with-drives, every named drive's "
+        "files), as one tar. Restore it with `paddockd restore` onto a fresh install. "
+        "docs/operations.md",
     )
     bak.add_argument("-o", "--output", required=True, help="the file to write (- for stdout)")
     bak.add_argument("--with-snapshots", action="store_true", help="every snapshot's disk too")
+    bak.add_argument(
+        "--with-drives",
+        action="store_true",
+        help="every named drive's files too (copied as they are: stop boxes writing to "
+        "them for a consistent copy)",
+    )
     res = sub.add_parser(
         "restore",
         help="bring a backup back (paddockd stopped)",
@@ -210,7 +217,7 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
         app = create_app(None)  # type: ignore[arg-type]
         print(json.dumps(app.openapi(), indent=2, sort_keys=True))
     elif args.command == "backup":
-        return _backup(cfg, args.output, args.with_snapshots)
+        return _backup(cfg, args.output, args.with_snapshots, args.with_drives)
     elif args.command == "restore":
         return _restore(cfg, args.file, args.force)
     elif args.command == "migrate":
@@ -220,14 +227,14 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
     return 0
 
 
-def _backup(cfg: config.Config, output: str, with_snapshots: bool) -> int:
+def _backup(cfg: config.Config, output: str, with_snapshots: bool, with_drives: bool) -> int:
     from . import backup
 
     def say(line: str) -> None:
         print(line, file=sys.stderr)
 
     if output == "-":
-        made = backup.backup(cfg, sys.stdout.buffer, with_snapshots, say)
+        made = backup.backup(cfg, sys.stdout.buffer, with_snapshots, say, with_drives)
     else:
         path = Path(output)
         partial = path.with_name(path.name + ".partial")
@@ -236,12 +243,16 @@ def _backup(cfg: config.Config, output: str, with_snapshots: bool) -> int:
             # 0600 from the first byte, and never through a link someone left there.
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
             with os.fdopen(os.open(partial, flags, 0o600), "wb") as out:
-                made = backup.backup(cfg, out, with_snapshots, say)
+                made = backup.backup(cfg, out, with_snapshots, say, with_drives)
             partial.replace(path)
         finally:
             partial.unlink(missing_ok=True)
         path.chmod(0o600)  # it holds the keys that open every secret
-    say(f"backup of {len(made.boxes)} box(es), {len(made.disks)} disk(s) written to {output}")
+    drives = f", {len(made.drives)} drive(s)" if with_drives else ""
+    say(
+        f"backup of {len(made.boxes)} box(es), {len(made.disks)} disk(s){drives} written to "
+        f"{output}"
+    )
     return 0
 
 
@@ -261,7 +272,8 @@ def _restore(cfg: config.Config, source: str, force: bool) -> int:
         print(f"paddockd: {source}: {exc.strerror}", file=sys.stderr)
         return 1
     print(
-        f"restored {done.boxes} box(es) (stopped) and {done.disks} disk(s)"
+        f"restored {done.boxes} box(es) (stopped), {done.disks} disk(s) and "
+        f"{done.drives} drive(s)"
         + (
             f"; {done.dropped_snapshots} snapshot(s) whose disk was not in it left out"
             if done.dropped_snapshots

@@ -13,12 +13,15 @@ The file is a tar of:
     disks/BOX/KEY.paddock    each box's current disk (what it resumes from), in the
                              portable box format (services/box_archive.py: sparse, zstd,
                              checksummed); with --with-snapshots, every snapshot's too
+    drives/VOLUME.tar        with --with-drives, each named drive's files (owners, modes,
+                             links as they are), copied while boxes may write to them
 
 Restoring writes them back while paddockd is stopped, onto an install that has no
 accounts or boxes yet (or with --force, over whatever it has). Every box comes back
 stopped: `paddock resume` starts it from its disk. A snapshot whose disk is not in the
-file is left out (its row too). Engine commits (servers whose engine cannot copy disks)
-and named drives' data are not in a backup: docs/operations.md says what to do for them.
+file is left out (its row too). Drives come back with their files, as theirs. Engine
+commits (servers whose engine cannot copy disks) are not in a backup: docs/operations.md
+says what to do for them.
 """
 
 from __future__ import annotations
@@ -44,8 +47,12 @@ import sqlalchemy as sa
 from . import __version__
 from .config import Config
 from .domain.errors import InvalidRequest
+from .domain.snapshot import validate_drive_name
 from .runtime import diskfile
+from .runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER
 from .services import box_archive
+from .services.drives import LABEL_CAPACITY
+from .services.reconciler import drive_volume
 from .store.db import MIGRATIONS, Database, boxes, snapshots
 
 FORMAT = 1
@@ -64,6 +71,9 @@ class Manifest:
     with_snapshots: bool
     boxes: list[str] = field(default_factory=list)  # box names
     disks: list[str] = field(default_factory=list)  # saved disks' keys in the file
+    # Named drives in the file: {"volume": engine volume, "labels": its labels but the
+    # instance's} (backups made without --with-drives have none).
+    drives: list[dict[str, Any]] = field(default_factory=list)
     # SHA-256 of every other file in it: a changed or cut backup is refused before use
     # (it guards against damage; whoever can write the file can write this too).
     files: dict[str, str] = field(default_factory=dict)
@@ -75,9 +85,16 @@ class Restored:
     boxes: int
     disks: int
     dropped_snapshots: int
+    drives: int = 0
 
 
-def backup(cfg: Config, out: IO[bytes], with_snapshots: bool, say: Any = print) -> Manifest:
+def backup(
+    cfg: Config,
+    out: IO[bytes],
+    with_snapshots: bool,
+    say: Any = print,
+    with_drives: bool = False,
+) -> Manifest:
     """Write the backup tar to `out` (a file, or a pipe: it is streamed)."""
     from .wiring import wire
 
@@ -107,8 +124,23 @@ def backup(cfg: Config, out: IO[bytes], with_snapshots: bool, say: Any = print) 
                 saved.append((key, target))
             return base, saved
 
+        async def save_drives() -> list[tuple[dict[str, Any], Path]]:
+            saved = []
+            for volume in await wired.runtime.volumes({LABEL_INSTANCE: cfg.instance}):
+                if LABEL_DRIVE not in volume.labels:
+                    continue
+                say(f"drive {volume.labels[LABEL_DRIVE]} ({volume.name})")
+                folder = Path(await wired.runtime.volume_folder(volume))
+                target = work / "drives" / f"{volume.name}.tar"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                await asyncio.to_thread(_save_folder, folder, target)
+                labels = {k: v for k, v in volume.labels.items() if k != LABEL_INSTANCE}
+                saved.append(({"volume": volume.name, "labels": labels}, target))
+            return saved
+
         try:
             uid_base, disks = asyncio.run(save_all())
+            drives = asyncio.run(save_drives()) if with_drives else []
         finally:
             wired.db.close()
         members = {"paddock.db": db_copy}
@@ -121,6 +153,8 @@ def backup(cfg: Config, out: IO[bytes], with_snapshots: bool, say: Any = print) 
                     members[f"keys/{folder}/{path.name}"] = path
         for key, path in disks:
             members[f"disks/{key}.paddock"] = path
+        for drive, path in drives:
+            members[f"drives/{drive['volume']}.tar"] = path
         manifest = Manifest(
             paddock=__version__,
             schema=MIGRATIONS[-1][0],
@@ -130,6 +164,7 @@ def backup(cfg: Config, out: IO[bytes], with_snapshots: bool, say: Any = print) 
             with_snapshots=with_snapshots,
             boxes=sorted({name for _, name, _ in rows}),
             disks=[key for key, _ in disks],
+            drives=[drive for drive, _ in drives],
             files={name: _sha256(path) for name, path in members.items()},
         )
         with tarfile.open(fileobj=out, mode="w|") as tar:
@@ -171,28 +206,37 @@ def restore(cfg: Config, source: IO[bytes], force: bool, say: Any = print) -> Re
 
         async def load_all() -> list[str]:
             uid_base = await _uid_base(wired.runtime)
-            if manifest.disks and uid_base != manifest.uid_base:
+            if (manifest.disks or manifest.drives) and uid_base != manifest.uid_base:
                 raise InvalidRequest(
                     f"the boxes' files are owned from host uid {manifest.uid_base}, this "
                     f"server's boxes from {uid_base}: their files would have other owners"
                 )
             there = set(manifest.disks) & await wired.runtime.saved_disks()
+            volumes = {d["volume"] for d in manifest.drives}
+            there |= volumes & {v.name for v in await wired.runtime.volumes({})}
             if there:
                 raise InvalidRequest(
-                    f"this install has {len(there)} of the backup's disks already (it was "
-                    "restored here before, or is the server it was made on): restore onto a "
-                    "fresh install"
+                    f"this install has {len(there)} of the backup's disks or drives already "
+                    "(it was restored here before, or is the server it was made on): restore "
+                    "onto a fresh install"
                 )
             loaded: list[str] = []
+            made: list[str] = []
             try:
                 for key in manifest.disks:
                     say(f"disk {key}")
                     await _load_disk(wired.runtime, key, work / "disks" / f"{key}.paddock")
                     loaded.append(key)
+                for drive in manifest.drives:
+                    say(f"drive {drive['labels'][LABEL_DRIVE]} ({drive['volume']})")
+                    await _load_drive(wired.runtime, cfg.instance, drive, work, made)
             except BaseException:
                 for key in loaded:
                     with contextlib.suppress(Exception):
                         await wired.runtime.drop_disk(key)
+                for volume in made:
+                    with contextlib.suppress(Exception):
+                        await wired.runtime.remove_volume(volume)
                 raise
             return loaded
 
@@ -208,7 +252,7 @@ def restore(cfg: Config, source: IO[bytes], force: bool, say: Any = print) -> Re
                 _put_key(path, cfg.data_dir / path.relative_to(work / "keys"))
         Database(cfg.db_url).migrate()
         count, dropped = _settle(target, set(loaded))
-    return Restored(count, len(loaded), dropped)
+    return Restored(count, len(loaded), dropped, len(manifest.drives))
 
 
 def _put_key(source: Path, dest: Path) -> None:
@@ -231,6 +275,8 @@ def _allowed(name: str) -> bool:
         return (len(parts) == 2 and parts[1] in KEY_FILES) or (
             len(parts) == 3 and parts[1] in KEY_DIRS and _plain(parts[2])
         )
+    if parts[0] == "drives":
+        return len(parts) == 2 and _plain(parts[1]) and name.endswith(".tar")
     return (
         parts[0] == "disks"
         and len(parts) == 3
@@ -397,6 +443,70 @@ async def _load_disk(runtime: Any, key: str, path: Path) -> None:
             raise
 
 
+# -- drives ----------------------------------------------------------------------------------
+def _drive_entry(drive: object) -> bool:
+    """A manifest's drive as a backup writes it: its volume the one its labels name."""
+    if not isinstance(drive, dict) or set(drive) != {"volume", "labels"}:
+        return False
+    labels = drive["labels"]
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        return False
+    name, holder = labels.get(LABEL_DRIVE), labels.get(LABEL_OWNER)
+    try:
+        validate_drive_name(str(name))
+    except InvalidRequest:
+        return False
+    capacity = labels.get(LABEL_CAPACITY)
+    if capacity is not None and not capacity.isdigit():
+        return False
+    return bool(
+        (holder is None or _plain(holder))
+        and _plain(str(drive["volume"]))
+        and drive["volume"] == drive_volume(str(name), holder)
+    )
+
+
+def _save_folder(folder: Path, target: Path) -> None:
+    """The folder's files as a tar: links stored as links (never followed), owners and
+    modes as they are; sockets left out."""
+    with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(folder, arcname=".")
+
+
+async def _load_drive(
+    runtime: Any, instance: str, drive: dict[str, Any], work: Path, made: list[str]
+) -> None:
+    labels = {**drive["labels"], LABEL_INSTANCE: instance}
+    capacity = labels.get(LABEL_CAPACITY)
+    volume = await runtime.create_volume(
+        drive["volume"], labels, int(capacity) << 20 if capacity else None
+    )
+    made.append(volume.name)
+    folder = Path(await runtime.volume_folder(volume))
+    await asyncio.to_thread(_load_folder, work / "drives" / f"{volume.name}.tar", folder)
+
+
+def _load_folder(source: Path, folder: Path) -> None:
+    """Extract as host root, into the drive's folder only: tarfile's data filter refuses
+    what would land outside it (absolute paths, `..`, links leading out, devices); owners
+    and modes are kept, setuid and setgid bits are not."""
+    check = getattr(tarfile, "data_filter", None)
+    if check is None:  # pragma: no cover - Python before 3.11.4
+        raise InvalidRequest("this Python cannot extract a drive safely: use Python 3.11.4+")
+
+    def member(info: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+        check(info, dest)
+        return info.replace(mode=(info.mode or 0) & ~0o6000, deep=False)
+
+    try:
+        with tarfile.open(source) as tar:
+            tar.extractall(folder, filter=member)
+    except (tarfile.TarError, OSError) as exc:
+        raise InvalidRequest(f"the backup's drive {source.stem} is refused: {exc}") from None
+
+
 # -- the file ------------------------------------------------------------------------------
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
@@ -463,6 +573,11 @@ def _unpack(source: IO[bytes], work: Path) -> Manifest:
     for key in manifest.disks:
         if f"disks/{key}.paddock" not in manifest.files:
             raise InvalidRequest(f"not a Paddock backup: its disk {key} is not listed")
+    if not isinstance(manifest.drives, list) or not all(map(_drive_entry, manifest.drives)):
+        raise InvalidRequest("not a Paddock backup: its drives are of the wrong shape")
+    for drive in manifest.drives:
+        if f"drives/{drive['volume']}.tar" not in manifest.files:
+            raise InvalidRequest(f"not a Paddock backup: its drive {drive['volume']} is not listed")
     for name, digest in manifest.files.items():
         path = work / name
         if ".." in Path(name).parts or not path.is_file():

@@ -404,6 +404,7 @@ def wire(
     )
     background.ran = services.metrics.ran
     egress_log.seen = services.metrics.seen
+    egress_log.refused = box_events.egress_refused
     return Wired(
         services,
         background,

@@ -5,8 +5,10 @@ or a running paddockd are refused, and leave it as it was."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ def test_backup_while_running_and_restore_on_a_fresh_server(
     engine: None, workdir: Path, dns_stub: Any, tmp_path: Path
 ) -> None:
     backup = tmp_path / "paddock.backup"
+    shared = f"bk{uuid.uuid4().hex[:6]}"  # drive names are the engine's, not the server's
     big = tmp_path / "big.bin"
     big.write_bytes(b"\1" * (64 << 20))
     a = Server(workdir / "backup-a", upstream_dns=dns_stub.address)
@@ -48,6 +51,16 @@ def test_backup_while_running_and_restore_on_a_fresh_server(
             member.create_box("bobs", ttl=3600)
             member.exec("bobs", "echo bob > /config/b.txt && sync")
             member.stop_box("bobs")  # its stop snapshot holds the file
+            # Drives: the owner's that grows, the member's with a size of its own.
+            member.create_drive("bobdata", capacity_mb=64)
+            member.create_box("bobwriter", ttl=600, drives=["bobdata"])
+            member.exec("bobwriter", "echo on-drive > /mnt/bobdata/note && sync")
+            member.delete_box("bobwriter", force=True)
+        with a.client() as owner:
+            owner.create_drive(shared)
+            owner.create_box("writer", ttl=600, drives=[shared])
+            owner.exec("writer", f"mkdir /mnt/{shared}/d && echo mine > /mnt/{shared}/d/f")
+            owner.delete_box("writer", force=True)
 
         pushed: list[object] = []
 
@@ -57,13 +70,16 @@ def test_backup_while_running_and_restore_on_a_fresh_server(
 
         pushing = threading.Thread(target=push)
         pushing.start()
-        made = paddockd(a, "backup", "-o", str(backup), "--with-snapshots")
+        made = paddockd(a, "backup", "-o", str(backup), "--with-snapshots", "--with-drives")
         pushing.join(120)
         assert made.returncode == 0, made.stderr
         assert pushed, "the push in flight failed"
         assert backup.stat().st_mode & 0o777 == 0o600
-        assert "backup of 2 box(es)" in made.stderr
+        assert "backup of 2 box(es)" in made.stderr and "2 drive(s)" in made.stderr
         owner_token = a.token
+        with a.client() as owner:  # the engine is shared: the restore makes them again
+            owner.delete_drive(shared)
+            owner.delete_drive("bobdata", owner="bob")
     finally:
         a.close()
 
@@ -86,7 +102,7 @@ def test_backup_while_running_and_restore_on_a_fresh_server(
 
         done = paddockd(b, "restore", str(backup))
         assert done.returncode == 0, done.stderr
-        assert "restored 2 box(es)" in done.stdout
+        assert "restored 2 box(es)" in done.stdout and "2 drive(s)" in done.stdout
         b.token = owner_token  # its own token was this install's: the backup's replaced it
         b.start()
         with Client(b.url, owner_token) as owner:  # the old server's token works here
@@ -97,13 +113,28 @@ def test_backup_while_running_and_restore_on_a_fresh_server(
             assert "one" in [s.label for s in owner.list_snapshots("kept")]
             owner.resume_box("kept")
             assert owner.exec("kept", "cat /config/kept.txt").stdout == "hello\n"
+            # The owner's drive, its files the box user's to change.
+            owner.create_box("reader", ttl=600, drives=[shared])
+            read = owner.exec("reader", f"cat /mnt/{shared}/d/f && echo more > /mnt/{shared}/d/g")
+            assert read.stdout == "mine\n" and read.exit_code == 0, read
+            owner.delete_box("reader", force=True)
         with Client(b.url, bob) as member:
             member.resume_box("bobs")
             assert member.exec("bobs", "cat /config/b.txt").stdout == "bob\n"
+            drives = {d.name: d for d in member.list_drives()}
+            assert drives["bobdata"].capacity_mb == 64
+            member.create_box("bobreader", ttl=600, drives=["bobdata"])
+            got = member.exec("bobreader", "cat /mnt/bobdata/note; df -m /mnt/bobdata | tail -1")
+            assert got.stdout.startswith("on-drive\n"), got
+            assert int(got.stdout.split()[2]) <= 64  # its own filesystem's size, as it was
+            member.delete_box("bobreader", force=True)
         # Now it has state of its own: a second restore is refused without --force.
         b.kill()
         again = paddockd(b, "restore", str(backup))
         assert again.returncode == 1 and "--force" in again.stderr
         b.start()
     finally:
+        with contextlib.suppress(Exception), Client(b.url, owner_token) as owner:
+            owner.delete_drive(shared)
+            owner.delete_drive("bobdata", owner="bob")
         b.close()

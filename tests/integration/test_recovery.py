@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import uuid
 
@@ -134,3 +136,41 @@ def test_a_box_taking_an_address_forgets_its_old_connections(make_server) -> Non
     finally:
         for address in addresses:
             _conntrack("-D", "--orig-src", address)
+
+
+def test_a_restart_finishes_the_calls_under_way_and_keeps_running_boxes(make_server) -> None:  # type: ignore[no-untyped-def]
+    """What install.sh does to a running server after an update (SIGTERM to paddockd, by
+    its supervisor or systemd, then a start): a command under way ends with its output,
+    and a box runs on in the same container, its processes alive."""
+    srv: Server = make_server()
+    with srv.client() as c:
+        c.create_box("stays", ttl=900)
+        c.exec("stays", "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! > /tmp/kept")
+        box_id = c.get_box("stays").id
+    engine = docker.DockerClient(base_url=f"unix://{ENGINE_SOCKET}")
+    before = engine.containers.get(f"paddock-{box_id}").attrs
+    finished: dict[str, object] = {}
+
+    def slow() -> None:
+        with srv.client() as c:
+            finished["result"] = c.exec("stays", "sleep 3; echo finished")
+
+    caller = threading.Thread(target=slow)
+    caller.start()
+    time.sleep(1.0)  # the command is running
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.died(timeout=30)
+    caller.join(timeout=30)
+    result = finished["result"]
+    assert getattr(result, "exit_code", None) == 0 and "finished" in getattr(result, "stdout", "")
+    srv.start()
+    with srv.client() as c:
+        assert c.get_box("stays").state == "running"
+        after = engine.containers.get(f"paddock-{box_id}").attrs
+        assert (after["Id"], after["State"]["StartedAt"]) == (
+            before["Id"],
+            before["State"]["StartedAt"],
+        )
+        alive = c.exec("stays", "kill -0 $(cat /tmp/kept) && echo alive")
+        assert alive.stdout.strip() == "alive", alive

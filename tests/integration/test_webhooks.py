@@ -186,3 +186,31 @@ def test_a_members_webhook_gets_only_their_boxes_and_no_private_address(
         with server.client() as owner:
             for hook in owner.list_webhooks():
                 owner.delete_webhook(hook.id)
+
+
+def test_a_name_the_policy_refuses_is_told_as_egress_refused(hooked: tuple[Server, str]) -> None:
+    server, _ = hooked
+    rx = Receiver()
+    try:
+        with server.client() as owner:
+            made = owner.add_webhook(rx.url, ["egress.refused"])
+            box = owner.create_box("walled", ttl=600)
+            owner.set_network("walled", "deny-all")
+            # Paddock's resolver refuses it: no query leaves the machine.
+            for _ in range(3):
+                owner.exec("walled", "getent hosts refused-name.example || true")
+
+        def refused() -> list[dict[str, Any]]:
+            return [e for e in rx.events() if e["box"]["id"] == box.id]
+
+        _until(lambda: any(e["data"].get("target") == "refused-name.example" for e in refused()))
+        time.sleep(1)
+        told = [e for e in refused() if e["data"].get("target") == "refused-name.example"]
+        assert len(told) == 1, told  # once a minute per destination
+        assert told[0]["type"] == "egress.refused" and told[0]["data"]["kind"] == "dns"
+        assert {e["type"] for e in rx.events()} == {"egress.refused"}
+        with server.client() as owner:
+            owner.delete_webhook(made.webhook.id)
+    finally:
+        server.cli("rm", "-f", "walled")
+        rx.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -95,3 +96,71 @@ def test_changed_missing_or_newer_is_refused(tmp_path: Path) -> None:
         _unpack(odd, tmp_path / "d")
     with pytest.raises(InvalidRequest, match="damaged"):
         _unpack(io.BytesIO(b"not a tar at all" * 100), tmp_path / "e")
+
+
+@pytest.mark.parametrize(
+    "drive",
+    [
+        {"volume": "paddock-drive-other", "labels": {"paddock.drive": "data"}},
+        {"volume": "paddock-drive-data", "labels": {"paddock.drive": "../x"}},
+        {"volume": "paddock-drive-data", "labels": {"paddock.drive": "data"}, "x": 1},
+        {"volume": "paddock-drive-data", "labels": {"paddock.drive": 1}},
+        {
+            "volume": "paddock-drive-data",
+            "labels": {"paddock.drive": "data", "paddock.drive.capacity_mb": "-5"},
+        },
+        {
+            "volume": "paddock-user-../x-drive-data",
+            "labels": {"paddock.drive": "data", "paddock.owner": "../x"},
+        },
+        "paddock-drive-data",
+    ],
+)
+def test_a_drive_the_manifest_misnames_is_refused(tmp_path: Path, drive: object) -> None:
+    files = {"paddock.db": b"db", "drives/paddock-drive-data.tar": b"t"}
+    source = _tar({"manifest.json": _manifest(files, drives=[drive]), **files})
+    with pytest.raises(InvalidRequest, match="drives are of the wrong shape"):
+        _unpack(source, tmp_path)
+
+
+def test_a_drives_files_come_back_as_they_were_and_nothing_lands_outside(
+    tmp_path: Path,
+) -> None:
+    from paddockd.backup import _load_folder, _save_folder
+
+    drive = tmp_path / "drive"
+    (drive / "sub").mkdir(parents=True)
+    (drive / "sub" / "f.txt").write_text("kept")
+    (drive / "run").write_text("#!/bin/sh\n")
+    (drive / "run").chmod(0o4755)  # setuid: not brought back
+    (drive / "up").symlink_to("sub/f.txt")
+    os.link(drive / "sub" / "f.txt", drive / "hard")
+    saved = tmp_path / "drive.tar"
+    _save_folder(drive, saved)
+    back = tmp_path / "back"
+    back.mkdir()
+    _load_folder(saved, back)
+    assert (back / "sub" / "f.txt").read_text() == "kept"
+    assert os.readlink(back / "up") == "sub/f.txt"
+    assert (back / "hard").stat().st_ino == (back / "sub" / "f.txt").stat().st_ino
+    assert (back / "run").stat().st_mode & 0o7777 == 0o755
+    # A tar that would write through a link to outside the drive is refused.
+    evil = tmp_path / "evil.tar"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with tarfile.open(evil, "w") as tar:
+        link = tarfile.TarInfo("out")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        tar.addfile(link)
+        data = b"pwned"
+        f = tarfile.TarInfo("out/x")
+        f.size = len(data)
+        tar.addfile(f, io.BytesIO(data))
+        up = tarfile.TarInfo("../up.txt")
+        up.size = len(data)
+        tar.addfile(up, io.BytesIO(data))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    with pytest.raises(InvalidRequest, match="refused"):
+        _load_folder(evil, victim)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "up.txt").exists()

@@ -109,7 +109,7 @@ export type RunEvent =
 
 /** Something that happened to a box (`box-event`, and what a webhook receives): `type` is
  * box.created, box.started, box.stopped (`data.reason`: user, ttl, idle), box.deleted,
- * box.error, snapshot.taken or run.finished; `at` a Unix time. */
+ * box.error, snapshot.taken, run.finished or egress.refused; `at` a Unix time. */
 export interface PaddockEvent {
   id: string;
   type: string;

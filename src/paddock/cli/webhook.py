@@ -10,7 +10,7 @@ from ._output import emit_json, listing, note, since
 
 EVENTS = (
     "box.created, box.started, box.stopped (with its reason: user, ttl, idle), box.deleted, "
-    "box.error, snapshot.taken, run.finished"
+    "box.error, snapshot.taken, run.finished, egress.refused"
 )
 
 

@@ -856,7 +856,8 @@ class EventBox:
 class PaddockEvent:
     """Something that happened to a box (`/v1/events`' `box-event`, and what a webhook
     receives): `type` is box.created, box.started, box.stopped (`data.reason`: user, ttl,
-    idle), box.deleted, box.error, snapshot.taken or run.finished; `at` a Unix time."""
+    idle), box.deleted, box.error, snapshot.taken, run.finished or egress.refused; `at`
+    a Unix time."""
 
     id: str
     type: str
@@ -869,7 +870,7 @@ class PaddockEvent:
 class WebhookRequest:
     """A webhook to add: where to POST (http or https), and which event types (empty:
     every one: box.created, box.started, box.stopped, box.deleted, box.error,
-    snapshot.taken, run.finished)."""
+    snapshot.taken, run.finished, egress.refused)."""
 
     url: str
     events: list[str] = field(default_factory=list)

@@ -28,6 +28,7 @@ EventType = Literal[
     "box.error",
     "snapshot.taken",
     "run.finished",
+    "egress.refused",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 # Why a box stopped (`box.stopped`'s `reason`); a failure is `box.error`.

@@ -371,6 +371,11 @@ class Runtime(Protocol):
 
     async def volume_usage(self, volume: VolumeInfo) -> int: ...
 
+    async def volume_folder(self, volume: VolumeInfo) -> str:
+        """The host folder holding the volume's files now (a drive with a size: its own
+        filesystem, mounted first). For host root's tools only: backups."""
+        ...
+
     async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess: ...
 
     async def open_network(self, cid: str) -> BoxNetworkHandle:

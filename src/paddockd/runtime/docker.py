@@ -804,6 +804,17 @@ class DockerRuntime:
             for v in (data.get("Volumes") or [])
         ]
 
+    async def volume_folder(self, volume: VolumeInfo) -> str:
+        drives = self._drives
+        if drives is None or not drives.has(volume.name):
+            return volume.mountpoint
+
+        def work() -> str:
+            drives.mount_all([volume.name])
+            return drives.mountpoint(volume.name)
+
+        return await self._run(work)
+
     async def volume_usage(self, volume: VolumeInfo) -> int:
         def work() -> int:
             if self._drives is not None and self._drives.has(volume.name):

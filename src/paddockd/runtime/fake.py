@@ -332,6 +332,9 @@ class FakeRuntime:
     async def volume_usage(self, volume: VolumeInfo) -> int:
         return 1234
 
+    async def volume_folder(self, volume: VolumeInfo) -> str:
+        return volume.mountpoint
+
     async def exec(self, cid: str, spec: ExecSpec) -> FakeExec:
         self._maybe_fail("exec")
         self._get(cid)

@@ -2,7 +2,10 @@
 writes (store/boxes.py `StoreWatcher`): a box made is `box.created`; its state becoming
 `running`, `box.started`; `stopped`, `box.stopped` (why: its TTL, unused for its idle
 time, or a user's call); `error`, `box.error`; its row removed, `box.deleted`; a snapshot
-written, `snapshot.taken`. A run's end is told by the runs (`run_finished`).
+written, `snapshot.taken`. A run's end is told by the runs (`run_finished`); a
+destination or name the box's policy refused, by the egress log (`egress_refused`): once
+a minute per destination, and at most EGRESS_PER_MINUTE a minute per box, so a box that
+tries the whole internet cannot flood its owner's webhooks.
 
 The store tells each write at once and in order; the events go to `publish` (the
 webhooks) one at a time from one queue, so a box's events are published in the order
@@ -18,6 +21,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from paddock.wire.models import EgressEvent
+
 from ..domain.box import Box, BoxState
 from ..domain.snapshot import Snapshot
 from ..domain.webhooks import Event
@@ -25,6 +30,9 @@ from .boxes import BoxService
 from .events import BACKLOG
 
 log = logging.getLogger(__name__)
+
+EGRESS_PER_MINUTE = 10  # egress.refused events of one box
+_TOLD_AT_MOST = 10_000  # destinations remembered in all, for the once-a-minute rule
 
 Publish = Callable[[Event], Awaitable[None]]
 
@@ -43,6 +51,9 @@ class BoxEvents:
         self._known: dict[str, Box] = {}  # the last seen of each box: a removal names it
         # /v1/events streams; weakly held, as services/events.py's queues are.
         self._listeners: weakref.WeakSet[asyncio.Queue[Event | None]] = weakref.WeakSet()
+        # (box, kind, destination) -> when its refusal was last told; box -> this minute's.
+        self._refusals: dict[tuple[str, str, str, int], float] = {}
+        self._minute: dict[str, tuple[int, int]] = {}
 
     # -- told by the store (store/boxes.py) -----------------------------------------------
     def added(self, box: Box) -> None:
@@ -69,6 +80,7 @@ class BoxEvents:
             self._queue.put_nowait(_event(after, "box.error", message=after.message))
 
     def removed(self, box_id: str) -> None:
+        self._minute.pop(box_id, None)
         box = self._known.pop(box_id, None)
         self._boxes.stop_reasons.pop(box_id, None)
         if box is not None:
@@ -80,6 +92,32 @@ class BoxEvents:
             self._queue.put_nowait(
                 _event(box, "snapshot.taken", seq=snap.seq, kind=snap.kind, label=snap.label)
             )
+
+    # -- told by the egress log ---------------------------------------------------------
+    def egress_refused(self, box_id: str, refused: EgressEvent) -> None:
+        box = self._known.get(box_id)
+        if box is None:
+            return
+        now = time.monotonic()
+        target = refused.name or refused.address
+        key = (box_id, refused.kind, target, refused.port)
+        if now - self._refusals.get(key, -60.0) < 60:
+            return
+        minute, told = self._minute.get(box_id, (0, 0))
+        if minute != int(now // 60):
+            minute, told = int(now // 60), 0
+        if told >= EGRESS_PER_MINUTE:
+            return
+        self._minute[box_id] = (minute, told + 1)
+        if len(self._refusals) >= _TOLD_AT_MOST:
+            self._refusals = {k: at for k, at in self._refusals.items() if now - at < 60}
+            if len(self._refusals) >= _TOLD_AT_MOST:
+                return
+        self._refusals[key] = now
+        data: dict[str, str | int | None] = {"kind": refused.kind, "target": target}
+        if refused.kind == "connect":
+            data.update(address=refused.address, port=refused.port, proto=refused.proto)
+        self._queue.put_nowait(_event(box, "egress.refused", **data))
 
     # -- told by the runs ---------------------------------------------------------------
     async def run_finished(

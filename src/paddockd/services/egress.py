@@ -58,6 +58,8 @@ class EgressLog:
         self._lock = asyncio.Lock()
         # Told of each event as it is recorded (the metrics' egress counter).
         self.seen: Callable[[str, str], None] = lambda kind, verdict: None
+        # Told each refusal (services/box_events.py makes events of a few of them).
+        self.refused: Callable[[str, EgressEvent], None] = lambda box_id, event: None
 
     def path(self, box_id: str) -> Path:
         return self._dir / box_id / "egress.jsonl"
@@ -93,6 +95,8 @@ class EgressLog:
 
     def _add(self, box_id: str, event: EgressEvent) -> None:
         self.seen(event.kind, event.verdict)
+        if event.verdict == "refused":
+            self.refused(box_id, event)
         self._unwritten[box_id].append(event)
         for queue in self._followers.get(box_id, ()):
             queue.put_nowait(event)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,59 @@ async def test_typed_events_come_with_the_changes_to_who_may_see_them(
         assert len(happenings._listeners) == 0
     finally:
         publishing.cancel()
+
+
+async def test_refused_egress_is_told_once_a_minute_per_destination_and_bounded_per_box(
+    world: World,
+) -> None:
+    from paddock.wire.models import EgressEvent
+    from paddockd.services.box_events import EGRESS_PER_MINUTE
+
+    happenings = world.wired.box_events
+    listener = happenings.listen()
+    box = await world.boxes.create("noisy", None, None, None)
+    happenings.added(box)  # known to the events, as the store tells it
+    while not listener.empty():
+        listener.get_nowait()
+
+    def refused(address: str, port: int = 443) -> EgressEvent:
+        return EgressEvent("t", "connect", "refused", "", address, port, "tcp")
+
+    for _ in range(5):  # one destination, again and again: told once
+        happenings.egress_refused(box.id, refused("203.0.113.7"))
+    for i in range(100):  # a hundred destinations: told up to the box's share
+        happenings.egress_refused(box.id, refused(f"203.0.113.{i + 10}"))
+    happenings.egress_refused("no-such-box", refused("203.0.113.8"))
+    publishing = asyncio.get_running_loop().create_task(happenings.run())
+    try:
+        told = []
+        while len(told) < EGRESS_PER_MINUTE:
+            event = await asyncio.wait_for(listener.get(), 5)
+            assert event is not None
+            if event.type == "egress.refused":
+                told.append(event)
+        await asyncio.sleep(0.2)
+        assert listener.empty()
+        assert told[0].data == {
+            "kind": "connect",
+            "target": "203.0.113.7",
+            "address": "203.0.113.7",
+            "port": 443,
+            "proto": "tcp",
+        }
+        assert len({e.data["address"] for e in told}) == EGRESS_PER_MINUTE
+    finally:
+        publishing.cancel()
+
+
+def test_the_egress_log_tells_refusals_only(tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from paddockd.services.egress import EgressLog
+
+    log = EgressLog(tmp_path, lambda: datetime.now(timezone.utc))
+    told: list[tuple[str, str]] = []
+    log.refused = lambda box_id, event: told.append((box_id, event.name))
+    log.dns("b1", "pypi.org", "allowed", ["203.0.113.1"])
+    log.dns("b1", "evil.example", "refused", [])
+    assert told == [("b1", "evil.example")]

@@ -2700,7 +2700,7 @@ export interface components {
          * WebhookRequest
          * @description A webhook to add: where to POST (http or https), and which event types (empty:
          *     every one: box.created, box.started, box.stopped, box.deleted, box.error,
-         *     snapshot.taken, run.finished).
+         *     snapshot.taken, run.finished, egress.refused).
          */
         WebhookRequest: {
             /** Events */

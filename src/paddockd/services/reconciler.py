@@ -104,6 +104,8 @@ class Reconciler:
         self.committing: set[str] = set()
         # Containers a restore replaced, being removed in the background.
         self._retiring: set[str] = set()
+        # Box id -> its new address's old connections being forgotten (see `_run`).
+        self._forgetting: dict[str, asyncio.Future[None]] = {}
         # Running boxes that see the host's /proc rather than their own (id -> why).
         self.view_problems: dict[str, str] = {}
         # What else stands on images and saved disks (templates): (images, disks) to keep.
@@ -176,13 +178,17 @@ class Reconciler:
             converged = True
             return box
         finally:
+            forgetting = self._forgetting.pop(box_id, None)
             if converged and box is None:
                 # Gone: its rules can go a moment later (a box that takes its address next
                 # syncs before it runs).
                 self._background(self.sync_network())
             else:
                 # A box that starts gets a new address: its rules follow it at once.
-                await self.sync_network()
+                if forgetting is None:
+                    await self.sync_network()
+                else:
+                    await asyncio.gather(self.sync_network(), forgetting)
 
     def _background(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(self._logged(job))
@@ -262,10 +268,12 @@ class Reconciler:
             if box.state != BoxState.CREATING:
                 box = await self._save(box, state=BoxState.STARTING)
             await self._rt.start(cid)
-            # The engine gives the address at start; it may have been another box's.
+            # The engine gives the address at start; it may have been another box's. Its
+            # old connections are forgotten beside the rules' sync that follows this pass
+            # (`reconcile`): two host-side jobs, each a process's start.
             started = await self._rt.inspect(cid)
             if started is not None and started.ip:
-                await self._net.forget_flows(started.ip)
+                self._forgetting[box.id] = asyncio.ensure_future(self._net.forget_flows(started.ip))
             faults.point("container.started")
         running = started or info
         if (

@@ -44,7 +44,7 @@ from typing import IO, Any
 
 import sqlalchemy as sa
 
-from . import __version__
+from . import __version__, drive_archive
 from .config import Config
 from .domain.errors import InvalidRequest
 from .domain.snapshot import validate_drive_name
@@ -468,13 +468,6 @@ def _drive_entry(drive: object) -> bool:
     )
 
 
-def _save_folder(folder: Path, target: Path) -> None:
-    """The folder's files as a tar: links stored as links (never followed), owners and
-    modes as they are; sockets left out."""
-    with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as tar:
-        tar.add(folder, arcname=".")
-
-
 async def _load_drive(
     runtime: Any, instance: str, drive: dict[str, Any], work: Path, made: list[str]
 ) -> None:
@@ -488,22 +481,16 @@ async def _load_drive(
     await asyncio.to_thread(_load_folder, work / "drives" / f"{volume.name}.tar", folder)
 
 
+def _save_folder(folder: Path, target: Path) -> None:
+    with target.open("wb") as out:
+        drive_archive.write(str(folder), out)
+
+
 def _load_folder(source: Path, folder: Path) -> None:
-    """Extract as host root, into the drive's folder only: tarfile's data filter refuses
-    what would land outside it (absolute paths, `..`, links leading out, devices); owners
-    and modes are kept, setuid and setgid bits are not."""
-    check = getattr(tarfile, "data_filter", None)
-    if check is None:  # pragma: no cover - Python before 3.11.4
-        raise InvalidRequest("this Python cannot extract a drive safely: use Python 3.11.4+")
-
-    def member(info: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-        check(info, dest)
-        return info.replace(mode=(info.mode or 0) & ~0o6000, deep=False)
-
     try:
-        with tarfile.open(source) as tar:
-            tar.extractall(folder, filter=member)
-    except (tarfile.TarError, OSError) as exc:
+        with source.open("rb") as f:
+            drive_archive.read(f, str(folder))
+    except (drive_archive.Refused, OSError) as exc:
         raise InvalidRequest(f"the backup's drive {source.stem} is refused: {exc}") from None
 
 

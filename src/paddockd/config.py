@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import tomllib
 
@@ -285,6 +286,8 @@ def check(cfg: Config) -> None:
             )
     if cfg.network.bridge and (len(cfg.network.bridge) > 15 or not cfg.network.bridge_cidr):
         raise ValueError("[network] bridge needs a name of at most 15 characters and a bridge_cidr")
+    if cfg.public_url:
+        check_url(cfg.public_url)
     if cfg.default_type not in cfg.types:
         raise ValueError(f"default_type {cfg.default_type!r} is not a configured type")
     _check_pool(cfg)
@@ -292,6 +295,21 @@ def check(cfg: Config) -> None:
     retry = cfg.webhook_retry_seconds
     if isinstance(retry, bool) or not isinstance(retry, int | float) or not 0 < retry <= 3600:
         raise ValueError(f"webhook_retry_seconds = {retry!r} is not a number of 0-3600 seconds")
+
+
+def check_url(url: str) -> None:
+    """The public URL as links need it: http(s), a host, a port that is a port."""
+    try:
+        split = urlsplit(url)
+        port = split.port
+    except ValueError as exc:
+        raise ValueError(f"public_url {url!r} is not a URL: {exc}") from None
+    if split.scheme not in ("http", "https") or not split.hostname:
+        raise ValueError(f"public_url {url!r}: give http(s)://HOST[:PORT]")
+    if port == 0:
+        raise ValueError(f"public_url {url!r}: port 0 is no port")
+    if not url.isascii() or any(c.isspace() for c in url):
+        raise ValueError(f"public_url {url!r}: an ASCII URL without spaces")
 
 
 def _check_capacity(cfg: Config) -> None:

@@ -8,6 +8,8 @@ boxes keep what they were made with."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -16,16 +18,26 @@ from typing import Any, Literal
 from . import config
 from .config import Config
 from .domain.box import BoxType, TtlAction, validate_idle_stop, validate_ttl
-from .domain.errors import InvalidRequest, NotFound
+from .domain.errors import InvalidRequest, NotFound, PaddockError
 from .domain.network import MODES
 
 Kind = Literal["duration", "number", "integer", "text", "choice", "list", "sizes", "type"]
 Source = Literal["default", "file", "set"]
 
+log = logging.getLogger("paddockd.settings")
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _TYPE_FIELDS = {"cpus": float, "memory_mb": int, "pids": int, "disk_mb": int, "description": str}
 _TYPE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 MAX_VALUE_CHARS = 4096
+# What a box type's limits may be: the engine's own bounds, and none that means "no limit"
+# (a CPU cap below a hundredth is none to the engine).
+_TYPE_BOUNDS = {
+    "cpus": (0.01, 1024.0),
+    "memory_mb": (64, 4 << 20),
+    "pids": (64, 4 << 20),
+    "disk_mb": (0, 64 << 20),
+}
 
 
 @dataclass(frozen=True)
@@ -38,8 +50,13 @@ class Setting:
     choices: Callable[[Config], tuple[str, ...]] = lambda _: ()
 
 
-def _server(**changes: Any) -> Callable[[Config], Config]:
-    return lambda c: replace(c, **changes)
+def _network(cfg: Config, mode: str, allow: tuple[str, ...]) -> Config:
+    """The default policy is one: the mode and its allowlist change together."""
+    if mode == "allowlist" and not allow:
+        raise InvalidRequest(
+            "an allowlist needs entries: set network.default_allow (it sets the mode too)"
+        )
+    return replace(cfg, network=replace(cfg.network, default_mode=mode, default_allow=allow))
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -84,17 +101,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "network.default_mode",
         "choice",
-        "The egress policy of a box made without one.",
+        "The egress policy of a box made without one (allowlist: set default_allow, which "
+        "sets this too; allow-all and deny-all clear the allowlist).",
         lambda c: c.network.default_mode,
-        lambda c, v: replace(c, network=replace(c.network, default_mode=v)),
+        lambda c, v: _network(c, v, () if v != "allowlist" else c.network.default_allow),
         lambda _: tuple(MODES),
     ),
     Setting(
         "network.default_allow",
         "list",
-        "The default policy's allowlist (with default_mode allowlist): domains, IPs, ranges.",
+        "The default policy's allowlist (domains, IPs, ranges): a list makes the default "
+        "mode allowlist.",
         lambda c: list(c.network.default_allow),
-        lambda c, v: replace(c, network=replace(c.network, default_allow=tuple(v))),
+        lambda c, v: _network(c, "allowlist" if v else c.network.default_mode, tuple(v)),
     ),
     Setting(
         "capacity.memory_overcommit",
@@ -144,8 +163,19 @@ def _type_setting(name: str) -> Setting:
         f"Box type {name}: cpus, memory_mb, disk_mb, pids, description. Running boxes keep "
         "their limits until they restart.",
         lambda c: _type_value(c.types[name]) if name in c.types else None,
-        lambda c, v: replace(c, types={**c.types, name: BoxType(name=name, **v)}),
+        lambda c, v: replace(c, types={**c.types, name: _merged(c, name, v)}),
     )
+
+
+def _merged(cfg: Config, name: str, given: dict[str, Any]) -> BoxType:
+    """A type as given over what it was (a field left out keeps its value); a new type
+    needs cpus, memory_mb and pids."""
+    was = _type_value(cfg.types[name]) if name in cfg.types else {}
+    spec = {**was, **given}
+    missing = {"cpus", "memory_mb", "pids"} - set(spec)
+    if missing:
+        raise InvalidRequest(f"types.{name}: a new type needs {', '.join(sorted(missing))}")
+    return BoxType(name=name, **spec)
 
 
 def _type_value(t: BoxType) -> dict[str, Any]:
@@ -173,7 +203,7 @@ def coerce(s: Setting, value: Any, cfg: Config) -> Any:
         raise InvalidRequest(f"{s.key}: the value is longer than {MAX_VALUE_CHARS} characters")
     try:
         got = _COERCE[s.kind](value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ArithmeticError) as exc:
         raise InvalidRequest(f"{s.key}: {exc}") from None
     allowed = s.choices(cfg)
     if allowed and got not in allowed:
@@ -208,6 +238,8 @@ def _number(value: Any) -> float:
             raise ValueError(f"{value!r} is not a number") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(f"{value!r} is not a number >= 0")
+    if not math.isfinite(value) or value > 1e12:
+        raise ValueError(f"{value!r} is not a number this setting can take")
     return float(value)
 
 
@@ -249,18 +281,17 @@ def _box_type(value: Any) -> dict[str, Any]:
     unknown = set(value) - set(_TYPE_FIELDS)
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
-    missing = {"cpus", "memory_mb", "pids"} - set(value)
-    if missing:
-        raise ValueError(f"missing {', '.join(sorted(missing))}")
     spec: dict[str, Any] = {}
     for key, raw in value.items():
-        spec[key] = _text(raw) if key == "description" else _number(raw)
+        try:
+            spec[key] = _text(raw) if key == "description" else _number(raw)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
         if _TYPE_FIELDS[key] is int:
             spec[key] = int(spec[key])
-    if not 0 < spec["cpus"] <= 1024 or not 16 <= spec["memory_mb"] <= 4 << 20:
-        raise ValueError("cpus must be above 0, memory_mb 16 or more")
-    if spec["pids"] < 16:
-        raise ValueError("pids must be 16 or more")
+    for key, (low, high) in _TYPE_BOUNDS.items():
+        if key in spec and not low <= spec[key] <= high:
+            raise ValueError(f"{key} is {low:g} to {high:g}, not {spec[key]:g}")
     return spec
 
 
@@ -280,13 +311,25 @@ def effective(base: Config, stored: Mapping[str, Any]) -> Config:
     """`base` (the file's) with the stored changes over it, each checked as it would be
     set. A stored value the server can no longer take (a type removed from the file) is
     left out, so the server starts: it shows as not set."""
-    cfg = base
-    for key, value in stored.items():
-        try:
-            cfg = apply(cfg, key, value)
-        except InvalidRequest:
-            continue
+    cfg, left = base, in_order(stored)
+    while left:  # a change may rest on another (a default type that is a type set here)
+        waiting = []
+        for key, value in left:
+            try:
+                cfg = apply(cfg, key, value)
+            except PaddockError:
+                waiting.append((key, value))
+        if len(waiting) == len(left):
+            for key, _ in waiting:
+                log.warning("setting %s is left out: the file no longer allows it", key)
+            break
+        left = waiting
     return cfg
+
+
+def in_order(stored: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Types first: the other settings name them."""
+    return sorted(stored.items(), key=lambda kv: (not kv[0].startswith("types."), kv[0]))
 
 
 def apply(cfg: Config, key: str, value: Any) -> Config:
@@ -300,8 +343,10 @@ def apply(cfg: Config, key: str, value: Any) -> Config:
     return changed
 
 
-def source(s: Setting, base: Config, stored: Mapping[str, Any]) -> Source:
-    if s.key in stored:
+def source(s: Setting, base: Config, stored: Mapping[str, Any], current: Config) -> Source:
+    """Where the value now comes from: a stored change the file no longer allows (left
+    out at start) is not where it comes from."""
+    if s.key in stored and s.read(current) == stored[s.key]:
         return "set"
     return "default" if s.read(base) == s.read(_DEFAULTS) else "file"
 

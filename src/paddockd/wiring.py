@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from fastapi import FastAPI
 
@@ -19,6 +19,7 @@ from . import __version__, config, frontdoor
 from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
+from .domain.network import policy
 from .gateway.ca import Authority
 from .gateway.listeners import CredentialGateway
 from .images.builder import ImageBuilder
@@ -244,15 +245,25 @@ def wire(
     def public_url() -> str:
         return settings.current.public_url or frontdoor.public_url(cfg.port)
 
+    def split_url() -> SplitResult:
+        """The public URL's parts; a URL that cannot be parsed (checked when set, but a
+        front door's file is not) routes nothing rather than failing every request."""
+        try:
+            split = urlsplit(public_url())
+            _ = split.port
+        except ValueError:
+            return urlsplit("")
+        return split
+
     def hostname() -> str | None:
         """The server's own hostname behind HTTPS: previews get PORT-BOX.HOSTNAME."""
-        split = urlsplit(public_url())
+        split = split_url()
         return split.hostname if split.scheme == "https" else None
 
     def routed_host() -> str | None:
         """The host previews answer under as PORT-BOX.HOST: the hostname, or `localhost`
         for a server on loopback (browsers send its subdomains to loopback)."""
-        split = urlsplit(public_url())
+        split = split_url()
         if split.scheme == "https":
             return split.hostname
         return "localhost" if split.hostname in ("127.0.0.1", "localhost", "::1") else None
@@ -260,7 +271,7 @@ def wire(
     def sandbox_domain() -> str | None:
         """E2B's sandbox domain: `get_host(port)` is PORT-ID.DOMAIN (services/e2b/hosts.py)."""
         host = routed_host()
-        port = urlsplit(public_url()).port
+        port = split_url().port
         return f"{host}:{port}" if host and port else host
 
     previews = PreviewService(
@@ -362,7 +373,11 @@ def wire(
         if services.e2b is not None:
             services.e2b.configure(new)
 
+    async def reachable(new: config.Config) -> None:
+        await boxes.reachable(policy(new.network.default_mode, new.network.default_allow))
+
     settings.changed.append(reconfigure)
+    settings.checks.append(reachable)
     settings.types_in_use = lambda: _types_in_use(repo)
     reaper = Reaper(boxes, now, previews)
     reaper.changes = changes

@@ -134,33 +134,75 @@ def test_a_drives_files_come_back_as_they_were_and_nothing_lands_outside(
     (drive / "run").write_text("#!/bin/sh\n")
     (drive / "run").chmod(0o4755)  # setuid: not brought back
     (drive / "up").symlink_to("sub/f.txt")
+    (drive / "python").symlink_to("/usr/bin/python3")  # a venv's: kept as a link
+    (drive / "escape").symlink_to("/etc")  # a box's link to the host: never followed
+    os.mkfifo(drive / "pipe")
     os.link(drive / "sub" / "f.txt", drive / "hard")
+    os.chown(drive / "sub" / "f.txt", 101000, 101000)
     saved = tmp_path / "drive.tar"
     _save_folder(drive, saved)
+    with tarfile.open(saved) as tar:
+        names = tar.getnames()
+    assert not any(n.startswith("./escape/") for n in names)  # /etc was not walked
     back = tmp_path / "back"
     back.mkdir()
     _load_folder(saved, back)
     assert (back / "sub" / "f.txt").read_text() == "kept"
     assert os.readlink(back / "up") == "sub/f.txt"
+    assert os.readlink(back / "python") == "/usr/bin/python3"
+    assert os.readlink(back / "escape") == "/etc"
+    assert (back / "pipe").is_fifo()
     assert (back / "hard").stat().st_ino == (back / "sub" / "f.txt").stat().st_ino
+    assert (back / "sub" / "f.txt").stat().st_uid == 101000  # owners by number
     assert (back / "run").stat().st_mode & 0o7777 == 0o755
-    # A tar that would write through a link to outside the drive is refused.
-    evil = tmp_path / "evil.tar"
+
+
+def _evil(path: Path, entries: list[tarfile.TarInfo]) -> None:
+    with tarfile.open(path, "w") as tar:
+        for info in entries:
+            data = b"pwned" if info.isreg() else None
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+
+def _entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [_entry("out", tarfile.SYMTYPE, "OUTSIDE"), _entry("out/x")],
+        [_entry("../up.txt")],
+        [_entry("/abs.txt")],
+        [_entry("d", tarfile.DIRTYPE), _entry("d/../../up.txt")],
+        [_entry("h", tarfile.LNKTYPE, "../outside/secret")],
+        [_entry("out", tarfile.SYMTYPE, "OUTSIDE"), _entry("h", tarfile.LNKTYPE, "out/secret")],
+        [_entry("dev", tarfile.CHRTYPE)],
+        [_entry("same"), _entry("same", tarfile.SYMTYPE, "OUTSIDE/secret")],
+        [_entry("l", tarfile.SYMTYPE, "OUTSIDE/secret"), _entry("l")],
+    ],
+)
+def test_a_tampered_drive_writes_nothing_outside_the_drive(
+    tmp_path: Path, entries: list[tarfile.TarInfo]
+) -> None:
+    from paddockd.backup import _load_folder
+
     outside = tmp_path / "outside"
     outside.mkdir()
-    with tarfile.open(evil, "w") as tar:
-        link = tarfile.TarInfo("out")
-        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
-        tar.addfile(link)
-        data = b"pwned"
-        f = tarfile.TarInfo("out/x")
-        f.size = len(data)
-        tar.addfile(f, io.BytesIO(data))
-        up = tarfile.TarInfo("../up.txt")
-        up.size = len(data)
-        tar.addfile(up, io.BytesIO(data))
-    victim = tmp_path / "victim"
-    victim.mkdir()
+    (outside / "secret").write_text("host's")
+    for info in entries:
+        info.linkname = info.linkname.replace("OUTSIDE", str(outside))
+    evil = tmp_path / "evil.tar"
+    _evil(evil, entries)
+    victim = tmp_path / "drive" / "inner"
+    victim.mkdir(parents=True)
     with pytest.raises(InvalidRequest, match="refused"):
         _load_folder(evil, victim)
-    assert list(outside.iterdir()) == [] and not (tmp_path / "up.txt").exists()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_text() == "host's"
+    assert (outside / "secret").stat().st_nlink == 1
+    assert not (tmp_path / "up.txt").exists() and not (tmp_path / "drive" / "up.txt").exists()

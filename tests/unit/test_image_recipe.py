@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from paddockd.config import ImageConfig
+from paddockd.images import builder as builder_module
 from paddockd.images.builder import RECIPE_LABEL, ImageBuilder
 from paddockd.runtime.fake import FakeRuntime
 
@@ -22,7 +23,10 @@ async def _build(builder: ImageBuilder) -> None:
         pass
 
 
-async def test_an_image_from_another_recipe_is_pending_until_built_again(tmp_path: Path) -> None:
+async def test_an_image_from_another_recipe_is_pending_until_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(builder_module, "RECIPE_FOR", 0.0)  # read afresh each time
     engine = FakeRuntime()
     engine.images.add("paddock-base:bookworm")
     builder = ImageBuilder(ImageConfig(extra_ca_dir=""), engine, tmp_path / "build")

@@ -25,6 +25,7 @@ LAYERS = ["devtools", "user", "docker", "desktop", "agents", "browser", "ssh"]
 PINS = Path(__file__).with_name("agents.json")
 # The box image's label holding the recipe it was built from (`ImageBuilder.recipe`).
 RECIPE_LABEL = "paddock.recipe"
+RECIPE_FOR = 60.0  # seconds a read recipe is taken as current (status asks often)
 
 
 def agent_build_args(pins: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -83,6 +84,7 @@ class ImageBuilder:
         self._engine = engine
         self._work_dir = work_dir
         self._lock = anyio.Lock()
+        self._recipe: tuple[float, str] | None = None  # (when read, digest)
         # Versions chosen by --upgrade-agents on this server; the packaged pins otherwise.
         self._upgraded_pins = work_dir.parent / "agents.json"
 
@@ -105,12 +107,18 @@ class ImageBuilder:
         return h.hexdigest()[:32]
 
     async def pending(self) -> bool | None:
-        """Whether the box image is older than this Paddock's recipe (None: no image)."""
+        """Whether the box image is older than this Paddock's recipe (None: no image, or
+        a recipe that cannot be read: an unreadable CA file is the build's to report)."""
         labels = await self._engine.image_labels(self._cfg.name)
         if labels is None:
             return None
-        recipe = await anyio.to_thread.run_sync(self.recipe)
-        return labels.get(RECIPE_LABEL) != recipe
+        now = time.monotonic()
+        if self._recipe is None or now - self._recipe[0] > RECIPE_FOR:
+            try:
+                self._recipe = (now, await anyio.to_thread.run_sync(self.recipe))
+            except OSError:
+                return None
+        return labels.get(RECIPE_LABEL) != self._recipe[1]
 
     def pins(self) -> dict[str, dict[str, str]]:
         path = self._upgraded_pins if self._upgraded_pins.exists() else PINS
@@ -145,6 +153,7 @@ class ImageBuilder:
             parent = base
             context = self._context()
             recipe = await anyio.to_thread.run_sync(self.recipe)
+            self._recipe = (time.monotonic(), recipe)
             for i, layer in enumerate(LAYERS):
                 last = i == len(LAYERS) - 1
                 tag = self._cfg.name if last else f"paddock-layer-{layer}:latest"

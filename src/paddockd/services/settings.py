@@ -40,6 +40,8 @@ class SettingsService:
         self.changed: list[Callable[[Config], None]] = []
         # The types boxes have (a type they have cannot be taken away).
         self.types_in_use: Callable[[], Awaitable[set[str]]] | None = None
+        # Checks a change must pass that need the running server (what boxes may reach).
+        self.checks: list[Callable[[Config], Awaitable[None]]] = []
         self._lock = asyncio.Lock()
 
     def list(self) -> list[SettingView]:
@@ -52,6 +54,8 @@ class SettingsService:
         async with self._lock:
             s = settings.setting(key)
             cfg = settings.apply(self.current, s.key, value)
+            for check in self.checks:
+                await check(cfg)
             stored = {**self._stored, s.key: s.read(cfg)}
             await self._repo.put(s.key, stored[s.key])
             log.info("setting %s changed: %r (was %r)", s.key, stored[s.key], s.read(self.current))
@@ -65,7 +69,7 @@ class SettingsService:
             s = settings.setting(key)
             stored = {k: v for k, v in self._stored.items() if k != s.key}
             cfg = self._base
-            for k, v in stored.items():
+            for k, v in settings.in_order(stored):
                 try:
                     cfg = settings.apply(cfg, k, v)
                 except InvalidRequest as exc:
@@ -96,6 +100,6 @@ class SettingsService:
             s.help,
             s.read(self.current),
             s.read(self._base),
-            settings.source(s, self._base, self._stored),
+            settings.source(s, self._base, self._stored, self.current),
             s.choices(self.current),
         )

@@ -54,10 +54,16 @@ async def test_a_changed_default_is_followed_by_new_boxes_and_kept_over_a_restar
         ("capacity.memory_overcommit", 500, "memory_overcommit"),
         ("capacity.memory_reserve_mb", -1, "whole number"),
         ("network.default_mode", "open", "not one of"),
-        ("network.default_allow", "pypi.org", "takes no targets"),
+        ("network.default_mode", "allowlist", "an allowlist needs entries"),
         ("pool.types", {"huge": 1}, "not a configured type"),
-        ("types.xl", {"cpus": 0, "memory_mb": 1024, "pids": 64}, "cpus must be above 0"),
-        ("types.xl", '{"cpus": 2}', "missing memory_mb, pids"),
+        ("types.xl", {"cpus": 0, "memory_mb": 1024, "pids": 64}, "cpus is 0.01 to 1024"),
+        ("types.xl", {"cpus": 1, "memory_mb": 1024, "pids": 1e9}, "pids is 64 to"),
+        ("types.xl", {"cpus": 1, "memory_mb": 1024, "pids": 1e30}, "pids: 1e+30 is not"),
+        ("types.xl", '{"cpus": 1, "memory_mb": 1024, "pids": Infinity}', "pids: inf is not"),
+        ("types.xl", '{"cpus": 2}', "a new type needs memory_mb, pids"),
+        ("capacity.cpu_overcommit", "inf", "not a number this setting can take"),
+        ("server.public_url", "http://[::1", "not a URL"),
+        ("server.public_url", "ftp://example.com", "give http(s)"),
         ("types.xl", {"cpus": 2, "memory_mb": 1024, "pids": 64, "gpu": 1}, "unknown field"),
         ("server.public_url", "x" * 5000, "longer than"),
     ],
@@ -133,3 +139,41 @@ async def test_capacity_changes_apply_to_the_next_admission(tmp_path: Path) -> N
         assert after == pytest.approx(2 * before, abs=2)
     finally:
         wired.db.close()
+
+
+async def test_the_default_policy_changes_as_one_and_reaches_no_closed_range(world: World) -> None:
+    settings = world.services.settings
+    allowed = await settings.set("network.default_allow", "pypi.org,github.com")
+    assert allowed.value == ["pypi.org", "github.com"]
+    assert settings.get("network.default_mode").value == "allowlist"
+    box = await world.boxes.create("listed", None, None, None)
+    assert box.network.mode == "allowlist" and "pypi.org" in box.network.domains
+    with pytest.raises(InvalidRequest, match="cannot be let in"):
+        await settings.set("network.default_allow", "169.254.169.254")
+    closed = await settings.set("network.default_mode", "deny-all")
+    assert closed.value == "deny-all" and settings.get("network.default_allow").value == []
+
+
+async def test_a_changed_type_keeps_what_the_change_leaves_out(world: World) -> None:
+    settings = world.services.settings
+    before = world.boxes.types["small"]
+    await settings.set("types.small", {"cpus": 2})
+    after = world.boxes.types["small"]
+    assert (after.cpus, after.disk_mb, after.description) == (2, before.disk_mb, before.description)
+
+
+async def test_changes_resting_on_others_come_back_after_a_restart_in_any_order(
+    world: World,
+) -> None:
+    settings = world.services.settings
+    await settings.set("types.big", {"cpus": 2, "memory_mb": 2048, "pids": 512})
+    await settings.set("boxes.default_type", "big")
+    await settings.set("types.big", {"cpus": 3})  # written after the default that names it
+    await SettingsRepository(world.db).put("gone.key", 1)  # a key a newer Paddock had
+    again = _wire(world)
+    try:
+        view = again.services.settings.get("boxes.default_type")
+        assert (view.value, view.source) == ("big", "set")
+        assert again.services.boxes.types["big"].cpus == 3
+    finally:
+        again.db.close()

@@ -826,12 +826,17 @@ class _Base:
         return Call(_Request("GET", "/v1/tokens"), _model("TokenList", "tokens"))
 
     @operation
-    def create_token(self, name: str, expires_in: int | None = None) -> Call[NewToken]:
+    def create_token(
+        self, name: str, expires_in: int | None = None, scope: str | None = None
+    ) -> Call[NewToken]:
         """A new API token of yours, valid `expires_in` seconds (None: until revoked);
-        `token` is shown this once."""
+        `token` is shown this once. `scope="metrics"`: one that reads /metrics and nothing
+        else (the server owner's, for a Prometheus scraper)."""
         body: dict[str, Any] = {"name": name}
         if expires_in is not None:
             body["expires_in"] = expires_in
+        if scope is not None:
+            body["scope"] = scope
         return Call(_Request("POST", "/v1/tokens", json=body), _model("NewToken"))
 
     @operation

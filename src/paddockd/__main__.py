@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     tok = sub.add_parser("token", help="API tokens")
     tok.add_argument("action", choices=["create"])
     tok.add_argument("--name", default="cli", help="a label for the token")
+    tok.add_argument(
+        "--metrics", action="store_true", help="one that reads /metrics only (a scraper's)"
+    )
     conf = sub.add_parser(
         "configure",
         help="serve this machine under a hostname with HTTPS (Caddy in front)",
@@ -206,7 +209,8 @@ def _dispatch(args: argparse.Namespace, cfg: config.Config) -> int:
         cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = Database(cfg.db_url)
         db.migrate()
-        print(TokenRepository(db).create_sync(args.name))
+        scope = "metrics" if args.metrics else None
+        print(TokenRepository(db).create_sync(args.name, scope=scope))
     elif args.command == "setup-link":
         return _setup_link(cfg)
     elif args.command == "configure":

@@ -83,3 +83,39 @@ def test_the_metrics_are_the_owners(measured: tuple[Server, str]) -> None:
     routes, methods = {c["route"] for c in calls}, {c["method"] for c in calls}
     assert not any(r.startswith("/no-such") for r in routes) and "other" in routes
     assert not any(m.startswith("NOSUCH") for m in methods)  # "other", if they get through
+
+
+def test_a_metrics_token_reads_the_metrics_and_nothing_else(measured: tuple[Server, str]) -> None:
+    import json
+
+    server, bob = measured
+    made = json.loads(
+        server.cli("token", "create", "prom", "--metrics", "--json", check=True).stdout
+    )
+    assert made["scope"] == "metrics"
+    scraper = made["token"]
+    got = httpx.get(server.url + "/metrics", headers=bearer(scraper), timeout=30)
+    assert got.status_code == 200 and "paddock_boxes" in got.text
+    # Anywhere else it is no token: the API, the E2B API, a change.
+    for method, path, headers in [
+        ("GET", "/v1/boxes", bearer(scraper)),
+        ("GET", "/v1/status", bearer(scraper)),
+        ("POST", "/v1/tokens", bearer(scraper)),
+        ("GET", "/e2b/sandboxes", {"X-API-Key": scraper}),
+    ]:
+        answer = httpx.request(method, server.url + path, headers=headers, json={}, timeout=30)
+        assert answer.status_code == 401, (method, path, answer.text)
+    listed = server.cli("token", "ls", check=True).stdout
+    assert "prom (metrics only)" in listed
+    # A member cannot make one.
+    refused = httpx.post(
+        server.url + "/v1/tokens",
+        headers=bearer(bob),
+        json={"name": "mine", "scope": "metrics"},
+        timeout=30,
+    )
+    assert refused.status_code == 403
+    server.cli("token", "rm", made["id"], check=True)
+    assert (
+        httpx.get(server.url + "/metrics", headers=bearer(scraper), timeout=30).status_code == 401
+    )

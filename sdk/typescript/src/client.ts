@@ -431,9 +431,14 @@ export class Client {
   }
 
   /** A new API token of yours, valid `expiresIn` seconds (omitted: until revoked);
-   * `token` is shown this once. */
-  createToken(name: string, expiresIn?: number): Promise<NewToken> {
-    const json = expiresIn === undefined ? { name } : { name, expires_in: expiresIn };
+   * `token` is shown this once. `scope` "metrics": one that reads /metrics and nothing else
+   * (the server owner's, for a Prometheus scraper). */
+  createToken(name: string, expiresIn?: number, scope?: "metrics"): Promise<NewToken> {
+    const json = {
+      name,
+      ...(expiresIn === undefined ? {} : { expires_in: expiresIn }),
+      ...(scope === undefined ? {} : { scope }),
+    };
     return this.#call({ method: "POST", path: "/v1/tokens", json });
   }
 

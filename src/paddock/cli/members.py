@@ -75,6 +75,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="DURATION",
         help="stop working after this long, e.g. 12h or 30d (default: until revoked)",
     )
+    tc.add_argument(
+        "--metrics",
+        action="store_true",
+        help="one that reads /metrics and nothing else, for a Prometheus scraper (the owner)",
+    )
     add_json(tc)
     tc.set_defaults(run=cmd_token_create)
     trm = token.add_parser("rm", help="revoke a token (at once)")
@@ -180,7 +185,7 @@ def cmd_token_ls(args: argparse.Namespace) -> int:
         ["ID", "NAME", "USER", "CREATED", "LAST USED", "EXPIRES"],
         lambda t: [
             t.id,
-            t.name,
+            t.name + (" (metrics only)" if t.scope == "metrics" else ""),
             t.user or "(server)",
             since(t.created_at),
             since(t.last_used_at) if t.last_used_at else "never",
@@ -196,12 +201,15 @@ def _expiry(at: datetime | None) -> str:
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    made = call(args, lambda c: c.create_token(args.name, args.expires))
+    scope = "metrics" if args.metrics else None
+    made = call(args, lambda c: c.create_token(args.name, args.expires, scope))
     if args.json:
         emit_json(made)
         return 0
     print(made.token)
     lasts = f"expires {until(made.expires_at)}" if made.expires_at else "valid until revoked"
+    if made.scope == "metrics":
+        lasts = f"reads /metrics only, {lasts}"
     note(
         f"token {made.id} ({made.name}), {lasts}: shown this once; "
         f"`paddock token rm {made.id}` revokes it"

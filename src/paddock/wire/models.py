@@ -652,10 +652,13 @@ class DeviceToken:
 
 @dataclass
 class TokenCreate:
-    """`expires_in`: seconds the token stays valid (60 to 10 years); absent: until revoked."""
+    """`expires_in`: seconds the token stays valid (60 to 10 years); absent: until revoked.
+    `scope` "metrics": a token that reads /metrics and nothing else (the owner's, for a
+    Prometheus scraper)."""
 
     name: str
     expires_in: int | None = None
+    scope: Literal["metrics"] | None = None
 
 
 @dataclass
@@ -669,6 +672,7 @@ class TokenInfo:
     last_used_at: datetime | None = None
     user: str | None = None
     expires_at: datetime | None = None
+    scope: Literal["metrics"] | None = None
 
 
 @dataclass
@@ -685,6 +689,7 @@ class NewToken:
     token: str
     created_at: datetime
     expires_at: datetime | None = None
+    scope: Literal["metrics"] | None = None
 
 
 @dataclass

@@ -103,10 +103,11 @@ CSRF_HEADER = "x-csrf-token"
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-async def authenticate(conn: HTTPConnection) -> User:
+async def authenticate(conn: HTTPConnection, scope: str | None = None) -> User:
     """The caller, from an API token (Bearer) or a web session's cookie. A cookie rides
     along with any request a browser makes, so with one a change also needs the session's
-    CSRF token (header X-CSRF-Token) and a WebSocket a same-origin Origin."""
+    CSRF token (header X-CSRF-Token) and a WebSocket a same-origin Origin. `scope`: the
+    one place a scoped token is taken too (/metrics); everywhere else it is refused."""
     header = conn.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     cookie = session_cookie(conn)
@@ -117,7 +118,7 @@ async def authenticate(conn: HTTPConnection) -> User:
             "missing API token: run `paddock login URL` (it asks for the token; "
             "`--token-stdin` reads it from a pipe) or set PADDOCK_TOKEN"
         )
-    user = await services(conn).tokens.verify(token.strip())
+    user = await services(conn).tokens.verify(token.strip(), scope)
     if user is None:
         raise Unauthorized("the API token was not accepted (wrong, or revoked)")
     return user

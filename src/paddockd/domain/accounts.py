@@ -125,3 +125,4 @@ class TokenInfo:
     last_used_at: float | None
     user_id: str | None
     expires_at: float | None = None
+    scope: str | None = None  # "metrics": reads /metrics only

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from ..domain.accounts import NO_LIMITS, Limits, Role, TokenInfo, User
 from ..domain.box import BoxState
-from ..domain.errors import InvalidRequest, NotFound, PaddockError
+from ..domain.errors import Forbidden, InvalidRequest, NotFound, PaddockError
 from ..store.accounts import AccountRepository
-from ..store.tokens import TokenRepository
+from ..store.tokens import SCOPES, TokenRepository
 from .boxes import BoxService
 from .credentials import CredentialService
 from .previews import PreviewService
@@ -59,9 +59,14 @@ class TokenService:
         return await self._tokens.listed(caller.stored_id, everyone=caller.is_owner)
 
     async def create(
-        self, caller: User, name: str, expires_in: int | None = None
+        self, caller: User, name: str, expires_in: int | None = None, scope: str | None = None
     ) -> tuple[str, TokenInfo]:
-        """A new token of the caller's, valid `expires_in` seconds (None: until revoked)."""
+        """A new token of the caller's, valid `expires_in` seconds (None: until revoked);
+        `scope` "metrics": one that reads /metrics and nothing else (the owner's)."""
+        if scope is not None and scope not in SCOPES:
+            raise InvalidRequest(f"a token's scope is {', '.join(SCOPES)} (omit it: the API)")
+        if scope == "metrics" and not caller.is_owner:
+            raise Forbidden("the metrics are the server owner's: so are their tokens")
         name = name.strip()
         if not name or len(name) > MAX_TOKEN_NAME or not name.isprintable():
             raise InvalidRequest(f"a token's name is 1-{MAX_TOKEN_NAME} printable characters")
@@ -73,7 +78,7 @@ class TokenService:
                     f"a token expires in {low} s to {high // 86400} days (omit it: never)"
                 )
             expires_at = time.time() + expires_in
-        token = await self._tokens.create(name, caller.stored_id, expires_at)
+        token = await self._tokens.create(name, caller.stored_id, expires_at, scope)
         mine = await self._tokens.listed(caller.stored_id)
         return token, mine[-1]
 

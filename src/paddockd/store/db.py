@@ -119,6 +119,8 @@ tokens = sa.Table(
     sa.Column("last_used_at", sa.Float),
     sa.Column("user_id", sa.String(32), index=True),  # None: made on the server, the owner's
     sa.Column("expires_at", sa.Float),  # None: until revoked
+    # None: the API as its user; "metrics": GET /metrics only (a scraper's).
+    sa.Column("scope", sa.String(16)),
 )
 
 credentials = sa.Table(
@@ -617,6 +619,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL, updated_at FLOAT NOT NULL)""",
         ],
     ),
+    (32, ["ALTER TABLE tokens ADD COLUMN scope VARCHAR(16)"]),
 ]
 
 

@@ -14,6 +14,7 @@ from ..domain.accounts import SERVER, Role, TokenInfo, User
 from .db import Database, tokens, users
 
 PREFIX = "pdk_"
+SCOPES = ("metrics",)  # a token with one reads only that (None: the API as its user)
 
 
 def _expired(expires_at: float | None) -> bool:
@@ -29,14 +30,18 @@ class TokenRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
         # digest -> (when it was last checked against the database, whose it is, when it
-        # expires). Keeps a write off the hot path of every request; revoking drops the
-        # entry, so a revoke (paddockd is one process) takes effect at once.
-        self._recent: dict[str, tuple[float, User, float | None]] = {}
+        # expires, its scope). Keeps a write off the hot path of every request; revoking
+        # drops the entry, so a revoke (paddockd is one process) takes effect at once.
+        self._recent: dict[str, tuple[float, User, float | None, str | None]] = {}
 
     CACHE_SECONDS = 60.0
 
     def create_sync(
-        self, name: str, user_id: str | None = None, expires_at: float | None = None
+        self,
+        name: str,
+        user_id: str | None = None,
+        expires_at: float | None = None,
+        scope: str | None = None,
     ) -> str:
         """Mint a token (the `paddockd token create` admin command: no user, acts as the
         owner; a device login or `paddock token create`: that user's), valid until
@@ -51,37 +56,45 @@ class TokenRepository:
                     created_at=time.time(),
                     user_id=user_id,
                     expires_at=expires_at,
+                    scope=scope,
                 )
             )
         return token
 
     async def create(
-        self, name: str, user_id: str | None = None, expires_at: float | None = None
+        self,
+        name: str,
+        user_id: str | None = None,
+        expires_at: float | None = None,
+        scope: str | None = None,
     ) -> str:
-        return await anyio.to_thread.run_sync(self.create_sync, name, user_id, expires_at)
+        return await anyio.to_thread.run_sync(self.create_sync, name, user_id, expires_at, scope)
 
-    async def verify(self, token: str) -> User | None:
+    async def verify(self, token: str, scope: str | None = None) -> User | None:
         """Whose the token is, or None if it is not (or no longer) valid. A token with no
-        user acts as the owner; one whose user was removed is not valid."""
+        user acts as the owner; one whose user was removed is not valid. A scoped token
+        (a scraper's) is valid only where its scope is asked for: everywhere else it is
+        no token at all."""
         digest = _hash(token)
         now = time.monotonic()
         cached = self._recent.get(digest)
         if cached is not None and now - cached[0] < self.CACHE_SECONDS:
-            if not _expired(cached[2]):
-                return cached[1]
-            self._recent.pop(digest, None)
-            return None
+            if _expired(cached[2]):
+                self._recent.pop(digest, None)
+                return None
+            return cached[1] if cached[3] in (None, scope) else None
+        found_scope: list[str | None] = [None]
         expiry: list[float | None] = [None]
 
         def work(conn: Connection) -> User | None:
             row = conn.execute(
-                sa.select(tokens.c.id, tokens.c.user_id, tokens.c.expires_at).where(
+                sa.select(tokens.c.id, tokens.c.user_id, tokens.c.expires_at, tokens.c.scope).where(
                     tokens.c.hash == digest
                 )
             ).first()
             if row is None or _expired(row[2]):
                 return None
-            expiry[0] = row[2]
+            expiry[0], found_scope[0] = row[2], row[3]
             user_id = row[1]
             wanted = users.c.id == user_id if user_id else users.c.role == Role.OWNER.value
             found = conn.execute(
@@ -95,11 +108,11 @@ class TokenRepository:
             return User(found[0], found[1], Role(found[2])) if found else SERVER
 
         user = await self._db.run(work)
-        if user is not None:
-            self._recent[digest] = (now, user, expiry[0])
-        else:
+        if user is None:
             self._recent.pop(digest, None)
-        return user
+            return None
+        self._recent[digest] = (now, user, expiry[0], found_scope[0])
+        return user if found_scope[0] in (None, scope) else None
 
     async def listed(self, user_id: str | None, everyone: bool = False) -> list[TokenInfo]:
         """A user's tokens (None: those made on the server), or everyone's."""
@@ -112,6 +125,7 @@ class TokenRepository:
                 tokens.c.last_used_at,
                 tokens.c.user_id,
                 tokens.c.expires_at,
+                tokens.c.scope,
             ).order_by(tokens.c.created_at)
             if not everyone:
                 query = query.where(

@@ -49,3 +49,23 @@ async def test_token_lifetimes_are_checked(repo: TokenRepository) -> None:
     token, info = await svc.create(ada, "ci", 3600)
     assert info.expires_at is not None and 3590 < info.expires_at - time.time() <= 3600
     assert await repo.verify(token) is None  # no such user in this database: refused
+
+
+async def test_a_metrics_token_reads_the_metrics_and_is_no_token_anywhere_else(
+    repo: TokenRepository,
+) -> None:
+    from paddockd.domain.errors import Forbidden
+
+    svc = TokenService(repo)
+    owner, bob = SERVER, User("u1", "bob", Role.MEMBER)
+    with pytest.raises(Forbidden):
+        await svc.create(bob, "scraper", scope="metrics")
+    with pytest.raises(InvalidRequest, match="scope"):
+        await svc.create(owner, "scraper", scope="admin")
+    token, info = await svc.create(owner, "scraper", scope="metrics")
+    assert info.scope == "metrics"
+    for _ in range(2):  # from the database, then from the cache
+        assert await repo.verify(token) is None
+        assert await repo.verify(token, "metrics") is not None
+    full = await repo.create("laptop")
+    assert await repo.verify(full, "metrics") == SERVER  # an owner's token reads them too

@@ -2124,6 +2124,8 @@ export interface components {
             id: string;
             /** Name */
             name: string;
+            /** Scope */
+            scope?: "metrics" | null;
             /** Token */
             token: string;
         };
@@ -2595,12 +2597,16 @@ export interface components {
         /**
          * TokenCreate
          * @description `expires_in`: seconds the token stays valid (60 to 10 years); absent: until revoked.
+         *     `scope` "metrics": a token that reads /metrics and nothing else (the owner's, for a
+         *     Prometheus scraper).
          */
         TokenCreate: {
             /** Expires In */
             expires_in?: number | null;
             /** Name */
             name: string;
+            /** Scope */
+            scope?: "metrics" | null;
         };
         /**
          * TokenInfo
@@ -2621,6 +2627,8 @@ export interface components {
             last_used_at?: string | null;
             /** Name */
             name: string;
+            /** Scope */
+            scope?: "metrics" | null;
             /** User */
             user?: string | null;
         };

@@ -42,6 +42,7 @@ def _token(t: StoredToken, names: dict[str, str]) -> TokenInfo:
         last_used_at=_time(t.last_used_at),
         user=names.get(t.user_id, t.user_id) if t.user_id else None,
         expires_at=_time(t.expires_at),
+        scope="metrics" if t.scope == "metrics" else None,
     )
 
 
@@ -59,7 +60,7 @@ async def list_tokens(svc: Svc, caller: Caller) -> TokenList:
     "/tokens", status_code=201, response_model=NewToken, summary="Make an API token of yours"
 )
 async def create_token(body: TokenCreate, svc: Svc, caller: Caller) -> NewToken:
-    token, info = await svc.user_tokens.create(caller, body.name, body.expires_in)
+    token, info = await svc.user_tokens.create(caller, body.name, body.expires_in, body.scope)
     created = datetime.fromtimestamp(info.created_at, timezone.utc)
     return NewToken(
         id=info.id,
@@ -67,6 +68,7 @@ async def create_token(body: TokenCreate, svc: Svc, caller: Caller) -> NewToken:
         token=token,
         created_at=created,
         expires_at=_time(info.expires_at),
+        scope=body.scope,
     )
 
 

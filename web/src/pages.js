@@ -174,7 +174,7 @@ export function auditPage(main) {
 
 export function tokensPage(main) {
   page(main, "API tokens", async (refresh) => table([
-    { label: "Name", cell: (t) => t.name },
+    { label: "Name", cell: (t) => t.name + (t.scope === "metrics" ? " (metrics only)" : "") },
     ...(isOwner ? [{ label: "User", cell: (t) => t.user || "(server)" }] : []),
     { label: "Created", cell: (t) => when(t.created_at) },
     { label: "Last used", cell: (t) => when(t.last_used_at) },
@@ -187,10 +187,11 @@ export function tokensPage(main) {
     const v = await dialog("New API token", [
       field("Name", h("input", { name: "name", required: true, autocomplete: "off" })),
       field("Expires", h("select", { name: "expires_in" }, [["", "never"], ["86400", "in a day"], ["2592000", "in 30 days"], ["31536000", "in a year"]].map(([x, l]) => h("option", { value: x }, l)))),
+      ...(isOwner ? [field("Reads /metrics only", h("input", { name: "metrics", type: "checkbox" }), "For a Prometheus scraper: anywhere else it is no token.")] : []),
     ], { submit: "Create" });
     if (!v) return;
     try {
-      const t = await post("/tokens", { name: v.name, expires_in: v.expires_in ? Number(v.expires_in) : null });
+      const t = await post("/tokens", { name: v.name, expires_in: v.expires_in ? Number(v.expires_in) : null, ...(v.metrics ? { scope: "metrics" } : {}) });
       await dialog("Your new token", [h("input.secret", { readonly: true, value: t.token, "aria-label": "Token", on: { focus: (e) => e.target.select() } })],
         { submit: "Done", note: "Copy it now: it is not shown again.", cancel: false });
     } catch (err) { toast(err.message, "err"); }

@@ -85,14 +85,11 @@ def _folder(
     st: os.stat_result,
     seen: dict[tuple[int, int], str],
 ) -> int:
-    try:
-        fd = os.open(name, _DIR, dir_fd=parent)
-    except OSError:
+    fd = _open_listed(parent, name, _DIR, st)
+    if fd is None:
         return 0  # swapped for a link, or gone: not followed
     try:
         opened = os.fstat(fd)
-        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
-            return 0
         info = _info(path, opened)
         info.type = tarfile.DIRTYPE
         tar.addfile(info)
@@ -115,16 +112,11 @@ def _file(
         info.type, info.linkname = tarfile.LNKTYPE, seen[key]
         tar.addfile(info)
         return 1
-    try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent
-        )
-    except OSError:
-        return 0
+    fd = _open_listed(parent, name, _FILE, st)
+    if fd is None:
+        return 0  # swapped meanwhile: not the file listed
     try:
         opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != key:
-            return 0  # swapped meanwhile: not the file listed
         info = _info(path, opened)
         info.size = opened.st_size
         with os.fdopen(os.dup(fd), "rb") as f:
@@ -134,6 +126,21 @@ def _file(
         return 1
     finally:
         os.close(fd)
+
+
+def _open_listed(parent: int, name: str, flags: int, st: os.stat_result) -> int | None:
+    """`name` opened beneath `parent`, if it is still the very entry listed (same kind,
+    same inode): a link or anything else swapped in is not opened, or is closed."""
+    try:
+        fd = os.open(name, flags, dir_fd=parent)
+    except OSError:
+        return None
+    opened = os.fstat(fd)
+    listed = (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino)
+    if (stat.S_IFMT(opened.st_mode), opened.st_dev, opened.st_ino) != listed:
+        os.close(fd)
+        return None
+    return fd
 
 
 class _Exactly:

@@ -46,6 +46,13 @@ Res = TypeVar("Res")
 Ctx = RequestContext[object, object]
 
 
+async def _answered(answer: Awaitable[Res]) -> Res:
+    try:
+        return await answer
+    except e.PaddockError as exc:
+        raise connect_error(exc) from None
+
+
 class PaddockErrors:
     """A Connect interceptor for every envd call: Paddock's errors, raised anywhere in a
     handler (or in a stream it is answering), leave as Connect's with their codes."""
@@ -53,10 +60,7 @@ class PaddockErrors:
     async def intercept_unary(
         self, call_next: Callable[[Req, Ctx], Awaitable[Res]], request: Req, ctx: Ctx, /
     ) -> Res:
-        try:
-            return await call_next(request, ctx)
-        except e.PaddockError as exc:
-            raise connect_error(exc) from None
+        return await _answered(call_next(request, ctx))
 
     async def intercept_client_stream(
         self,
@@ -65,10 +69,7 @@ class PaddockErrors:
         ctx: Ctx,
         /,
     ) -> Res:
-        try:
-            return await call_next(request, ctx)
-        except e.PaddockError as exc:
-            raise connect_error(exc) from None
+        return await _answered(call_next(request, ctx))
 
     async def intercept_server_stream(
         self, call_next: Callable[[Req, Ctx], AsyncIterator[Res]], request: Req, ctx: Ctx, /

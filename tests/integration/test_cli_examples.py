@@ -126,5 +126,10 @@ def test_example_runs(
             for box in c.list_boxes():
                 if box.id not in before:  # `paddock new` examples
                     c.delete_box(box.id, force=True)
+            # `settings` examples change the server every later test shares: undone at
+            # once, types last (a default type may name one).
+            changed = [s.key for s in c.settings() if s.source == "set"]
+            for key in sorted(changed, key=lambda k: k.startswith("types.")):
+                c.reset_setting(key)
     assert done.returncode == 0, f"`paddock {command} --help` shows: {line}\n{done.stderr}"
     assert "Traceback" not in done.stderr

@@ -32,6 +32,7 @@ PUBLIC = {"/v1/health", "/v1/device/code", "/v1/device/token"}
 # Checked by other tests here: tokens (404 across users), members' administration (403).
 NAMED_ELSEWHERE = {
     "/v1/tokens/{token_id}",
+    "/v1/settings/{name}",  # the owner's: 403 to a member (test_every_server_wide_route...)
     "/v1/members/{username}",
     "/v1/members/{username}/limits",
 }
@@ -298,7 +299,7 @@ def test_every_server_wide_route_is_the_owners(two_users: tuple[Server, str]) ->
     assert ("POST", "/v1/images/build") in owner_only  # a member once rebuilt it for all
     with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
         for method, template in sorted(owner_only):
-            params = {"username": "bob", "token_id": "x"}
+            params = {"username": "bob", "token_id": "x", "name": "boxes.default_ttl"}
             for sent, path, kwargs in requests_of(template, params):
                 if sent != method:
                     continue

@@ -7,7 +7,7 @@ import json
 
 from ..wire.models import Setting
 from ._common import add_json, call, examples, nested
-from ._output import listing, reply
+from ._output import binary_size, listing, reply
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,6 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _shown(value: object) -> str:
+    if value is None:  # a type that is gone
+        return "(none)"
+    if isinstance(value, dict) and "memory_mb" in value:  # a box type
+        disk = value.get("disk_mb") or 0
+        return (
+            f"{value.get('cpus', 0):g} CPU, {binary_size(value['memory_mb'] << 20)}, "
+            f"disk {binary_size(disk << 20) if disk else 'unlimited'}, {value.get('pids')} pids"
+        )
     if isinstance(value, str):
         return value or '""'
     if isinstance(value, dict):

@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -46,7 +47,7 @@ import sqlalchemy as sa
 
 from . import __version__, drive_archive
 from .config import Config
-from .domain.errors import InvalidRequest
+from .domain.errors import InvalidRequest, PaddockError
 from .domain.snapshot import validate_drive_name
 from .runtime import diskfile
 from .runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER
@@ -129,11 +130,27 @@ def backup(
             for volume in await wired.runtime.volumes({LABEL_INSTANCE: cfg.instance}):
                 if LABEL_DRIVE not in volume.labels:
                     continue
-                say(f"drive {volume.labels[LABEL_DRIVE]} ({volume.name})")
-                folder = Path(await wired.runtime.volume_folder(volume))
+                name = volume.labels[LABEL_DRIVE]
+                say(f"drive {name} ({volume.name})")
                 target = work / "drives" / f"{volume.name}.tar"
                 target.parent.mkdir(parents=True, exist_ok=True)
-                await asyncio.to_thread(_save_folder, folder, target)
+                try:
+                    folder = Path(await wired.runtime.volume_folder(volume))
+                    # What a copy may take: what the drive holds (its size, or what its
+                    # files use now) and room for writes meanwhile. Sparse files that
+                    # claim more are a box's way to fill this disk, not data.
+                    capacity = _capacity_mb(volume.labels.get(LABEL_CAPACITY))
+                    held = (
+                        (capacity << 20) if capacity else await wired.runtime.volume_usage(volume)
+                    )
+                    await asyncio.to_thread(_save_folder, folder, target, held + (64 << 20))
+                except (drive_archive.TooBig, OSError, PaddockError) as exc:
+                    # One drive's trouble (a box's doing, or a drive removed meanwhile)
+                    # leaves that drive out, not the whole backup.
+                    target.unlink(missing_ok=True)
+                    why = exc.message if isinstance(exc, PaddockError) else str(exc)
+                    say(f"drive {name} ({volume.name}) is LEFT OUT of this backup: {why}")
+                    continue
                 labels = {k: v for k, v in volume.labels.items() if k != LABEL_INSTANCE}
                 saved.append(({"volume": volume.name, "labels": labels}, target))
             return saved
@@ -459,7 +476,7 @@ def _drive_entry(drive: object) -> bool:
     except InvalidRequest:
         return False
     capacity = labels.get(LABEL_CAPACITY)
-    if capacity is not None and not capacity.isdigit():
+    if capacity is not None and _capacity_mb(capacity) is None:
         return False
     return bool(
         (holder is None or _plain(holder))
@@ -472,18 +489,25 @@ async def _load_drive(
     runtime: Any, instance: str, drive: dict[str, Any], work: Path, made: list[str]
 ) -> None:
     labels = {**drive["labels"], LABEL_INSTANCE: instance}
-    capacity = labels.get(LABEL_CAPACITY)
+    capacity = _capacity_mb(labels.get(LABEL_CAPACITY))
     volume = await runtime.create_volume(
-        drive["volume"], labels, int(capacity) << 20 if capacity else None
+        drive["volume"], labels, capacity << 20 if capacity else None
     )
     made.append(volume.name)
     folder = Path(await runtime.volume_folder(volume))
     await asyncio.to_thread(_load_folder, work / "drives" / f"{volume.name}.tar", folder)
 
 
-def _save_folder(folder: Path, target: Path) -> None:
+def _capacity_mb(label: str | None) -> int | None:
+    """A sized drive's size label (MiB), as drives.py writes it; None for none or junk."""
+    if label is None or not re.fullmatch(r"[0-9]{1,9}", label):
+        return None
+    return int(label) or None
+
+
+def _save_folder(folder: Path, target: Path, budget: int) -> None:
     with target.open("wb") as out:
-        drive_archive.write(str(folder), out)
+        drive_archive.write(str(folder), out, budget)
 
 
 def _load_folder(source: Path, folder: Path) -> None:

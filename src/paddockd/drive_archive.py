@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from typing import IO
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# Non-blocking: a FIFO swapped in for the file listed opens at once (and is then skipped).
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# A file checked through an O_PATH descriptor is opened again through /proc/self/fd (a
+# link there, by design): non-blocking and no controlling terminal, whatever it is.
+_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CHUNK = 1 << 20
 _KEPT_BITS = 0o1777  # no setuid, no setgid
 
@@ -31,15 +32,117 @@ class Refused(ValueError):
 
 
 # -- writing -------------------------------------------------------------------------------
-def write(folder: str, out: IO[bytes]) -> int:
-    """The folder's files into a tar stream; how many entries it holds."""
-    root = os.open(folder, _DIR)
-    try:
-        with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-            tar.addfile(_info(".", os.fstat(root)))
-            return 1 + _walk(tar, root, ".", {})
-    finally:
-        os.close(root)
+MAX_DEPTH = 128  # folders deeper than this are left out (a box can nest them forever)
+
+
+class TooBig(ValueError):
+    """The drive's files came to more bytes than it may hold (sparse files, or files
+    growing while they were read): it is left out rather than fill the host's disk."""
+
+
+def write(folder: str, out: IO[bytes], budget: int) -> int:
+    """The folder's files into a tar stream, at most `budget` bytes of file contents;
+    how many entries it holds."""
+    return _Writer(out, budget).run(folder)
+
+
+class _Writer:
+    def __init__(self, out: IO[bytes], budget: int) -> None:
+        self._out = out
+        self._left = budget
+        self._seen: dict[tuple[int, int], str] = {}  # hard-linked files: first path
+        self.count = 0
+
+    def run(self, folder: str) -> int:
+        root = os.open(folder, _DIR)
+        # The folders being walked, one level each: (descriptor, its entries, path). At
+        # most MAX_DEPTH + 1 are open at once, whatever a box made.
+        levels: list[tuple[int, Iterator[os.DirEntry[str]], str]] = []
+        try:
+            with tarfile.open(fileobj=self._out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                self._add(tar, _info(".", os.fstat(root)))
+                levels.append((root, os.scandir(root), "."))
+                while levels:
+                    fd, entries, prefix = levels[-1]
+                    entry = next(entries, None)
+                    if entry is None:
+                        levels.pop()
+                        os.close(fd)
+                        continue
+                    below = self._entry(tar, fd, entry.name, f"{prefix}/{entry.name}")
+                    if below is not None and len(levels) <= MAX_DEPTH:
+                        levels.append((below, os.scandir(below), f"{prefix}/{entry.name}"))
+                    elif below is not None:
+                        os.close(below)
+        finally:
+            for fd, _, _ in levels:
+                os.close(fd)
+        return self.count
+
+    def _add(
+        self, tar: tarfile.TarFile, info: tarfile.TarInfo, data: _Exactly | None = None
+    ) -> None:
+        tar.addfile(info, data)
+        _forget_headers(tar)
+        self.count += 1
+
+    def _entry(self, tar: tarfile.TarFile, folder: int, name: str, path: str) -> int | None:
+        """One entry into the tar; a folder's descriptor when it is one to walk."""
+        try:
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except OSError:
+            return None  # gone meanwhile
+        if stat.S_ISDIR(st.st_mode):
+            fd = _open_listed(folder, name, _DIR, st)
+            if fd is not None:  # else swapped for a link, or gone: not followed
+                info = _info(path, os.fstat(fd))
+                info.type = tarfile.DIRTYPE
+                self._add(tar, info)
+            return fd
+        if stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                info = _info(path, st)
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=folder)
+                self._add(tar, info)
+        elif stat.S_ISREG(st.st_mode):
+            self._file(tar, folder, name, path, st)
+        elif stat.S_ISFIFO(st.st_mode):
+            info = _info(path, st)
+            info.type = tarfile.FIFOTYPE
+            self._add(tar, info)
+        return None
+
+    def _file(
+        self, tar: tarfile.TarFile, parent: int, name: str, path: str, st: os.stat_result
+    ) -> None:
+        key = (st.st_dev, st.st_ino)
+        if st.st_nlink > 1 and key in self._seen:
+            info = _info(path, st)
+            info.type, info.linkname = tarfile.LNKTYPE, self._seen[key]
+            self._add(tar, info)
+            return
+        fd = _open_file(parent, name, st)
+        if fd is None:
+            return  # swapped meanwhile: not the file listed
+        try:
+            opened = os.fstat(fd)
+            if opened.st_size > self._left:
+                raise TooBig(f"{path} would take the drive's copy past what the drive holds")
+            self._left -= opened.st_size
+            info = _info(path, opened)
+            info.size = opened.st_size
+            with os.fdopen(os.dup(fd), "rb") as f:
+                self._add(tar, info, _Exactly(f, opened.st_size))
+            if st.st_nlink > 1:
+                self._seen[key] = path
+        finally:
+            os.close(fd)
+
+
+def _forget_headers(tar: tarfile.TarFile) -> None:
+    """A TarFile keeps every header it wrote or read, a stream's too: dropped as it goes,
+    memory stays flat whatever the number of files."""
+    tar.members.clear()  # type: ignore[attr-defined]
 
 
 def _info(path: str, st: os.stat_result) -> tarfile.TarInfo:
@@ -51,83 +154,6 @@ def _info(path: str, st: os.stat_result) -> tarfile.TarInfo:
     return info
 
 
-def _walk(tar: tarfile.TarFile, folder: int, prefix: str, seen: dict[tuple[int, int], str]) -> int:
-    count = 0
-    for name in sorted(os.listdir(folder)):
-        path = f"{prefix}/{name}"
-        try:
-            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except OSError:
-            continue  # gone meanwhile
-        if stat.S_ISDIR(st.st_mode):
-            count += _folder(tar, folder, name, path, st, seen)
-        elif stat.S_ISLNK(st.st_mode):
-            with contextlib.suppress(OSError):
-                info = _info(path, st)
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=folder)
-                tar.addfile(info)
-                count += 1
-        elif stat.S_ISREG(st.st_mode):
-            count += _file(tar, folder, name, path, st, seen)
-        elif stat.S_ISFIFO(st.st_mode):
-            info = _info(path, st)
-            info.type = tarfile.FIFOTYPE
-            tar.addfile(info)
-            count += 1
-    return count
-
-
-def _folder(
-    tar: tarfile.TarFile,
-    parent: int,
-    name: str,
-    path: str,
-    st: os.stat_result,
-    seen: dict[tuple[int, int], str],
-) -> int:
-    fd = _open_listed(parent, name, _DIR, st)
-    if fd is None:
-        return 0  # swapped for a link, or gone: not followed
-    try:
-        opened = os.fstat(fd)
-        info = _info(path, opened)
-        info.type = tarfile.DIRTYPE
-        tar.addfile(info)
-        return 1 + _walk(tar, fd, path, seen)
-    finally:
-        os.close(fd)
-
-
-def _file(
-    tar: tarfile.TarFile,
-    parent: int,
-    name: str,
-    path: str,
-    st: os.stat_result,
-    seen: dict[tuple[int, int], str],
-) -> int:
-    key = (st.st_dev, st.st_ino)
-    if st.st_nlink > 1 and key in seen:
-        info = _info(path, st)
-        info.type, info.linkname = tarfile.LNKTYPE, seen[key]
-        tar.addfile(info)
-        return 1
-    fd = _open_listed(parent, name, _FILE, st)
-    if fd is None:
-        return 0  # swapped meanwhile: not the file listed
-    try:
-        opened = os.fstat(fd)
-        info = _info(path, opened)
-        info.size = opened.st_size
-        with os.fdopen(os.dup(fd), "rb") as f:
-            tar.addfile(info, _Exactly(f, opened.st_size))
-        if st.st_nlink > 1:
-            seen[key] = path
-        return 1
-    finally:
-        os.close(fd)
-
-
 def _open_listed(parent: int, name: str, flags: int, st: os.stat_result) -> int | None:
     """`name` opened beneath `parent`, if it is still the very entry listed (same kind,
     same inode): a link or anything else swapped in is not opened, or is closed."""
@@ -135,12 +161,41 @@ def _open_listed(parent: int, name: str, flags: int, st: os.stat_result) -> int 
         fd = os.open(name, flags, dir_fd=parent)
     except OSError:
         return None
-    opened = os.fstat(fd)
-    listed = (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino)
-    if (stat.S_IFMT(opened.st_mode), opened.st_dev, opened.st_ino) != listed:
+    if not _same(os.fstat(fd), st):
         os.close(fd)
         return None
     return fd
+
+
+def _open_file(parent: int, name: str, st: os.stat_result) -> int | None:
+    """A regular file for reading: first only named (O_PATH: nothing of a device a box
+    swapped in runs, no driver's open), checked, then opened through that name."""
+    try:
+        where = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        checked = os.fstat(where)
+        if not stat.S_ISREG(checked.st_mode) or not _same(checked, st):
+            return None
+        try:
+            fd = os.open(f"/proc/self/fd/{where}", _FILE)
+        except OSError:
+            return None
+        if not _same(os.fstat(fd), st):
+            os.close(fd)
+            return None
+        return fd
+    finally:
+        os.close(where)
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (stat.S_IFMT(a.st_mode), a.st_dev, a.st_ino) == (
+        stat.S_IFMT(b.st_mode),
+        b.st_dev,
+        b.st_ino,
+    )
 
 
 class _Exactly:
@@ -172,8 +227,11 @@ def read(source: IO[bytes], folder: str) -> int:
                     continue
                 with _beneath(root, parts[:-1]) as parent:
                     _make(tar, member, parent, parts[-1], root)
+                _forget_headers(tar)
                 count += 1
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, ValueError) as exc:
+        if isinstance(exc, Refused):
+            raise
         raise Refused(f"not a tar of a drive: {exc}") from None
     finally:
         os.close(root)

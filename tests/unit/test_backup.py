@@ -140,7 +140,7 @@ def test_a_drives_files_come_back_as_they_were_and_nothing_lands_outside(
     os.link(drive / "sub" / "f.txt", drive / "hard")
     os.chown(drive / "sub" / "f.txt", 101000, 101000)
     saved = tmp_path / "drive.tar"
-    _save_folder(drive, saved)
+    _save_folder(drive, saved, 1 << 20)
     with tarfile.open(saved) as tar:
         names = tar.getnames()
     assert not any(n.startswith("./escape/") for n in names)  # /etc was not walked
@@ -206,3 +206,22 @@ def test_a_tampered_drive_writes_nothing_outside_the_drive(
     assert (outside / "secret").read_text() == "host's"
     assert (outside / "secret").stat().st_nlink == 1
     assert not (tmp_path / "up.txt").exists() and not (tmp_path / "drive" / "up.txt").exists()
+
+
+def test_a_drive_a_box_made_hostile_costs_a_bounded_copy(tmp_path: Path) -> None:
+    """Sparse files claiming terabytes stop the drive's copy at its budget; folders
+    nested past any depth are cut off; neither fails or hangs."""
+    from paddockd import drive_archive
+
+    drive = tmp_path / "drive"
+    deep = drive.joinpath(*["d"] * (drive_archive.MAX_DEPTH + 50))
+    deep.mkdir(parents=True)
+    (deep / "bottom.txt").write_text("x")
+    with (tmp_path / "deep.tar").open("wb") as out:
+        count = drive_archive.write(str(drive), out, 1 << 20)
+    assert drive_archive.MAX_DEPTH <= count <= drive_archive.MAX_DEPTH + 2
+    with open(drive / "sparse", "wb") as f:
+        f.truncate(1 << 40)  # a terabyte of nothing
+    with pytest.raises(drive_archive.TooBig), (tmp_path / "sparse.tar").open("wb") as out:
+        drive_archive.write(str(drive), out, 64 << 20)
+    assert (tmp_path / "sparse.tar").stat().st_size < 1 << 20

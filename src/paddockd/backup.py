@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import socket
 import sqlite3
 import subprocess
@@ -52,7 +51,7 @@ from .domain.snapshot import validate_drive_name
 from .runtime import diskfile
 from .runtime.base import LABEL_DRIVE, LABEL_INSTANCE, LABEL_OWNER
 from .services import box_archive
-from .services.drives import LABEL_CAPACITY
+from .services.drives import LABEL_CAPACITY, capacity_mb
 from .services.reconciler import drive_volume
 from .store.db import MIGRATIONS, Database, boxes, snapshots
 
@@ -139,7 +138,7 @@ def backup(
                     # What a copy may take: what the drive holds (its size, or what its
                     # files use now) and room for writes meanwhile. Sparse files that
                     # claim more are a box's way to fill this disk, not data.
-                    capacity = _capacity_mb(volume.labels.get(LABEL_CAPACITY))
+                    capacity = capacity_mb(volume.labels)
                     held = (
                         (capacity << 20) if capacity else await wired.runtime.volume_usage(volume)
                     )
@@ -475,8 +474,7 @@ def _drive_entry(drive: object) -> bool:
         validate_drive_name(str(name))
     except InvalidRequest:
         return False
-    capacity = labels.get(LABEL_CAPACITY)
-    if capacity is not None and _capacity_mb(capacity) is None:
+    if LABEL_CAPACITY in labels and capacity_mb(labels) is None:
         return False
     return bool(
         (holder is None or _plain(holder))
@@ -489,20 +487,13 @@ async def _load_drive(
     runtime: Any, instance: str, drive: dict[str, Any], work: Path, made: list[str]
 ) -> None:
     labels = {**drive["labels"], LABEL_INSTANCE: instance}
-    capacity = _capacity_mb(labels.get(LABEL_CAPACITY))
+    capacity = capacity_mb(labels)
     volume = await runtime.create_volume(
         drive["volume"], labels, capacity << 20 if capacity else None
     )
     made.append(volume.name)
     folder = Path(await runtime.volume_folder(volume))
     await asyncio.to_thread(_load_folder, work / "drives" / f"{volume.name}.tar", folder)
-
-
-def _capacity_mb(label: str | None) -> int | None:
-    """A sized drive's size label (MiB), as drives.py writes it; None for none or junk."""
-    if label is None or not re.fullmatch(r"[0-9]{1,9}", label):
-        return None
-    return int(label) or None
 
 
 def _save_folder(folder: Path, target: Path, budget: int) -> None:

@@ -8,6 +8,7 @@ like one that does not exist. The owner sees everyone's and names a member's by 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .. import faults
@@ -37,9 +38,11 @@ class DriveUsage:
     capacity_mb: int | None = None
 
 
-def _capacity(volume: VolumeInfo) -> int | None:
-    text = volume.labels.get(LABEL_CAPACITY, "")
-    return int(text) if text.isdigit() else None
+def capacity_mb(labels: dict[str, str]) -> int | None:
+    """A sized drive's size (MiB) from its volume's labels; None for none (or a label that
+    is not the plain number this module writes: backups bring labels back)."""
+    text = labels.get(LABEL_CAPACITY, "")
+    return int(text) or None if re.fullmatch(r"[0-9]{1,9}", text) else None
 
 
 def _volume_holder(volume: VolumeInfo) -> str | None:
@@ -131,7 +134,7 @@ class DriveService:
             if name and sees(caller, holder):
                 size = await self._rt.volume_usage(volume)
                 users = _users(name, holder, boxes, holders)
-                result.append(DriveUsage(name, size, users, holder, _capacity(volume)))
+                result.append(DriveUsage(name, size, users, holder, capacity_mb(volume.labels)))
         return sorted(result, key=lambda d: (d.name, d.holder or ""))
 
     async def remove(self, name: str, caller: User | None = None, owner: str | None = None) -> None:

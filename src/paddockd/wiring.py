@@ -42,6 +42,7 @@ from .services.devices import DeviceService
 from .services.drives import DriveService
 from .services.e2b.envd_tokens import EnvdTokens
 from .services.e2b.hosts import SandboxHosts
+from .services.e2b.secrets import E2BSecrets
 from .services.e2b.service import E2BService
 from .services.e2b.snapshots import SandboxSnapshots
 from .services.e2b.templates import E2BTemplates
@@ -81,6 +82,7 @@ from .store.db import (
     sandboxes,
 )
 from .store.devices import DeviceRepository
+from .store.e2b_secrets import E2BSecretRepository
 from .store.previews import PreviewRepository
 from .store.runs import RunRepository
 from .store.sandboxes import SandboxRepository
@@ -216,6 +218,8 @@ def wire(
     )
     sealer = Sealer(cfg.data_dir / "credentials.key")
     keys, secret_repo = CredentialRepository(db, sealer), SecretRepository(db, sealer)
+    sandbox_repo = SandboxRepository(db)
+    e2b_secrets = E2BSecrets(E2BSecretRepository(db, sealer), sandbox_repo)
     credentials = CredentialService(keys, boxes, accounts, secret_repo, f"http://{gateway}")
     grants = GatewayService(
         network,
@@ -225,13 +229,14 @@ def wire(
         secret_repo,
         open_ranges=cfg.network.open_ranges,
         bridges=(cfg.box_bridge[1], cfg.engine.build_cidr),
+        headers=e2b_secrets,
     )
     bound.append(grants.binds)
     credentials.changed.append(grants.forget_keys)
     authority = Authority(cfg.data_dir / "gateway")
     environment = BoxEnvironment(credentials, grants, secret_repo, runtime, authority.pem)
     boxes.environment = environment
-    secrets = SecretService(secret_repo, boxes, accounts, grants, environment)
+    secrets = SecretService(secret_repo, boxes, accounts, grants, environment, e2b_secrets)
     runs = RunService(
         boxes,
         credentials,
@@ -297,7 +302,6 @@ def wire(
     box_events = BoxEvents(boxes, webhooks.publish)
     repo.watcher = box_events
     runs.finished = box_events.run_finished
-    sandbox_repo = SandboxRepository(db)
     history = UsageHistory(boxes, runtime, now, sandbox_repo.ids)
     envd_tokens = EnvdTokens(load_key(cfg.data_dir / "envd.key"))
     snapshots = SnapshotService(repo, runtime, reconciler, boxes, limit=cfg.snapshot_limit)
@@ -360,6 +364,8 @@ def wire(
             sandbox_domain,
             history,
             drives,
+            e2b_secrets,
+            environment.rules_changed,
         ),
     )
     previews.hosts = SandboxHosts(sandbox_repo, boxes, envd_tokens)

@@ -18,12 +18,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ..dnsstub import DnsStub
+from ..harness import e2b_python_env
 from ..netlab import ALLOWED, OTHER, TestInternet
 from ..testca import TestCA
 from .conftest import Server
+from .test_members import create_owner, member_token
 
 KEY = f"sk-ant-real-{uuid.uuid4().hex}"
 VALUE = f"ghp_real{uuid.uuid4().hex}"
@@ -279,3 +282,81 @@ def test_a_secret_is_swapped_for_its_hosts_only(
     )
     after = [r for r in lab.echoed() if r["path"] == "/after"]
     assert all(VALUE not in json.dumps(r) for r in after)
+
+
+def test_e2b_network_rules_set_a_secrets_header_for_their_host_only(gw: Server, lab: Lab) -> None:
+    """E2B's Secrets API and `network.rules`: the sandbox asks that requests to a host
+    carry a header naming a secret; the gateway sets it with the secret's current value,
+    which never enters the box, and no other host (or another user) gets it."""
+    e2b = pytest.importorskip("e2b")
+    first, second = f"e2b-first-{uuid.uuid4().hex}", f"e2b-second-{uuid.uuid4().hex}"
+    name = f"gh-{uuid.uuid4().hex[:6]}"
+    with e2b_python_env(gw):
+        made = e2b.Secret.create(name, first, metadata={"team": "a"})
+        assert (made.name, made.version, made.metadata) == (name, 1, {"team": "a"})
+        assert e2b.Secret.exists(name) and e2b.Secret.get_info(made.secret_id).name == name
+        rules = {
+            "allowed.test": [
+                {"transform": {"headers": {"Authorization": f"Bearer {e2b.Secret.fill(name)}"}}}
+            ]
+        }
+        sbx = e2b.Sandbox.create(
+            network={
+                "allow_out": ["allowed.test", "other.test"],
+                "deny_out": ["0.0.0.0/0"],
+                "rules": rules,
+            }
+        )
+        try:
+            assert sbx.get_info().network["rules"]["allowed.test"]  # type: ignore[index]
+            before = len(lab.echoed())
+            echoed = sbx.commands.run(
+                "curl -sS https://allowed.test/e2b-rule -H 'Authorization: Bearer forged'"
+            ).stdout
+            assert first not in echoed and "*" * len(first) in echoed
+            sbx.commands.run("curl -skS https://other.test/e2b-other >/dev/null")
+            e2b.Secret.update(name, second)
+            assert e2b.Secret.get_info(name).version == 2
+            sbx.commands.run("curl -sS https://allowed.test/e2b-updated >/dev/null")
+            seen = {str(r["path"]): r["headers"] for r in lab.echoed()[before:]}
+            assert seen["/e2b-rule"]["authorization"] == f"Bearer {first}"  # type: ignore[index]
+            assert "authorization" not in seen["/e2b-other"]  # type: ignore[operator]
+            assert seen["/e2b-updated"]["authorization"] == f"Bearer {second}"  # type: ignore[index]
+            inside = sbx.commands.run(
+                "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; env", user="root"
+            ).stdout
+            assert first not in inside and second not in inside
+            uses = json.loads(gw.cli("secret", "log", "--json", check=True).stdout)
+            assert {u["host"] for u in uses if u["name"] == f"e2b:{name}"} == {"allowed.test"}
+            # A value is never given back, whatever is asked.
+            listed = e2b.Secret.list().next_items()
+            assert name in [s.name for s in listed]
+            assert second not in httpx_get(gw, "/e2b/secrets") + httpx_get(
+                gw, f"/e2b/secrets/{name}"
+            )
+            # A secret destroyed: the request is refused, never sent without it.
+            assert e2b.Secret.destroy(name) and not e2b.Secret.exists(name)
+            code = sbx.commands.run(
+                "curl -s -o /dev/null -w '%{http_code}' https://allowed.test/e2b-gone"
+            ).stdout
+            assert code == "403"
+            # update_network without rules: the host is the box's own again.
+            e2b.Secret.create(name, first)
+            sbx.update_network({"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"]})
+            sbx.commands.run("curl -skS https://allowed.test/e2b-none >/dev/null")
+        finally:
+            sbx.kill()
+        seen = {str(r["path"]): r["headers"] for r in lab.echoed()[before:]}
+        assert "/e2b-gone" not in seen
+        assert "authorization" not in seen["/e2b-none"]  # type: ignore[operator]
+        # Another user can neither see the secret nor name it in a rule.
+        create_owner(gw)
+        token = member_token(gw, f"e2bsec{uuid.uuid4().hex[:4]}")
+        assert name not in [s.name for s in e2b.Secret.list(api_key=token).next_items()]
+        with pytest.raises(e2b.SandboxException, match="do not exist"):
+            e2b.Sandbox.create(api_key=token, network={"rules": rules})
+        e2b.Secret.destroy(name)
+
+
+def httpx_get(gw: Server, path: str) -> str:
+    return httpx.get(gw.url + path, headers={"X-API-Key": gw.token}, timeout=30).text

@@ -26,6 +26,20 @@ _VALUE_RE = re.compile(r"^[\x21-\x7e]+$")
 _FORMAT_RE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
 
 
+def host_pattern(patterns: tuple[str, ...], host: str) -> str | None:
+    """The pattern among `patterns` that `host` matches: itself, or `*.PARENT` for one
+    label more (as a certificate's wildcard covers), None for none."""
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        if pattern == host:
+            return pattern
+        if pattern.startswith("*."):
+            label, _, parent = host.partition(".")
+            if label and parent == pattern[2:]:
+                return pattern
+    return None
+
+
 @dataclass(frozen=True)
 class SecretRule:
     """How one secret is used: where, and in which header form."""
@@ -39,17 +53,7 @@ class SecretRule:
         return self.pattern_for(host) is not None
 
     def pattern_for(self, host: str) -> str | None:
-        """The host pattern of this secret's that `host` matches: itself, or `*.PARENT`
-        for one label more (as a certificate's wildcard covers), None for none."""
-        host = host.lower().rstrip(".")
-        for pattern in self.hosts:
-            if pattern == host:
-                return pattern
-            if pattern.startswith("*."):
-                label, _, parent = host.partition(".")
-                if label and parent == pattern[2:]:
-                    return pattern
-        return None
+        return host_pattern(self.hosts, host)
 
     def header_value(self, value: str) -> str:
         return (self.format or "{value}").replace("{value}", value)

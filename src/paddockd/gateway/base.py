@@ -20,6 +20,10 @@ class Grant:
     swaps: dict[bytes, Swap] = field(default_factory=dict)
     upstream: str | None = None
     record: Callable[[int], None] | None = None
+    # Headers set whole on the request (any of the box's of those names dropped), and the
+    # real values they hold, masked in the answer as swapped ones are.
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    masked: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class Asked:
 
 
 class Grants(Protocol):
+    async def refresh(self) -> None:
+        """Read afresh what is attached to which box (once at start, then on changes)."""
+        ...
+
     def is_box(self, ip: str) -> bool:
         """Whether a running box has this address (anything else is not served)."""
         ...

@@ -180,18 +180,21 @@ def _asked(box_ip: str, request: h11.Request) -> Asked:
 
 def _masks(grant: Grant) -> dict[bytes, bytes]:
     masks = {}
-    for swap in grant.swaps.values():
-        for real in (swap.value, swap.formatted):
-            for form in encodings(real) if real else ():
-                masks[form] = b"*" * len(form)
+    reals = [r for swap in grant.swaps.values() for r in (swap.value, swap.formatted)]
+    for real in [*reals, *grant.masked]:
+        for form in encodings(real) if real else ():
+            masks[form] = b"*" * len(form)
     return masks
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]], grant: Grant) -> list[tuple[bytes, bytes]]:
-    """Headers for the upstream: no hop-by-hop ones; with a value swapped in, the answer
-    asked for unencoded (a compressed echo of it could not be masked)."""
-    out = [(k, v) for k, v in headers if k.lower() not in HOP]
-    if grant.swaps:
+    """Headers for the upstream: no hop-by-hop ones, the grant's own set over the box's
+    of those names; with a value in, the answer asked for unencoded (a compressed echo of
+    it could not be masked)."""
+    replaced = {k.lower() for k, _ in grant.headers}
+    out = [(k, v) for k, v in headers if k.lower() not in HOP and k.lower() not in replaced]
+    out.extend(grant.headers)
+    if grant.swaps or grant.masked:
         out = [(k, v) for k, v in out if k.lower() != b"accept-encoding"]
         out.append((b"accept-encoding", b"identity"))
     return out
@@ -224,6 +227,7 @@ class CredentialGateway:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int, intercept_port: int) -> None:
+        await self._grants.refresh()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

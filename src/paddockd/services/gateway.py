@@ -18,12 +18,13 @@ import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..domain.accounts import Holders
 from ..domain.box import Box, BoxState
 from ..domain.credentials import PROVIDERS, PlaceholderKind, upstream_of
 from ..domain.errors import NotFound
+from ..domain.header_rules import HeaderRule, render
 from ..domain.network import METADATA, Closed
 from ..domain.secrets import SecretRule
 from ..gateway.base import Asked, Denied, Grant
@@ -53,6 +54,15 @@ _CACHED_FOR = 3.0  # seconds owner accounts and keys are reused between requests
 REFUSALS_PER_SECOND = 1.0  # refusals written per box (a burst of REFUSAL_BURST first)
 REFUSAL_BURST = 20
 MAX_PENDING = 10_000
+
+
+class HeaderSecrets(Protocol):
+    """Where headers set per host come from (E2B's network rules, services/e2b/secrets.py)
+    and the values of the secrets they name."""
+
+    async def header_rules(self) -> dict[str, tuple[HeaderRule, ...]]: ...
+
+    async def values(self, holder: str | None, names: list[str]) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,7 @@ class GatewayService:
         open_ranges: tuple[str, ...] = (),
         bridges: tuple[str, ...] = (),
         never: tuple[Closed, ...] = NEVER,
+        headers: HeaderSecrets | None = None,
     ) -> None:
         """`bridges`: the boxes' and builds' subnets; with `never`, the ranges the gateway
         never connects to, whatever the owner opened."""
@@ -115,6 +126,8 @@ class GatewayService:
         # (box id, provider) -> runs going in the box that use the provider's key.
         self._held: Counter[tuple[str, str]] = Counter()
         self._rules: dict[str, tuple[SecretRule, ...]] = {}  # box id -> attached secrets
+        self._header_secrets = headers
+        self._headers: dict[str, tuple[HeaderRule, ...]] = {}  # box id -> headers per host
         self._closed: tuple[float, list[Closed]] = (0.0, [])
         self._owners: tuple[float, Holders | None] = (0.0, None)
         # (holder, provider) -> (when read, the key): a key changed takes a moment to show.
@@ -141,6 +154,13 @@ class GatewayService:
             for box_id, names in attached.items()
             if box_id in owners
         }
+        if self._header_secrets is not None:
+            self._headers = await self._header_secrets.header_rules()
+
+    def _header_rule(self, box_id: str, host: str) -> HeaderRule | None:
+        return next(
+            (r for r in self._headers.get(box_id, ()) if r.pattern_for(host) is not None), None
+        )
 
     def attached_secrets(self, box_id: str) -> tuple[SecretRule, ...]:
         return self._rules.get(box_id, ())
@@ -165,11 +185,19 @@ class GatewayService:
         box = self._net.box_at(box_ip)
         if box is None or box.policy.mode == "deny-all" or not box.policy.allows_name(host):
             return None
-        rules = self._rules.get(box.box_id, ())
+        rules: list[SecretRule | HeaderRule] = [
+            *self._rules.get(box.box_id, ()),
+            *self._headers.get(box.box_id, ()),
+        ]
         return next((p for r in rules if (p := r.pattern_for(host)) is not None), None)
 
+    def sets_headers(self, box_id: str) -> bool:
+        return bool(self._headers.get(box_id))
+
     def binds(self, box_id: str, host: str) -> bool:
-        return any(rule.binds(host) for rule in self._rules.get(box_id, ()))
+        return any(rule.binds(host) for rule in self._rules.get(box_id, ())) or (
+            self._header_rule(box_id, host) is not None
+        )
 
     async def _asked_by(
         self, asked: Asked
@@ -250,8 +278,12 @@ class GatewayService:
         return Grant(swaps, upstream, record)
 
     async def for_host(self, asked: Asked, host: str) -> Grant | Denied:
-        if not asked.placeholders:
-            return Grant() if self.is_box(asked.box_ip) else Denied(403, "forbidden", "no box")
+        address = self._net.box_at(asked.box_ip)
+        if address is None:
+            return Denied(403, "forbidden", "no box")
+        header_rule = self._header_rule(address.box_id, host)
+        if not asked.placeholders and header_rule is None:
+            return Grant()
         seen = await self._asked_by(asked)
         if seen is None:
             return Denied(403, "forbidden", "not a box of this server")
@@ -275,12 +307,43 @@ class GatewayService:
                 value.encode(), header, rule.header_value(value).encode()
             )
         names = sorted({f.name for f in usable if f.name in values})
+        headers = await self._set_headers(who, asked, host, header_rule)
+        if isinstance(headers, Denied):
+            return headers
+        set_headers, masked, named = headers
 
         def record(status: int) -> None:
-            for name in names:
+            for name in [*names, *named]:
                 self._note(who, "secret", name, host, asked, status, None)
 
-        return Grant(swaps, None, record)
+        return Grant(swaps, None, record, set_headers, masked)
+
+    async def _set_headers(
+        self, who: _Asker, asked: Asked, host: str, rule: HeaderRule | None
+    ) -> tuple[tuple[tuple[bytes, bytes], ...], tuple[bytes, ...], list[str]] | Denied:
+        """The headers a sandbox's network rule sets for `host`, with its owner's secrets'
+        current values; the values (to mask); the secrets used, as the log names them."""
+        if rule is None or self._header_secrets is None:
+            return (), (), []
+        wanted = sorted(rule.secrets())
+        values = await self._header_secrets.values(who.holder, wanted) if wanted else {}
+        missing = [n for n in wanted if n not in values]
+        if missing:
+            for name in missing:
+                self._note(who, "secret", f"e2b:{name}", host, asked, 403, "no such secret")
+            return Denied(
+                403,
+                "secret_missing",
+                f"this sandbox's network rule for {rule.host} names secrets that do not "
+                f"exist: {', '.join(missing)}",
+            )
+        out = []
+        for name, template in rule.headers:
+            value = render(template, values)
+            assert value is not None  # every secret it names was found above
+            out.append((name.encode(), value.encode()))
+        masked = tuple(values[n].encode() for n in wanted)
+        return tuple(out), masked, [f"e2b:{n}" for n in wanted]
 
     async def address_of(self, host: str, port: int) -> str | Denied:
         try:
@@ -401,12 +464,19 @@ class BoxEnvironment:
     async def env_for_box(self, box: Box) -> dict[str, str]:
         env: dict[str, str] = await self._credentials.env_for_box(box)
         rules = self._gateway.attached_secrets(box.id)
-        if rules:
-            for rule in rules:
-                env[rule.name] = await self._secrets.placeholder(box.id, "secret", rule.name)
+        for rule in rules:
+            env[rule.name] = await self._secrets.placeholder(box.id, "secret", rule.name)
+        if rules or self._gateway.sets_headers(box.id):
             env.update(CA_ENV)
             await self.trust(box)
         return env
+
+    async def rules_changed(self, box: Box) -> None:
+        """A sandbox's headers set per host changed: the gateway rereads them, and the box
+        trusts the gateway's CA (its TLS for those hosts is the gateway's)."""
+        await self._gateway.refresh()
+        if self._gateway.sets_headers(box.id) and box.state == BoxState.RUNNING:
+            await self.trust(box)
 
     async def check_secrets(self, holder: str | None, names: list[str]) -> None:
         """Refuse names `holder` has no secret of (before a box is made with them)."""

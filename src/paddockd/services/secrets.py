@@ -15,6 +15,7 @@ from ..domain.secrets import SecretRule, check_header, check_hosts, check_name, 
 from ..store.secrets import SecretRepository, Use
 from .accounts import AccountService
 from .boxes import BoxService
+from .e2b.secrets import E2BSecrets
 from .gateway import BoxEnvironment, GatewayService
 
 MAX_LOG_LINES = 1000
@@ -36,12 +37,14 @@ class SecretService:
         accounts: AccountService,
         gateway: GatewayService,
         environment: BoxEnvironment,
+        e2b: E2BSecrets | None = None,
     ) -> None:
         self._repo = repo
         self._boxes = boxes
         self._accounts = accounts
         self._gateway = gateway
         self._environment = environment
+        self._e2b = e2b
 
     async def set(
         self,
@@ -90,6 +93,8 @@ class SecretService:
     async def forget(self, user_id: str) -> int:
         """Every secret of a removed member's."""
         gone = await self._repo.delete(user_id, await self._boxes_of(user_id), None)
+        if self._e2b is not None:
+            gone += await self._e2b.forget(user_id)
         await self._gateway.refresh()
         return gone
 

@@ -292,6 +292,24 @@ sandboxes = sa.Table(
     sa.Column("public_traffic", sa.Boolean, nullable=False, server_default=sa.true()),
     # A request to one of its ports resumes it when paused (E2B's autoResume).
     sa.Column("auto_resume", sa.Boolean, nullable=False, server_default=sa.false()),
+    # E2B's network.rules: headers the credential gateway sets per host (JSON, as E2B's).
+    sa.Column("network_rules", sa.Text, nullable=False, server_default="{}"),
+)
+
+# E2B's secrets (store/e2b_secrets.py): named per holder, sealed as provider keys are, used
+# only by the gateway for the headers of a sandbox's network rules.
+e2b_secrets = sa.Table(
+    "e2b_secrets",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("user_id", sa.String(32), nullable=False),  # '' for the owner's, as credentials
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("value", sa.LargeBinary, nullable=False),  # Fernet token, never clear text
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("user_id", "name"),
 )
 
 # Webhooks (services/webhooks.py): where each user's box events go, and each delivery.
@@ -620,6 +638,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (32, ["ALTER TABLE tokens ADD COLUMN scope VARCHAR(16)"]),
+    (
+        33,
+        [
+            "ALTER TABLE e2b_sandboxes ADD COLUMN network_rules TEXT NOT NULL DEFAULT '{}'",
+            """CREATE TABLE e2b_secrets (
+                id VARCHAR(32) PRIMARY KEY, user_id VARCHAR(32) NOT NULL,
+                name VARCHAR(128) NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL,
+                metadata TEXT NOT NULL, created_at FLOAT NOT NULL, updated_at FLOAT NOT NULL,
+                UNIQUE (user_id, name))""",
+        ],
+    ),
 ]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..domain.header_rules import HeaderRule, dump_rules, parse_rules
 from .db import Database, boxes, sandboxes
 
 
@@ -25,6 +26,8 @@ class SandboxExtras:
     # wakes it (services/e2b/hosts.py).
     public_traffic: bool = True
     auto_resume: bool = False
+    # E2B's network.rules: headers the credential gateway sets per host.
+    network_rules: tuple[HeaderRule, ...] = ()
 
 
 def _load(text: object) -> dict[str, str]:
@@ -40,6 +43,7 @@ def _extras(r: sa.Row[Any]) -> SandboxExtras:
         _load(r.env_vars),
         bool(r.public_traffic),
         bool(r.auto_resume),
+        parse_rules(json.loads(str(r.network_rules or "{}"))),
     )
 
 
@@ -57,12 +61,13 @@ class SandboxRepository:
             sa.literal(json.dumps(extras.env_vars)),
             sa.literal(extras.public_traffic),
             sa.literal(extras.auto_resume),
+            sa.literal(json.dumps(dump_rules(extras.network_rules))),
         ).where(sa.exists().where(boxes.c.id == extras.box_id))
 
         def work(conn: Connection) -> None:
             conn.execute(sandboxes.delete().where(sandboxes.c.box_id == extras.box_id))
             columns = ["box_id", "template", "metadata", "env_vars"]
-            columns += ["public_traffic", "auto_resume"]
+            columns += ["public_traffic", "auto_resume", "network_rules"]
             conn.execute(sandboxes.insert().from_select(columns, row))
 
         await self._db.run(work)
@@ -97,5 +102,15 @@ class SandboxRepository:
     async def delete(self, box_id: str) -> None:
         def work(conn: Connection) -> None:
             conn.execute(sandboxes.delete().where(sandboxes.c.box_id == box_id))
+
+        await self._db.run(work)
+
+    async def set_rules(self, box_id: str, rules: tuple[HeaderRule, ...]) -> None:
+        """E2B's update_network: the sandbox's header rules replaced as a whole."""
+        text = json.dumps(dump_rules(rules))
+
+        def work(conn: Connection) -> None:
+            this = sandboxes.c.box_id == box_id
+            conn.execute(sandboxes.update().where(this).values(network_rules=text))
 
         await self._db.run(work)

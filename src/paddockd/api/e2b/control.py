@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...domain.accounts import User
 from ...domain.box import TtlAction
 from ...domain.errors import InvalidRequest, PaddockError
+from ...domain.header_rules import dump_rules
 from ...domain.snapshot import Snapshot, drive_mount
 from ...services.e2b import listing
 from ...services.e2b.service import CLIENT_ID, ENVD_VERSION, MAX_FORKS, E2BService, Sandbox, api_key
@@ -122,7 +123,10 @@ def _detail(svc: E2BService, s: Sandbox) -> dict[str, Any]:
         "state": s.state,
         "metadata": s.extras.metadata,
         "allowInternetAccess": box.network.mode != "deny-all",
-        "network": {"allowPublicTraffic": s.extras.public_traffic},
+        "network": {
+            "allowPublicTraffic": s.extras.public_traffic,
+            **({"rules": dump_rules(s.extras.network_rules)} if s.extras.network_rules else {}),
+        },
         "volumeMounts": [
             {"name": name, "path": path} for name, _, path in map(drive_mount, box.drives)
         ],

@@ -42,7 +42,7 @@ from ...services.e2b.service import E2BService, api_key
 from ..deps import CALLER
 from ..errors import status_of
 from ..gate import BodyLimit, has_body
-from . import control, files, templates
+from . import control, files, secrets, templates
 from .envd import SANDBOX_HEADER, PaddockErrors
 from .filesystem import FilesystemService
 from .process import ProcessService
@@ -82,6 +82,7 @@ def _rest_app(e2b: E2BService) -> FastAPI:
     app.include_router(control.router)
     app.include_router(files.router)
     app.include_router(templates.router)
+    app.include_router(secrets.router)
 
     @app.exception_handler(PaddockError)
     async def paddock_error(_: Request, exc: PaddockError) -> JSONResponse:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -17,6 +17,7 @@ from ...config import Config
 from ...domain.accounts import SERVER, Role, User, holder_of
 from ...domain.box import Box, BoxState, Desired
 from ...domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
+from ...domain.header_rules import HeaderRule, parse_rules
 from ...domain.network import NetworkPolicy, policy
 from ...domain.snapshot import Snapshot
 from ...store.sandboxes import SandboxExtras, SandboxRepository
@@ -28,6 +29,7 @@ from ..usage_history import Point, UsageHistory
 from .envd_tokens import OPERATIONS, EnvdTokens
 from .envd_tokens import PREFIX as ENVD_PREFIX
 from .listing import Query, page
+from .secrets import E2BSecrets
 from .snapshots import SandboxSnapshots, parse_snapshot_id
 from .templates import E2BTemplates
 
@@ -82,8 +84,9 @@ def network_policy(
     network = network or {}
     allow = [str(t) for t in network.get("allowOut") or []]
     deny = [str(t) for t in network.get("denyOut") or []]
+    # `rules` are headers the credential gateway sets (secrets.py), not the policy's.
     unsupported = sorted(
-        k for k in network if k not in ("allowOut", "denyOut", "allowPublicTraffic")
+        k for k in network if k not in ("allowOut", "denyOut", "allowPublicTraffic", "rules")
     )
     if unsupported:
         raise InvalidRequest(f"unsupported network options: {', '.join(unsupported)}")
@@ -117,6 +120,8 @@ class E2BService:
         domain: Callable[[], str | None] = lambda: None,
         history: UsageHistory | None = None,
         drives: DriveService | None = None,
+        secrets: E2BSecrets | None = None,
+        rules_changed: Callable[[Box], Awaitable[None]] | None = None,
     ) -> None:
         self._cfg = cfg
         self._boxes = boxes
@@ -130,6 +135,8 @@ class E2BService:
         self.domain = domain
         self.history = history
         self._drives = drives
+        self.secrets = secrets
+        self._rules_changed = rules_changed
 
     def configure(self, cfg: Config) -> None:
         """A changed setting (its types are E2B's templates by name)."""
@@ -236,6 +243,7 @@ class E2BService:
                 raise InvalidRequest(f"invalid environment variable {key!r}")
         type_name, image, disk, made_from = await self._template(caller, template)
         net = network_policy(allow_internet_access, network)
+        header_rules = await self._header_rules(caller, network)
         # E2B's volumes are the caller's named drives, mounted where the SDK asks.
         drives = [f"{name}@{path}" for name, path in volume_mounts]
         box = await self._boxes.create(
@@ -254,10 +262,27 @@ class E2BService:
         )
         public = (network or {}).get("allowPublicTraffic") is not False
         extras = SandboxExtras(
-            box.id, template, dict(metadata), dict(env_vars), public, auto_resume
+            box.id, template, dict(metadata), dict(env_vars), public, auto_resume, header_rules
         )
-        await self._repo.put(extras)
+        await self._keep(box, extras)
         return Sandbox(box, extras)
+
+    async def _keep(self, box: Box, extras: SandboxExtras) -> None:
+        """The sandbox's E2B extras, kept; its network rules, at the gateway."""
+        await self._repo.put(extras)
+        if extras.network_rules and self._rules_changed is not None:
+            await self._rules_changed(box)
+
+    async def _header_rules(
+        self, caller: User, network: dict[str, Any] | None
+    ) -> tuple[HeaderRule, ...]:
+        """E2B's network.rules, checked: every secret they name is the caller's."""
+        rules = parse_rules((network or {}).get("rules"))
+        if rules:
+            if self.secrets is None or self._rules_changed is None:
+                raise InvalidRequest("this server has no credential gateway for network rules")
+            await self.secrets.check(holder_of(caller), rules)
+        return rules
 
     async def get(self, caller: User, sandbox_id: str) -> Sandbox:
         box = await self._resolve(caller, sandbox_id)
@@ -298,7 +323,7 @@ class E2BService:
                 if timeout is not None:
                     box = await self._boxes.extend(box.id, timeout, caller)
                 extras = replace(source.extras, box_id=box.id)
-                await self._repo.put(extras)
+                await self._keep(box, extras)
                 return Sandbox(box, extras)
             except PaddockError as exc:
                 return exc
@@ -378,7 +403,15 @@ class E2BService:
         rules = {k: v for k, v in network.items() if k != "allow_internet_access"}
         internet = network.get("allow_internet_access")
         asked = network_policy(internet if isinstance(internet, bool) else None, rules)
-        return await self._boxes.set_network(box.id, asked or self._boxes.default_network, caller)
+        header_rules = await self._header_rules(caller, rules)
+        changed = await self._boxes.set_network(
+            box.id, asked or self._boxes.default_network, caller
+        )
+        if await self._repo.find(box.id) is not None:
+            await self._repo.set_rules(box.id, header_rules)
+            if self._rules_changed is not None:
+                await self._rules_changed(changed)
+        return changed
 
     async def metrics(
         self,

@@ -56,7 +56,7 @@ from .services.reconciler import drive_volume
 from .store.db import MIGRATIONS, Database, boxes, snapshots
 
 FORMAT = 1
-KEY_FILES = ("credentials.key", "desktop.key", "envd.key", "preview.key")
+KEY_FILES = ("credentials.key", "desktop.key", "envd.key", "preview.key", "volume.key")
 KEY_DIRS = ("gateway",)
 _MAX_MANIFEST = 16 << 20
 

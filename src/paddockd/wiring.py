@@ -46,6 +46,7 @@ from .services.e2b.secrets import E2BSecrets
 from .services.e2b.service import E2BService
 from .services.e2b.snapshots import SandboxSnapshots
 from .services.e2b.templates import E2BTemplates
+from .services.e2b.volumes import VolumeContent
 from .services.egress import EgressLog, EgressService
 from .services.events import BoxChanges, EventService
 from .services.files import FileService
@@ -366,6 +367,9 @@ def wire(
             drives,
             e2b_secrets,
             environment.rules_changed,
+            VolumeContent(
+                drives, load_key(cfg.data_dir / "volume.key"), accounts_repo.exists, userns_base
+            ),
         ),
     )
     previews.hosts = SandboxHosts(sandbox_repo, boxes, envd_tokens)

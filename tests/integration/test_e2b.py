@@ -488,8 +488,8 @@ def test_metrics_over_time(sdk_env: dict[str, str]) -> None:
 
 def test_volumes_are_drives_mounted_where_asked(server: Server, sdk_env: dict[str, str]) -> None:
     """Volume.create/list/get_info/destroy are the caller's named drives; volume_mounts
-    mounts one at the path asked; its files outlive the sandbox; the content API is
-    refused by name (not served), and a bad mount path is refused with nothing made."""
+    mounts one at the path asked; its files outlive the sandbox; a bad mount path is
+    refused with nothing made."""
     name = f"vol-{uuid.uuid4().hex[:6]}"
     vol = e2b.Volume.create(name)
     try:
@@ -508,8 +508,6 @@ def test_volumes_are_drives_mounted_where_asked(server: Server, sdk_env: dict[st
             assert second.commands.run("cat /home/user/v/note.txt").stdout == "kept\n"
         finally:
             second.kill()
-        with pytest.raises(Exception, match="volume content API"):
-            vol.list("/")
         before = {s.sandbox_id for s in e2b.Sandbox.list().next_items()}
         with pytest.raises(e2b.SandboxException, match="mount"):
             e2b.Sandbox.create(volume_mounts={"/proc/x": vol})
@@ -521,15 +519,73 @@ def test_volumes_are_drives_mounted_where_asked(server: Server, sdk_env: dict[st
         assert name not in [d.name for d in c.list_drives()]
 
 
+def test_a_volumes_files_through_its_content_api(server: Server, sdk_env: dict[str, str]) -> None:
+    """The volume content API (`vol.list`, `read_file`, `write_file`, ...) on a drive a
+    sandbox uses at the same time: what one writes the other sees, owned by E2B's user;
+    links a box plants are never followed by the host (read, written through, or walked);
+    another volume's token opens nothing."""
+    name = f"volc-{uuid.uuid4().hex[:6]}"
+    vol = e2b.Volume.create(name)
+    other = e2b.Volume.create(f"{name}-b")
+    sbx = e2b.Sandbox.create(timeout=600, volume_mounts={"/home/user/v": vol})
+    try:
+        made = vol.write_file("/dir/a.txt", "hello", force=True)
+        assert (made.name, made.type.value, made.size, made.uid) == ("a.txt", "file", 5, 1000)
+        assert vol.read_file("dir/a.txt") == "hello"
+        assert vol.read_file("/dir/a.txt", format="bytes") == b"hello"
+        vol.write_file("/dir/a.txt", b"\x00\x01" * 70000)  # replaced whole
+        assert vol.get_info("/dir/a.txt").size == 140000
+        vol.make_dir("/made")
+        assert vol.update_metadata("/dir/a.txt", mode=0o600).mode == 0o600
+        assert vol.exists("/dir/a.txt") and not vol.exists("/nope")
+        with pytest.raises(e2b.NotFoundException):
+            vol.read_file("/nope")
+        listed = {(e.path, e.type.value) for e in vol.list("/", depth=2)}
+        assert {("/dir", "directory"), ("/dir/a.txt", "file"), ("/made", "directory")} <= listed
+        seen = sbx.commands.run(
+            "stat -c '%U %a %s' ~/v/dir/a.txt; ls -ld ~/v/made | cut -d' ' -f3"
+        ).stdout
+        assert seen == "abc 600 140000\nabc\n"
+        # What the box plants: a link to /, one to a host file, a FIFO.
+        sbx.commands.run(
+            "cd /home/user/v && ln -s / escape && ln -s /etc/passwd pw && mkfifo pipe", user="root"
+        )
+        passwd = Path("/etc/passwd").read_bytes()
+        for path in ("/escape/etc/hostname", "/pw", "/pipe"):
+            with pytest.raises(e2b.VolumeException, match="not a"):
+                vol.read_file(path)
+        with pytest.raises(e2b.VolumeException, match="escape is not a folder"):
+            vol.write_file("/escape/tmp/paddock-escape", "x", force=True)
+        assert not Path("/tmp/paddock-escape").exists()
+        assert vol.get_info("/pw").target == "/etc/passwd"
+        vol.write_file("/pw", "replaced")  # the link is replaced, never written through
+        assert Path("/etc/passwd").read_bytes() == passwd
+        assert sbx.commands.run("cat ~/v/pw; test -L ~/v/pw || echo ' plain'").stdout == (
+            "replaced plain\n"
+        )
+        vol.remove("/dir")
+        assert not vol.exists("/dir/a.txt")
+        # Another volume's token, or none: refused, and the body is never written.
+        url = f"{server.url}/e2b/volumecontent/{name}/file?path=/stolen.txt"
+        for auth in (f"Bearer {other.token}", "Bearer pdv_-_forged", ""):
+            r = httpx.put(url, content=b"x", headers={"Authorization": auth}, timeout=30)
+            assert r.status_code == 401, r.text
+        assert not vol.exists("/stolen.txt")
+    finally:
+        sbx.kill()
+        e2b.Volume.destroy(vol.volume_id)
+        e2b.Volume.destroy(other.volume_id)
+
+
 def test_unknown_call_is_a_clear_error(server: Server, sbx: e2b.Sandbox) -> None:
     """What a newer SDK may call and Paddock does not serve: a JSON error naming it."""
     import httpx
 
     key = {"X-API-Key": server.token}
-    r = httpx.get(server.url + "/e2b/secrets", headers=key)
+    r = httpx.get(server.url + "/e2b/teams", headers=key)
     assert r.status_code == 501
     assert r.json()["error_code"] == "unsupported"
-    assert "GET /e2b/secrets" in r.json()["message"]
+    assert "GET /e2b/teams" in r.json()["message"]
     # An RPC of a known service that this envd lacks, and one of a service it lacks.
     envd = {"X-Access-Token": server.token, "E2b-Sandbox-Id": sbx.sandbox_id}
     rpc = "/e2b/sandbox/filesystem.Filesystem/ReadXattrs"
@@ -662,6 +718,38 @@ def test_the_async_sdk_answers_as_e2b(sdk_env: dict[str, str]) -> None:
         finally:
             await box.kill()
             await other.kill()
+
+    asyncio.run(run())
+
+
+def test_the_async_sdk_keeps_secrets_and_volume_files(sdk_env: dict[str, str]) -> None:
+    """AsyncSecret and AsyncVolume's content calls answer as the sync ones do (the header
+    a secret fills is tested against a real host in test_gateway.py)."""
+    import asyncio
+
+    name = f"async-{uuid.uuid4().hex[:6]}"
+
+    async def run() -> None:
+        made = await e2b.AsyncSecret.create(name, "s3cr3t-value", metadata={"a": "b"})
+        try:
+            assert (await e2b.AsyncSecret.update(name, "next-value")).version == 2
+            assert made.secret_id in [
+                s.secret_id for s in await e2b.AsyncSecret.list().next_items()
+            ]
+            with pytest.raises(e2b.exceptions.SecretException, match="exists"):
+                await e2b.AsyncSecret.create(name, "again")
+        finally:
+            assert await e2b.AsyncSecret.destroy(name)
+        assert not await e2b.AsyncSecret.exists(name)
+        vol = await e2b.AsyncVolume.create(name)
+        try:
+            await vol.write_file("/a/b.txt", "async bytes", force=True)
+            assert await vol.read_file("/a/b.txt") == "async bytes"
+            assert [e.name for e in await vol.list("/a")] == ["b.txt"]
+            await vol.remove("/a")
+            assert not await vol.exists("/a")
+        finally:
+            await e2b.AsyncVolume.destroy(vol.volume_id)
 
     asyncio.run(run())
 

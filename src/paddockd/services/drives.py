@@ -105,6 +105,15 @@ class DriveService:
             drive_volume(name, holder), labels, size
         )
 
+    async def folder(self, name: str, holder: str | None) -> tuple[str, int | None]:
+        """Where the holder's drive's files are on the host (mounted if need be), and the
+        most it holds in bytes (None: no size of its own)."""
+        volume = await self._find(name, holder)
+        if volume is None:
+            raise _missing(name, None)
+        size = capacity_mb(volume.labels)
+        return await self._rt.volume_folder(volume), size << 20 if size is not None else None
+
     async def create(
         self, name: str, caller: User | None = None, capacity_mb: int | None = None
     ) -> DriveUsage:

@@ -256,29 +256,26 @@ class NewVolume(BaseModel):
 
 
 # Volumes' content API is not served (api/e2b/gateway.py): the token opens nothing.
-VOLUME_TOKEN = "paddock-volume-content-not-served"
-
-
-def _volume(name: str, token: bool = True) -> dict[str, Any]:
+def _volume(svc: E2BService, user: User, name: str, token: bool = True) -> dict[str, Any]:
     found: dict[str, Any] = {"volumeID": name, "name": name}
-    if token:
-        found["token"] = VOLUME_TOKEN
+    if token:  # for the volume content API (api/e2b/volume_content.py)
+        found["token"] = svc.volume_token(user, name)
     return found
 
 
 @router.post("/volumes", status_code=201)
 async def new_volume(body: NewVolume, svc: Svc, user: Caller) -> dict[str, Any]:
-    return _volume(await svc.new_volume(user, body.name))
+    return _volume(svc, user, await svc.new_volume(user, body.name))
 
 
 @router.get("/volumes")
 async def list_volumes(svc: Svc, user: Caller) -> list[dict[str, Any]]:
-    return [_volume(name, token=False) for name in await svc.volumes(user)]
+    return [_volume(svc, user, name, token=False) for name in await svc.volumes(user)]
 
 
 @router.get("/volumes/{volume_id}")
 async def get_volume(volume_id: str, svc: Svc, user: Caller) -> dict[str, Any]:
-    return _volume(await svc.volume(user, volume_id))
+    return _volume(svc, user, await svc.volume(user, volume_id))
 
 
 @router.delete("/volumes/{volume_id}", status_code=204)

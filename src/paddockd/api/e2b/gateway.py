@@ -7,6 +7,7 @@ not Paddock's Bearer token, and shapes its errors its own way.
     /e2b/sandbox/filesystem.Filesystem/*                  the box comes from E2b-Sandbox-Id)
     /e2b/sandbox/files, /health       envd's REST side
     /e2b/template-files/KEY/HASH      a template build's files (the link's key authenticates)
+    /e2b/volumecontent/VOLUME/...     a volume's files (E2B_VOLUME_API_URL; its token authenticates)
     /files?path=..&signature=..       envd's signed file links (files.download_url, upload_url;
                                       the signature authenticates: services/e2b/envd_tokens.py)
 
@@ -42,7 +43,7 @@ from ...services.e2b.service import E2BService, api_key
 from ..deps import CALLER
 from ..errors import status_of
 from ..gate import BodyLimit, has_body
-from . import control, files, secrets, templates
+from . import control, files, secrets, templates, volume_content
 from .envd import SANDBOX_HEADER, PaddockErrors
 from .filesystem import FilesystemService
 from .process import ProcessService
@@ -56,9 +57,8 @@ _STREAMING = (
     ("POST", "/sandbox/files"),
     ("POST", files.SIGNED),
     ("PUT", templates.UPLOADS + "/{key}/{files_hash}"),
+    ("PUT", volume_content.PREFIX + "/{volume_id}/file"),
 )
-# E2B's volume content API (E2B_VOLUME_API_URL=https://HOST/e2b): not served.
-VOLUME_CONTENT = "/volumecontent/"
 # E2B's SDK makes its signed file links `https://HOST/files?...` (envd's path, at the root).
 SIGNED_LINKS = "/files"
 log = logging.getLogger("paddockd.e2b")
@@ -83,6 +83,7 @@ def _rest_app(e2b: E2BService) -> FastAPI:
     app.include_router(files.router)
     app.include_router(templates.router)
     app.include_router(secrets.router)
+    app.include_router(volume_content.router)
 
     @app.exception_handler(PaddockError)
     async def paddock_error(_: Request, exc: PaddockError) -> JSONResponse:
@@ -142,20 +143,10 @@ class E2BGateway:
             await self.app(scope, receive, send)
             return
         rest = path[len(PREFIX) :]
-        if rest.startswith(VOLUME_CONTENT):
-            # Not served, and said before any key is asked for: no body is read.
-            message = (
-                "Paddock does not serve E2B's volume content API: mount the volume in a "
-                "sandbox (volume_mounts) and use sandbox.files there"
-            )
-            response = error(501, "unsupported", message)
-            if has_body(scope):  # the body stays unread: the connection cannot carry on
-                response.headers["connection"] = "close"
-            await response(scope, receive, send)
-            return
         # A template's file upload comes without the API key (the SDK sends it as to a
-        # storage bucket): its link's key is checked by the route, before the body is read.
-        if not rest.startswith(templates.UPLOADS + "/"):
+        # storage bucket), and a volume's content with the volume's token: the route
+        # checks the link's key, or the token, before the body is read.
+        if not rest.startswith((templates.UPLOADS + "/", volume_content.PREFIX + "/")):
             try:
                 headers = Headers(scope=scope)
                 # An envd access token opens its own sandbox's envd calls, nothing else.

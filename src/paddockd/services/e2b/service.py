@@ -32,6 +32,7 @@ from .listing import Query, page
 from .secrets import E2BSecrets
 from .snapshots import SandboxSnapshots, parse_snapshot_id
 from .templates import E2BTemplates
+from .volumes import VolumeContent
 
 # The envd version the SDK is told: the features it gates (stdin, default user, octet-stream
 # uploads, recursive watch, entry info in watch events) are the ones served here. File
@@ -122,6 +123,7 @@ class E2BService:
         drives: DriveService | None = None,
         secrets: E2BSecrets | None = None,
         rules_changed: Callable[[Box], Awaitable[None]] | None = None,
+        volume_content: VolumeContent | None = None,
     ) -> None:
         self._cfg = cfg
         self._boxes = boxes
@@ -137,6 +139,7 @@ class E2BService:
         self._drives = drives
         self.secrets = secrets
         self._rules_changed = rules_changed
+        self.volume_content = volume_content
 
     def configure(self, cfg: Config) -> None:
         """A changed setting (its types are E2B's templates by name)."""
@@ -381,6 +384,11 @@ class E2BService:
             return []
         mine = holder_of(caller)
         return [d.name for d in await drives.all(caller) if d.holder == mine]
+
+    def volume_token(self, caller: User, name: str) -> str:
+        if self.volume_content is None:
+            raise InvalidRequest("this server has no drives")
+        return self.volume_content.token(holder_of(caller), name)
 
     async def new_volume(self, caller: User, name: str) -> str:
         if self._drives is None:

@@ -15,7 +15,6 @@ import contextlib
 import errno
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ _FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_DEPTH = 128
 MAX_ENTRIES = 10_000  # in one listing
+MAX_STEPS = 1_000_000  # folders entered or removed in one removal
 CHUNK = 1 << 20
 BOX_USER = 1000  # E2B's `user`, the box user
 _MODE_BITS = 0o1777  # no setuid, no setgid
@@ -186,10 +186,22 @@ def listing(root: str, path: str, depth: int, owner: Owner) -> list[dict[str, An
     return found
 
 
+def _names(at: int, room: int) -> list[str]:
+    """The folder's names, sorted; refused past `room` of them, before any more is read
+    (a box can put millions in one folder)."""
+    found: list[str] = []
+    with os.scandir(at) as entries:
+        for entry in entries:
+            if len(found) >= room:
+                raise Unusable(
+                    f"more than {MAX_ENTRIES} entries: list a deeper folder, or less deep"
+                )
+            found.append(entry.name)
+    return sorted(found)
+
+
 def _list(at: int, names: list[str], depth: int, owner: Owner, out: list[dict[str, Any]]) -> None:
-    for name in sorted(os.listdir(at)):
-        if len(out) >= MAX_ENTRIES:
-            raise Unusable(f"more than {MAX_ENTRIES} entries: list a deeper folder, or less deep")
+    for name in _names(at, MAX_ENTRIES - len(out)):
         try:
             entry = _entry(at, name, _shown([*names, name]), owner)
         except FileNotFoundError:
@@ -227,6 +239,15 @@ def make_dir(
         return _entry(at, names[-1], _shown(names), owner)
 
 
+def _held(at: int, name: str, path: str) -> int:
+    """An O_PATH descriptor of the entry itself (a link is not followed), to check before
+    anything opens it."""
+    try:
+        return os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
+    except FileNotFoundError:
+        raise Missing(path) from None
+
+
 @contextlib.contextmanager
 def opened(root: str, path: str) -> Iterator[int]:
     """A regular file of the drive, open for reading (checked through O_PATH first, so
@@ -235,10 +256,7 @@ def opened(root: str, path: str) -> Iterator[int]:
     if not names:
         raise Unusable("/ is a folder")
     with _folder(root, names[:-1]) as at:
-        try:
-            held = os.open(names[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
-        except FileNotFoundError:
-            raise Missing(path) from None
+        held = _held(at, names[-1], path)
         try:
             if not stat.S_ISREG(os.fstat(held).st_mode):
                 raise Unusable(f"{path} is not a file")
@@ -268,10 +286,14 @@ class Writing:
         self._owner = owner
         try:
             self._fd = os.open(self._temp, _NEW, 0o600, dir_fd=self._at)
+        except BaseException:
+            os.close(self._at)
+            raise
+        try:
             os.fchown(self._fd, owner.host(uid), owner.host(gid))
             os.fchmod(self._fd, mode & _MODE_BITS)
         except BaseException:
-            os.close(self._at)
+            self.abort()
             raise
 
     def write(self, data: bytes) -> None:
@@ -309,10 +331,7 @@ def set_metadata(
     if not names:
         raise Unusable("the volume's root keeps its owner and mode")
     with _folder(root, names[:-1]) as at:
-        try:
-            held = os.open(names[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
-        except FileNotFoundError:
-            raise Missing(path) from None
+        held = _held(at, names[-1], path)
         try:
             st = os.fstat(held)
             if stat.S_ISLNK(st.st_mode) and mode is not None:
@@ -344,7 +363,50 @@ def remove(root: str, path: str) -> None:
         except FileNotFoundError:
             raise Missing(path) from None
         if stat.S_ISDIR(st.st_mode):
-            # shutil's fd-based walk: it never follows a link into another folder.
-            shutil.rmtree(names[-1], dir_fd=at)
+            _remove_folder(at, names[-1])
         else:
             os.unlink(names[-1], dir_fd=at)
+
+
+def _remove_folder(at: int, name: str) -> None:
+    """A folder and all it holds, each folder opened with O_NOFOLLOW beneath the last
+    (shutil.rmtree opens what it walks into without it: a folder swapped for a link
+    mid-walk would be followed). One descriptor a level, at most MAX_DEPTH deep, and a
+    bounded number of steps however a box races it."""
+    stack = [(_open_dir(at, name), name)]  # the folders being emptied, each in the last
+    try:
+        for _ in range(MAX_STEPS):
+            if not stack:
+                return
+            fd, _name = stack[-1]
+            inner = _empty_but_folders(fd)
+            if inner is None:
+                stack.pop()
+                os.close(fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.rmdir(_name, dir_fd=stack[-1][0] if stack else at)
+                continue
+            if len(stack) > MAX_DEPTH:
+                raise Unusable(f"folders more than {MAX_DEPTH} deep")
+            try:
+                stack.append((_open_dir(fd, inner), inner))
+            except Missing:
+                continue
+            except Unusable:  # swapped for a link meanwhile: the link goes, never followed
+                with contextlib.suppress(OSError):
+                    os.unlink(inner, dir_fd=fd)
+        raise Unusable("the folder kept changing while it was removed")
+    finally:
+        for fd, _name in stack:
+            os.close(fd)
+
+
+def _empty_but_folders(fd: int) -> str | None:
+    """Every entry of the folder but its folders unlinked; the first folder's name."""
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                return entry.name
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=fd)
+    return None

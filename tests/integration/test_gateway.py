@@ -317,6 +317,9 @@ def test_e2b_network_rules_set_a_secrets_header_for_their_host_only(gw: Server, 
             sbx.commands.run("curl -skS https://other.test/e2b-other >/dev/null")
             e2b.Secret.update(name, second)
             assert e2b.Secret.get_info(name).version == 2
+            # The rules outlive a restart of paddockd (read again as the gateway starts).
+            gw.kill()
+            gw.start()
             sbx.commands.run("curl -sS https://allowed.test/e2b-updated >/dev/null")
             seen = {str(r["path"]): r["headers"] for r in lab.echoed()[before:]}
             assert seen["/e2b-rule"]["authorization"] == f"Bearer {first}"  # type: ignore[index]

@@ -20,7 +20,12 @@ from .secrets import MAX_HOSTS, check_header, check_hosts, host_pattern
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PLACEHOLDER_RE = re.compile(r"\$\{e2b\.secrets\.([^{}\x00-\x1f\x7f-\x9f]*)\}")
 _OTHER_RE = re.compile(r"\$\{e2b\.[^}]*\}")
-_TEMPLATE_RE = re.compile(r"^[\x20-\x7e]{1,1024}$")
+_TEMPLATE_RE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]{0,1022}[\x21-\x7e])?$")
+# Hop-by-hop headers, and what would change how the request travels, not what it says.
+_NOT_SET = frozenset(
+    {"keep-alive", "proxy-connection", "te", "trailer", "upgrade", "expect"}
+    | {"proxy-authorization", "proxy-authenticate"}
+)
 MAX_HEADERS = 16  # per host
 MAX_METADATA = 32
 
@@ -65,7 +70,7 @@ def _template(host: str, name: str, value: object) -> str:
     if not isinstance(value, str) or not _TEMPLATE_RE.match(value):
         raise InvalidRequest(
             f"network rule for {host}: header {name}'s value must be 1 to 1024 printable "
-            "ASCII characters"
+            "ASCII characters, with no space at either end"
         )
     for found in PLACEHOLDER_RE.findall(value):
         check_secret_name(found)
@@ -115,6 +120,8 @@ def parse_rules(raw: object) -> tuple[HeaderRule, ...]:
                 )
             for name, value in (given or {}).items():
                 check_header(str(name), None)
+                if str(name).lower() in _NOT_SET:
+                    raise InvalidRequest(f"network rule for {host}: {name} cannot be set")
                 headers[str(name).lower()] = (str(name), _template(host, str(name), value))
         if len(headers) > MAX_HEADERS:
             raise InvalidRequest(f"network rule for {host}: at most {MAX_HEADERS} headers")

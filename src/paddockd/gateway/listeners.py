@@ -193,7 +193,7 @@ def _forwarded(headers: list[tuple[bytes, bytes]], grant: Grant) -> list[tuple[b
     it could not be masked)."""
     replaced = {k.lower() for k, _ in grant.headers}
     out = [(k, v) for k, v in headers if k.lower() not in HOP and k.lower() not in replaced]
-    out.extend(grant.headers)
+    out.extend((k, v) for k, v in grant.headers if k.lower() not in HOP)
     if grant.swaps or grant.masked:
         out = [(k, v) for k, v in out if k.lower() != b"accept-encoding"]
         out.append((b"accept-encoding", b"identity"))

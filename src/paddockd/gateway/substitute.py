@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
+import json
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -110,7 +112,10 @@ def encodings(value: bytes) -> set[bytes]:
     """What an answer may carry of `value`: itself, percent-encoded, and the runs of base64
     that any base64 of data holding it contains (one per alignment: the quads made of the
     value's bytes alone)."""
-    forms = {value, quote(value, safe="").encode()}
+    text = value.decode("latin-1")
+    # As JSON and HTML write it, for a host that echoes a request in either.
+    escaped = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=True)[1:-1], html.escape(text)}
+    forms = {value, quote(value, safe="").encode(), *(e.encode("latin-1") for e in escaped)}
     for offset in range(3):
         encoded = base64.b64encode(b"\0" * offset + value)
         start = 4 if offset else 0  # the first quad holds the padding bytes

@@ -127,6 +127,7 @@ class GatewayService:
         self._held: Counter[tuple[str, str]] = Counter()
         self._rules: dict[str, tuple[SecretRule, ...]] = {}  # box id -> attached secrets
         self._header_secrets = headers
+        self._refreshing = asyncio.Lock()
         self._headers: dict[str, tuple[HeaderRule, ...]] = {}  # box id -> headers per host
         self._closed: tuple[float, list[Closed]] = (0.0, [])
         self._owners: tuple[float, Holders | None] = (0.0, None)
@@ -140,7 +141,12 @@ class GatewayService:
 
     # -- what is attached ---------------------------------------------------------------
     async def refresh(self) -> None:
-        """Reread which secrets are attached to which box (after any change to them)."""
+        """Reread which secrets are attached to which box (after any change to them): one
+        at a time, so an older read never lands after a newer one."""
+        async with self._refreshing:
+            await self._refresh()
+
+    async def _refresh(self) -> None:
         attached = await self._secrets.attachments()
         rules = await self._secrets.rules()
         holders = await self._accounts.holders()

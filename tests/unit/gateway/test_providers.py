@@ -336,6 +336,19 @@ def test_every_base64_of_a_value_is_masked() -> None:
         )
 
 
+def test_a_value_echoed_as_json_or_html_is_masked() -> None:
+    import json
+
+    from paddockd.gateway.relay import Masker
+    from paddockd.gateway.substitute import encodings
+
+    value = b'a"b\\c<d>&e/f'
+    masker = Masker({form: b"*" * len(form) for form in encodings(value)})
+    for echoed in (json.dumps({"h": value.decode()}).encode(), b"<p>a&quot;b\\c&lt;d&gt;&amp;e/f"):
+        shown = masker.feed(echoed) + masker.flush()
+        assert b"*" * 8 in shown and b"c<d" not in shown and b"c&lt;d" not in shown, shown
+
+
 async def test_a_box_refused_over_and_over_cannot_flood_the_log(
     gate: Gate, upstream: Upstream
 ) -> None:

@@ -86,8 +86,11 @@ def _rest_app(e2b: E2BService) -> FastAPI:
     app.include_router(volume_content.router)
 
     @app.exception_handler(PaddockError)
-    async def paddock_error(_: Request, exc: PaddockError) -> JSONResponse:
-        return error(status_of(exc), exc.code, exc.message)
+    async def paddock_error(request: Request, exc: PaddockError) -> JSONResponse:
+        response = error(status_of(exc), exc.code, exc.message)
+        if has_body(request.scope):  # a refused upload's body is not read on: see _answer
+            response.headers["connection"] = "close"
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

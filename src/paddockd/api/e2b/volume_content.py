@@ -4,9 +4,10 @@ services/e2b/volumes.py. The token is checked before any body is read."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,13 +37,25 @@ class Metadata(BaseModel):
     mode: int | None = Field(None, ge=0, le=0o7777)
 
 
-def _ids(uid: int | None, gid: int | None, mode: int | None, default: int) -> tuple[int, int, int]:
-    # What E2B's user would own: the box user, unless asked otherwise.
-    return (
-        1000 if uid is None else uid,
-        1000 if gid is None else gid,
-        default if mode is None else mode,
-    )
+@dataclass(frozen=True)
+class Made:
+    """Who owns what a call makes, and whether the folders on its way are made too
+    (`force`). Unasked, E2B's user (the box user) owns it."""
+
+    uid: Id = None
+    gid: Id = None
+    mode: Mode = None
+    force: bool = False
+
+    def ids(self, mode: int) -> tuple[int, int, int]:
+        return (
+            1000 if self.uid is None else self.uid,
+            1000 if self.gid is None else self.gid,
+            mode if self.mode is None else self.mode,
+        )
+
+
+Making = Annotated[Made, Depends()]
 
 
 @router.get("/dir")
@@ -61,14 +74,11 @@ async def make_dir(
     volume_id: str,
     request: Request,
     path: Path,
+    made: Making,
     authorization: Auth = "",
-    uid: Id = None,
-    gid: Id = None,
-    mode: Mode = None,
-    force: bool = False,
 ) -> dict[str, Any]:
-    ids = _ids(uid, gid, mode, 0o755)
-    return await _content(request).make_dir(volume_id, authorization, path, ids, force)
+    ids = made.ids(0o755)
+    return await _content(request).make_dir(volume_id, authorization, path, ids, made.force)
 
 
 @router.get("/path")
@@ -108,13 +118,9 @@ async def write(
     volume_id: str,
     request: Request,
     path: Path,
+    made: Making,
     authorization: Auth = "",
-    uid: Id = None,
-    gid: Id = None,
-    mode: Mode = None,
-    force: bool = False,
 ) -> dict[str, Any]:
-    ids = _ids(uid, gid, mode, 0o644)
     return await _content(request).write(
-        volume_id, authorization, path, ids, force, request.stream()
+        volume_id, authorization, path, made.ids(0o644), made.force, request.stream()
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ...domain.accounts import User, holder_of
-from ...domain.errors import Conflict, NotFound
+from ...domain.errors import Conflict, InvalidRequest, NotFound
 from ...domain.header_rules import HeaderRule, check_metadata, check_secret_name
 from ...domain.secrets import check_value
 from ...store.e2b_secrets import E2BSecret, E2BSecretRepository
@@ -16,6 +16,7 @@ from ...store.sandboxes import SandboxRepository
 from .listing import decode_token, encode_token
 
 MAX_LIMIT = 100
+MAX_SECRETS = 1000  # each user's
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -27,6 +28,8 @@ class E2BSecrets:
     async def create(
         self, caller: User, name: str, value: str, metadata: dict[str, str] | None
     ) -> E2BSecret:
+        if len(await self._repo.all(holder_of(caller))) >= MAX_SECRETS:
+            raise InvalidRequest(f"at most {MAX_SECRETS} secrets each: destroy some first")
         made = await self._repo.create(
             holder_of(caller), check_secret_name(name), check_value(value), check_metadata(metadata)
         )

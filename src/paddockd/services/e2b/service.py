@@ -388,7 +388,7 @@ class E2BService:
     def volume_token(self, caller: User, name: str) -> str:
         if self.volume_content is None:
             raise InvalidRequest("this server has no drives")
-        return self.volume_content.token(holder_of(caller), name)
+        return self.volume_content.token(caller, name)
 
     async def new_volume(self, caller: User, name: str) -> str:
         if self._drives is None:

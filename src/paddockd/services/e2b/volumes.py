@@ -1,7 +1,8 @@
 """E2B's volume content API over a drive's files on the host (drive_files.py), for the
 holder of the volume's token. The token is the one `Volume.create`/`get_info` hand out:
-an HMAC of the holder and the volume's name with a key of paddockd's own, never stored,
-good for that volume only, and for no one once its holder is removed."""
+an HMAC of the holder, the user it was given to and the volume's name with a key of
+paddockd's own, never stored, good for that volume only, and for no one once the user it
+was given to is removed."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ... import drive_files
+from ...domain.accounts import User, holder_of
 from ...domain.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from ..drives import DriveService
 
 PREFIX = "pdv_"
 OWNER = "-"  # the owner's drives have no holder id
+SLOTS = 4  # volume calls at work on the host's disk at once, whoever makes them
 MAX_UNSIZED = 8 << 30  # one file written to a drive with no size of its own
 T = TypeVar("T")
 
@@ -36,31 +39,36 @@ class VolumeContent:
         self._key = key
         self._exists = user_exists
         self._owner = drive_files.Owner(userns_base)
+        self._slots = asyncio.Semaphore(SLOTS)
 
-    def _mac(self, who: str, name: str) -> str:
-        mac = hmac.new(self._key, f"volume:{who}:{name}".encode(), hashlib.sha256).digest()
+    def _mac(self, who: str, issuer: str, name: str) -> str:
+        raw = f"volume:{who}:{issuer}:{name}".encode()
+        mac = hmac.new(self._key, raw, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
-    def token(self, holder: str | None, name: str) -> str:
-        who = holder or OWNER
-        return f"{PREFIX}{who}_{self._mac(who, name)}"
+    def token(self, caller: User, name: str) -> str:
+        """The token of the caller's volume `name`: good while the caller's account is."""
+        who, issuer = holder_of(caller) or OWNER, caller.id or OWNER
+        return f"{PREFIX}{who}_{issuer}_{self._mac(who, issuer, name)}"
 
     async def _volume(self, volume_id: str, authorization: str) -> tuple[str, int | None]:
         """The volume's folder and size, for its own token only."""
         scheme, _, token = authorization.partition(" ")
-        who, _, mac = token.removeprefix(PREFIX).partition("_")  # ids hold no "_"
+        # Ids are hex (or OWNER): no "_" in them; the MAC's base64 may hold some.
+        who, _, rest = token.removeprefix(PREFIX).partition("_")
+        issuer, _, mac = rest.partition("_")
         if (
             scheme.lower() != "bearer"
             or not token.startswith(PREFIX)
-            or not who
+            or not (who and issuer)
             or not hmac.compare_digest(
-                mac.encode("latin-1", "replace"), self._mac(who, volume_id).encode()
+                mac.encode("latin-1", "replace"), self._mac(who, issuer, volume_id).encode()
             )
         ):
             raise Unauthorized("not this volume's token (Volume.connect gives it)")
+        if issuer != OWNER and not await self._exists(issuer):
+            raise Unauthorized("the volume's token was given to a user no longer here")
         holder = None if who == OWNER else who
-        if holder is not None and not await self._exists(holder):
-            raise Unauthorized("the volume's holder is no longer a user of this server")
         try:
             return await self._drives.folder(volume_id, holder)
         except NotFound:
@@ -68,7 +76,8 @@ class VolumeContent:
 
     async def _run(self, fn: Callable[[], T], path: str) -> T:
         try:
-            return await asyncio.to_thread(fn)
+            async with self._slots:  # the loop's threads stay free for everything else
+                return await asyncio.to_thread(fn)
         except drive_files.Missing:
             raise NotFound(f"path {path!r} not found on the volume") from None
         except drive_files.Exists as exc:
@@ -122,7 +131,7 @@ class VolumeContent:
 
         async def chunks() -> AsyncIterator[bytes]:
             try:
-                while data := await asyncio.to_thread(_read, fd):
+                while data := await self._run(partial(_read, fd), path):
                     yield data
             finally:
                 held.__exit__(None, None, None)

@@ -75,8 +75,11 @@ def private_state(cfg: config.Config) -> None:
 
     def leave(path: Path) -> bool:
         # The engine's data root is dockerd's to set up (0710, group of the boxes' root);
-        # a box's run folder is the box's own /run/paddock.
-        return path == engine_root or (path.name == "run" and path.parent.parent == cfg.boxes_dir)
+        # a box's run folder is the box's own /run/paddock, and its resolv.conf the box's
+        # /etc/resolv.conf (0644: at 0600 a running box could no longer read it).
+        return path == engine_root or (
+            path.name in ("run", "resolv.conf") and path.parent.parent == cfg.boxes_dir
+        )
 
     # dockerd, remapping users, refuses a data root whose parents the boxes' root cannot
     # traverse: when its data root is inside ours, ours stays traversable, not listable.

@@ -65,7 +65,7 @@ def test_make_private_takes_group_and_other_bits_off_and_keeps_the_owners(
     assert mode(data / "fifo") == 0o644
 
 
-def test_private_state_leaves_the_engine_root_and_box_run_folders(tmp_path: Path) -> None:
+def test_private_state_leaves_the_engine_root_and_what_boxes_read(tmp_path: Path) -> None:
     data = tmp_path / "data"
     paths = old_layout(data)
     engine = replace(
@@ -73,7 +73,11 @@ def test_private_state_leaves_the_engine_root_and_box_run_folders(tmp_path: Path
     )
     (tmp_path / "e.log").write_text("engine says")
     (tmp_path / "e.log").chmod(0o644)
+    resolv = paths["run"].parent / "resolv.conf"  # the box's /etc/resolv.conf
+    resolv.write_text("nameserver 10.0.0.1\n")
+    resolv.chmod(0o644)
     private_state(replace(Config(), data_dir=data, engine=engine))
+    assert mode(resolv) == 0o644
     # dockerd needs its data root's parents traversable by the boxes' root (o+x).
     assert mode(data) == 0o711
     assert mode(paths["engine"]) == 0o710

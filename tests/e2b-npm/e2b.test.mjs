@@ -7,7 +7,14 @@ import { after, before, test } from "node:test";
 import { randomUUID } from "node:crypto";
 import { request } from "node:http";
 
-import { AuthenticationError, CommandExitError, NotFoundError, Sandbox } from "e2b";
+import {
+  AuthenticationError,
+  CommandExitError,
+  NotFoundError,
+  Sandbox,
+  Secret,
+  Volume,
+} from "e2b";
 
 for (const name of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY"]) {
   // Fail, never skip: without these the SDK would aim at e2b.app.
@@ -171,6 +178,32 @@ test("pause and resume keep the files", async () => {
     await box.kill();
   }
   await assert.rejects(Sandbox.connect(box.sandboxId), NotFoundError);
+});
+
+test("secrets are kept, never shown, and destroyed", async () => {
+  const name = `npm-${run}`;
+  const made = await Secret.create(name, "npm-secret-value", { metadata: { a: "b" } });
+  try {
+    assert.equal(made.version, 1);
+    assert.equal((await Secret.update(name, "next-value")).version, 2);
+    assert.deepEqual((await Secret.getInfo(made.secretId)).metadata, { a: "b" });
+  } finally {
+    await Secret.destroy(name);
+  }
+  await assert.rejects(Secret.getInfo(name));
+});
+
+test("a volume's files through its content API", async () => {
+  const vol = await Volume.create(`npmvol-${run}`);
+  try {
+    await vol.writeFile("/d/f.txt", "from npm", { force: true });
+    assert.equal(await vol.readFile("/d/f.txt"), "from npm");
+    assert.deepEqual((await vol.list("/d")).map((e) => e.name), ["f.txt"]);
+    await vol.remove("/d");
+    assert.equal(await vol.exists("/d"), false);
+  } finally {
+    await Volume.destroy(vol.volumeId);
+  }
 });
 
 test("a key that is not a valid token is refused", async () => {

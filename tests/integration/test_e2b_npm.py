@@ -67,4 +67,4 @@ def test_e2b_npm_sdk(server: Server, npm: str) -> None:
     out = done.stdout[-30000:]
     assert done.returncode == 0, f"the e2b npm tests failed:\n{out}\n{done.stderr[-5000:]}"
     # Every test ran (none skipped or left out).
-    assert re.search(r"\bpass 8\b", out) and re.search(r"\bskipped 0\b", out), out[-3000:]
+    assert re.search(r"\bpass 10\b", out) and re.search(r"\bskipped 0\b", out), out[-3000:]

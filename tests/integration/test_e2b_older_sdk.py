@@ -49,6 +49,16 @@ try:
     seen["resumed"] = again.commands.run("cat notes/b.txt").stdout
 finally:
     sbx.kill()
+name = "old-" + seen["host"][1][:8]
+made = e2b.Secret.create(name, "old-value")
+seen["secret"] = [made.version, e2b.Secret.update(name, "newer").version, e2b.Secret.exists(name)]
+e2b.Secret.destroy(name)
+vol = e2b.Volume.create(name)
+try:
+    vol.write_file("/d/f.txt", "old sdk", force=True)
+    seen["volume"] = [vol.read_file("/d/f.txt"), [e.name for e in vol.list("/d")]]
+finally:
+    e2b.Volume.destroy(vol.volume_id)
 print(json.dumps(seen))
 """
 
@@ -73,6 +83,8 @@ def test_the_older_sdk_works_with_the_key_paddock_prints(server: Server) -> None
     host, sandbox_id = seen["host"]
     assert host == f"8000-{sandbox_id}.localhost:{server.url.rsplit(':', 1)[1]}"
     assert seen["metrics"] is True and seen["traffic_token"] == "pdt_"
+    assert seen["secret"] == [1, 2, True]
+    assert seen["volume"] == ["old sdk", ["f.txt"]]
 
 
 def test_the_older_sdk_refuses_a_plain_token_as_it_always_did(server: Server) -> None:

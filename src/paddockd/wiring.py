@@ -90,6 +90,7 @@ from .store.sandboxes import SandboxRepository
 from .store.secrets import SecretRepository
 from .store.settings import SettingsRepository
 from .store.ssh import SshRepository
+from .store.template_tags import TemplateTagRepository
 from .store.templates import TemplateRepository
 from .store.tokens import TokenRepository
 from .store.webhooks import WebhookRepository
@@ -359,7 +360,7 @@ def wire(
             tokens,
             sandbox_repo,
             SandboxSnapshots(boxes, snapshots),
-            E2BTemplates(templates, cfg.data_dir / "templates"),
+            E2BTemplates(templates, cfg.data_dir / "templates", TemplateTagRepository(db)),
             now,
             envd_tokens,
             sandbox_domain,

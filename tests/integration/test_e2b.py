@@ -656,10 +656,25 @@ def test_a_template_built_by_the_sdk(
     e2b.Template.build(e2b.Template().from_template("sdk-made").run_cmd("true"), "on-top")
     with pytest.raises(e2b.SandboxException, match="404: template 'never-built' not found"):
         e2b.Sandbox.create("never-built")
+    # Tags: a build under NAME:TAG, another tag assigned to it, listed, used, removed.
+    v1 = e2b.Template().from_template("sdk-made").run_cmd("echo v1 > /tmp/which")
+    assert "v1" in e2b.Template.build(v1, "sdk-made:v1").tags
+    assert e2b.Template.assign_tags("sdk-made:v1", ["prod"]).tags == ["prod"]
+    assert {t.tag for t in e2b.Template.get_tags("sdk-made")} == {"default", "v1", "prod"}
+    tagged = e2b.Sandbox.create("sdk-made:prod")
+    try:
+        assert tagged.commands.run("cat /tmp/which").stdout == "v1\n"
+    finally:
+        tagged.kill()
+    e2b.Template.remove_tags("sdk-made", ["prod"])
+    with pytest.raises(e2b.SandboxException, match="not found"):
+        e2b.Sandbox.create("sdk-made:prod")
+    with pytest.raises(e2b.exceptions.TemplateException, match="invalid template tag"):
+        e2b.Template.assign_tags("sdk-made:v1", ["Bad Tag"])
     import httpx
 
     key = {"X-API-Key": server.token}
-    for name in ("on-top", "fails-here", "sdk-made"):
+    for name in ("on-top", "fails-here", "sdk-made:v1", "sdk-made"):
         assert httpx.delete(f"{server.url}/e2b/templates/{name}", headers=key).status_code == 204
     with server.client() as c:
         assert [t.name for t in c.list_templates()] == []

@@ -296,6 +296,18 @@ sandboxes = sa.Table(
     sa.Column("network_rules", sa.Text, nullable=False, server_default="{}"),
 )
 
+# E2B's template tags (store/template_tags.py): a tag of a template's name, and the Paddock
+# template (a build) it stands for.
+e2b_template_tags = sa.Table(
+    "e2b_template_tags",
+    metadata,
+    sa.Column("user_id", sa.String(32), primary_key=True),  # '' for the owner's
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("tag", sa.String(64), primary_key=True),
+    sa.Column("template", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
 # E2B's secrets (store/e2b_secrets.py): named per holder, sealed as provider keys are, used
 # only by the gateway for the headers of a sandbox's network rules.
 e2b_secrets = sa.Table(
@@ -647,6 +659,15 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 name VARCHAR(128) NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL,
                 metadata TEXT NOT NULL, created_at FLOAT NOT NULL, updated_at FLOAT NOT NULL,
                 UNIQUE (user_id, name))""",
+        ],
+    ),
+    (
+        34,
+        [
+            """CREATE TABLE e2b_template_tags (
+                user_id VARCHAR(32) NOT NULL, name VARCHAR(64) NOT NULL,
+                tag VARCHAR(64) NOT NULL, template VARCHAR(64) NOT NULL,
+                created_at FLOAT NOT NULL, PRIMARY KEY (user_id, name, tag))""",
         ],
     ),
 ]

@@ -79,9 +79,10 @@ def _answer(exc: PaddockError, scope: Scope) -> ASGIApp:
 def _rest_app(e2b: E2BService) -> FastAPI:
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.e2b = e2b
+    # Templates' routes first: `DELETE /templates/tags` is theirs, not a template's.
+    app.include_router(templates.router)
     app.include_router(control.router)
     app.include_router(files.router)
-    app.include_router(templates.router)
     app.include_router(secrets.router)
     app.include_router(volume_content.router)
 

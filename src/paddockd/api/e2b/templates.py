@@ -4,6 +4,8 @@ that link, start, status with logs, an alias's lookup, delete."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -11,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...domain.accounts import holder_of
 from ...domain.errors import Forbidden
+from ...domain.templates import Template
 from .control import Caller, Svc
 
 router = APIRouter()
@@ -37,14 +40,60 @@ class BuildStart(BaseModel):
 @router.post("/v3/templates", status_code=202)
 async def request_build(body: BuildRequest, svc: Svc, user: Caller) -> dict[str, Any]:
     p = await svc.templates_of().request(user, body.name, body.tags)
+    base = p.name.partition(":")[0]
     return {
         "templateID": p.name,
         "buildID": p.build_id,
         "public": False,
         "names": [p.name],
-        "aliases": [p.name],
-        "tags": [],
+        "aliases": [base],
+        "tags": p.tags or ["default"],
     }
+
+
+class TagAssignment(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    target: str = Field(max_length=128)
+    tags: list[str] = Field(max_length=100)
+
+
+class TagRemoval(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(max_length=128)
+    tags: list[str] = Field(max_length=100)
+
+
+def _build_id(t: Template) -> str:
+    # The SDK reads a build id as a UUID: one made from the template's id, always the same.
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"paddock-template:{t.id}"))
+
+
+@router.post("/templates/tags", status_code=201)
+async def assign_tags(body: TagAssignment, svc: Svc, user: Caller) -> dict[str, Any]:
+    built = await svc.templates_of().assign(user, body.target, body.tags)
+    return {"tags": list(dict.fromkeys(body.tags)), "buildID": _build_id(built)}
+
+
+@router.delete("/templates/tags", status_code=204)
+async def remove_tags(svc: Svc, user: Caller, body: TagRemoval | None = None) -> Response:
+    if body is None:  # no body: the SDK deleting a template named `tags`
+        await svc.delete_template(user, "tags")
+    else:
+        await svc.templates_of().untag(user, body.name, body.tags)
+    return Response(status_code=204)
+
+
+@router.get("/templates/{template_id}/tags")
+async def get_tags(template_id: str, svc: Svc, user: Caller) -> list[dict[str, Any]]:
+    found = await svc.templates_of().tags(user, template_id)
+    return [
+        {
+            "tag": tag,
+            "buildID": _build_id(built),
+            "createdAt": datetime.fromtimestamp(at, timezone.utc).isoformat(),
+        }
+        for tag, built, at in found
+    ]
 
 
 @router.get("/templates/{template_id}/files/{files_hash}", status_code=201)

@@ -12,7 +12,9 @@ bounded (builds, bytes, files), and a build not started within an hour is forgot
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import re
 import secrets
 import shutil
 import tarfile
@@ -28,6 +30,7 @@ import anyio.to_thread
 from ...domain.accounts import User, holder_of
 from ...domain.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from ...domain.templates import Template, validate_template_name
+from ...store.template_tags import MAX_TAGS, TemplateTagRepository
 from ..spool import read_back, spool
 from ..templates import MAX_CONTEXT, BuildOptions, Given, TemplateService
 from .template_steps import FILES_HASH, translate
@@ -47,6 +50,8 @@ class Pending:
     folder: Path
     created: float
     uploads: dict[str, int] = field(default_factory=dict)  # files hash -> bytes
+    target: str = ""  # the Paddock template it builds
+    tags: list[str] = field(default_factory=list)  # its tags (the default one left out)
     # One upload at a time: the budget each is given is what the others left.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -55,28 +60,66 @@ class Pending:
         return sum(self.uploads.values())
 
 
-def template_name(template_id: str) -> str:
-    """A template's E2B id is its name; `name:tag` names its only build (tags are not kept)."""
+DEFAULT_TAGS = frozenset({"default", "latest"})  # a name alone: its own build
+_TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+
+
+def check_tag(tag: str) -> str | None:
+    """A tag as kept (None: the default one)."""
+    if tag in DEFAULT_TAGS:
+        return None
+    if not _TAG_RE.match(tag):
+        raise InvalidRequest(
+            f"invalid template tag {tag!r}: 1-31 lowercase letters, digits and hyphens, "
+            "starting with a letter or digit"
+        )
+    return tag
+
+
+def split_id(template_id: str) -> tuple[str, str | None]:
+    """`NAME` or `NAME:TAG` as (name, tag); the default tag is None."""
     name, _, tag = template_id.partition(":")
-    if tag not in ("", "default", "latest"):
-        raise InvalidRequest(f"template tags are not supported here ({template_id!r})")
-    return validate_template_name(name)
+    return validate_template_name(name), check_tag(tag) if tag else None
+
+
+def built_as(name: str, tag: str | None) -> str:
+    """The Paddock template a build made under `name:tag` is: `name`, or `name-tag`."""
+    if tag is None:
+        return name
+    if len(name) + 1 + len(tag) > 40:
+        raise InvalidRequest(f"{name}:{tag} is too long: name and tag are 39 characters at most")
+    return validate_template_name(f"{name}-{tag}")
+
+
+def template_name(template_id: str) -> str:
+    """The Paddock template a build under this E2B id is."""
+    return built_as(*split_id(template_id))
 
 
 class E2BTemplates:
     def __init__(
-        self, templates: TemplateService, root: Path, now: Callable[[], float] = time.time
+        self,
+        templates: TemplateService,
+        root: Path,
+        tags: TemplateTagRepository,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self._templates = templates
         self._root = root
+        self._tags = tags
         self._now = now
         self._pending: dict[str, Pending] = {}
 
     # -- asking for a build, and its files --------------------------------------------
     async def request(self, caller: User | None, name: str, tags: list[str]) -> Pending:
-        name = template_name(name)
-        if tags:
-            raise InvalidRequest("template tags are not supported here: build under a name")
+        """A build of `name` (or `name:tag`), with more tags for it once it starts. Its own
+        tag is the name's, else the first one asked (none of them the default)."""
+        base, own = split_id(name)
+        asked = [check_tag(t) for t in dict.fromkeys(tags)]
+        if own is None and asked and None not in asked:
+            own = asked[0]
+        target = built_as(base, own)
+        others = sorted({t for t in asked if t is not None and t != own})
         await self._forget_old()
         mine = [p for p in self._pending.values() if holder_of(p.caller) == holder_of(caller)]
         if len(mine) >= MAX_PENDING:
@@ -86,7 +129,9 @@ class E2BTemplates:
         build_id = secrets.token_hex(16)
         folder = self._root / "e2b-uploads" / build_id
         await anyio.to_thread.run_sync(lambda: folder.mkdir(parents=True, mode=0o700))
-        made = Pending(build_id, name, caller, secrets.token_urlsafe(24), folder, self._now())
+        e2b_id = base if own is None else f"{base}:{own}"
+        made = Pending(build_id, e2b_id, caller, secrets.token_urlsafe(24), folder, self._now())
+        made.target, made.tags = target, [t for t in [own, *others] if t is not None]
         self._pending[build_id] = made
         return made
 
@@ -94,7 +139,7 @@ class E2BTemplates:
         name = template_name(template_id)
         for p in self._pending.values():
             mine = holder_of(p.caller) == holder_of(caller)
-            if mine and p.name == name and build_id in (None, p.build_id):
+            if mine and p.target == name and build_id in (None, p.build_id):
                 return p
         raise NotFound(f"no build of template {name!r} waits to be started")
 
@@ -142,9 +187,12 @@ class E2BTemplates:
             uploads = [p.folder / f"{h}.tar" for h in dict.fromkeys(plan.files)]
             await anyio.to_thread.run_sync(_merge, uploads, context)
             options = BuildOptions(text=plan.dockerfile, notes=plan.notes)
-            return await self._templates.build(
-                p.name, read_back(context), options, Given(), p.caller
+            built = await self._templates.build(
+                p.target, read_back(context), options, Given(), p.caller
             )
+            if p.tags:
+                await self._tags.put(holder_of(p.caller), split_id(p.name)[0], p.tags, p.target)
+            return built
         finally:
             await anyio.to_thread.run_sync(shutil.rmtree, p.folder, True)
 
@@ -165,10 +213,61 @@ class E2BTemplates:
         return _status(name, build_id, state, entries[offset : offset + 100], reason)
 
     async def find(self, caller: User | None, alias: str) -> Template:
-        return await self._templates.find(template_name(alias), caller)
+        """The build `NAME` or `NAME:TAG` stands for."""
+        name, tag = split_id(alias)
+        if tag is not None:
+            for found in await self._tags.all(holder_of(caller), name):
+                if found.tag == tag:
+                    return await self._templates.find(found.template, caller)
+        return await self._templates.find(built_as(name, tag), caller)
 
     async def delete(self, caller: User | None, template_id: str) -> None:
-        await self._templates.delete(template_name(template_id), caller)
+        name, tag = split_id(template_id)
+        await self._templates.delete(built_as(name, tag), caller)
+        if tag is None:
+            await self._tags.delete(holder_of(caller), name, None)
+
+    # -- tags ---------------------------------------------------------------------------
+    async def assign(self, caller: User | None, target: str, tags: list[str]) -> Template:
+        """Point `tags` of the target's name at the build `target` stands for."""
+        name, _ = split_id(target)
+        kept = [check_tag(t) for t in dict.fromkeys(tags)]
+        if not kept or None in kept:
+            raise InvalidRequest(
+                "give tags other than default/latest (those are the name's own build)"
+            )
+        built = await self.find(caller, target)
+        if built.owner_id != holder_of(caller):
+            raise NotFound(f"template {target!r} not found")
+        if not await self._tags.put(holder_of(caller), name, [t for t in kept if t], built.name):
+            raise InvalidRequest(f"a template has at most {MAX_TAGS} tags")
+        return built
+
+    async def untag(self, caller: User | None, name: str, tags: list[str]) -> None:
+        base, _ = split_id(name)
+        kept = [check_tag(t) for t in dict.fromkeys(tags)]
+        if None in kept:
+            raise InvalidRequest("the default tag is the name's own build: delete it instead")
+        if not await self._tags.delete(holder_of(caller), base, [t for t in kept if t]):
+            raise NotFound(f"no such tag of template {base!r}")
+
+    async def tags(
+        self, caller: User | None, template_id: str
+    ) -> list[tuple[str, Template, float]]:
+        """(tag, its build, when tagged) of the template's name, `default` first."""
+        name, _ = split_id(template_id)
+        found: list[tuple[str, Template, float]] = []
+        with contextlib.suppress(NotFound):
+            own = await self._templates.find(name, caller)
+            found.append(("default", own, own.created_at))
+        for tag in await self._tags.all(holder_of(caller), name):
+            with contextlib.suppress(NotFound):
+                found.append(
+                    (tag.tag, await self._templates.find(tag.template, caller), tag.created_at)
+                )
+        if not found:
+            raise NotFound(f"template {name!r} not found")
+        return found
 
     async def _forget_old(self) -> None:
         for p in list(self._pending.values()):

@@ -672,8 +672,15 @@ def test_a_template_built_by_the_sdk(
     with pytest.raises(e2b.exceptions.TemplateException, match="invalid template tag"):
         e2b.Template.assign_tags("sdk-made:v1", ["Bad Tag"])
     import httpx
+    from e2b.api.client.models import Template as TemplateModel
 
     key = {"X-API-Key": server.token}
+    # The listing no SDK call makes, in the shape its generated client reads.
+    for path in ("/e2b/templates", "/e2b/v2/templates"):
+        listed = httpx.get(server.url + path, headers=key, timeout=30).json()
+        models = {m.template_id: m for m in map(TemplateModel.from_dict, listed)}
+        assert {"sdk-made", "sdk-made-v1", "on-top"} <= set(models)
+        assert models["sdk-made"].build_status.value == "ready"
     for name in ("on-top", "fails-here", "sdk-made:v1", "sdk-made"):
         assert httpx.delete(f"{server.url}/e2b/templates/{name}", headers=key).status_code == 204
     with server.client() as c:

@@ -42,6 +42,25 @@ try:
     private = e2b.Sandbox.create(network={"allow_public_traffic": False}, timeout=300)
     seen["traffic_token"] = (private.traffic_access_token or "")[:4]
     private.kill()
+    # The differences the parity issue listed, as this SDK sees them.
+    seen["proc"] = len(sbx.files.read("/proc/sys/kernel/random/boot_id").strip())
+    sbx.files.make_dir("order/b")
+    sbx.files.write("order/a.txt", "x")
+    seen["order"] = [e.name for e in sbx.files.list("order")]
+    snap = sbx.create_snapshot()
+    seen["snapshot_deleted"] = e2b.Sandbox.delete_snapshot(snap.snapshot_id)
+    newest = e2b.Sandbox.create(metadata={"suite": "old"}, timeout=300)
+    ids = [s.sandbox_id for s in e2b.Sandbox.list(query=e2b.SandboxQuery(metadata={"suite": "old"})).next_items()]
+    seen["newest_first"] = ids.index(newest.sandbox_id) < ids.index(sbx.sandbox_id)
+    newest.kill()
+    end = sbx.get_info().end_at
+    e2b.Sandbox.connect(sbx.sandbox_id, timeout=10)
+    seen["not_shortened"] = sbx.get_info().end_at >= end
+    try:
+        e2b.Sandbox.create(mcp={"exa": {"apiKey": "x"}}, timeout=60)
+        seen["mcp"] = "made"
+    except Exception as exc:
+        seen["mcp"] = str(exc)
     sbx.set_timeout(120)
     sbx.pause()
     seen["paused_running"] = sbx.is_running()
@@ -83,6 +102,9 @@ def test_the_older_sdk_works_with_the_key_paddock_prints(server: Server) -> None
     host, sandbox_id = seen["host"]
     assert host == f"8000-{sandbox_id}.localhost:{server.url.rsplit(':', 1)[1]}"
     assert seen["metrics"] is True and seen["traffic_token"] == "pdt_"
+    assert seen["proc"] == 36 and seen["order"] == ["a.txt", "b"]  # by name, as envd
+    assert seen["snapshot_deleted"] is True and seen["newest_first"] is True
+    assert seen["not_shortened"] is True and "not supported by Paddock: mcp" in seen["mcp"]
     assert seen["secret"] == [1, 2, True]
     assert seen["volume"] == ["old sdk", ["f.txt"]]
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...domain.accounts import holder_of
 from ...domain.errors import Forbidden
 from ...domain.templates import Template
+from ...services.e2b.service import ENVD_VERSION
 from .control import Caller, Svc
 
 router = APIRouter()
@@ -131,6 +132,38 @@ async def build_status(
     logs_offset: Annotated[int, Query(alias="logsOffset", ge=0)] = 0,
 ) -> dict[str, Any]:
     return await svc.templates_of().status(user, template_id, build_id, logs_offset)
+
+
+@router.get("/templates")
+@router.get("/v2/templates")
+async def listed(svc: Svc, user: Caller) -> list[dict[str, Any]]:
+    """E2B's template listing: each of the caller's templates (and those shared with
+    them) as one build of its own name; sizes are the box type's the template starts."""
+    found = []
+    for t in await svc.templates_of().listed(user):
+        box_type = svc.box_type(t.defaults.type)
+        at = datetime.fromtimestamp(t.built_at or t.created_at, timezone.utc).isoformat()
+        found.append(
+            {
+                "templateID": t.name,
+                "buildID": _build_id(t),
+                "cpuCount": max(1, round(box_type.cpus)),
+                "memoryMB": box_type.memory_mb,
+                "diskSizeMB": t.size >> 20,
+                "public": t.shared,
+                "aliases": [t.name],
+                "names": [t.name],
+                "createdAt": datetime.fromtimestamp(t.created_at, timezone.utc).isoformat(),
+                "updatedAt": at,
+                "createdBy": None,
+                "lastSpawnedAt": None,
+                "spawnCount": 0,
+                "buildCount": 1,
+                "envdVersion": ENVD_VERSION,
+                "buildStatus": {"ready": "ready", "building": "building"}.get(t.status, "error"),
+            }
+        )
+    return found
 
 
 @router.get("/templates/aliases/{alias}")

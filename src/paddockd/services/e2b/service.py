@@ -15,7 +15,7 @@ from paddock.wire.keys import from_e2b_key
 
 from ...config import Config
 from ...domain.accounts import SERVER, Role, User, holder_of
-from ...domain.box import Box, BoxState, Desired
+from ...domain.box import Box, BoxState, BoxType, Desired
 from ...domain.errors import InvalidRequest, NotFound, PaddockError, Unauthorized
 from ...domain.header_rules import HeaderRule, parse_rules
 from ...domain.network import NetworkPolicy, policy
@@ -148,6 +148,10 @@ class E2BService:
     @property
     def boxes(self) -> BoxService:
         return self._boxes
+
+    def box_type(self, name: str | None) -> BoxType:
+        """A box type by name, the server's default for None (or one no longer there)."""
+        return self._cfg.types.get(name or "") or self._cfg.types[self._cfg.default_type]
 
     def templates_of(self) -> E2BTemplates:
         if self.templates is None:

@@ -227,6 +227,10 @@ class E2BTemplates:
         if tag is None:
             await self._tags.delete(holder_of(caller), name, None)
 
+    async def listed(self, caller: User | None) -> list[Template]:
+        """The templates a caller may start sandboxes from: theirs, and those shared."""
+        return await self._templates.listed(caller)
+
     # -- tags ---------------------------------------------------------------------------
     async def assign(self, caller: User | None, target: str, tags: list[str]) -> Template:
         """Point `tags` of the target's name at the build `target` stands for."""

@@ -87,6 +87,9 @@ def private_state(cfg: config.Config) -> None:
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     perms.make_private(cfg.data_dir, mode, leave)
     perms.make_file_private(Path(cfg.engine.log_file))
+    # What an earlier start took to 0600 (boxes then lost their DNS) is readable again.
+    for resolv in cfg.boxes_dir.glob("*/resolv.conf"):
+        perms.make_file_readable(resolv)
 
 
 def main(argv: list[str] | None = None) -> int:

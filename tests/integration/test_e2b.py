@@ -671,6 +671,15 @@ def test_a_template_built_by_the_sdk(
         e2b.Sandbox.create("sdk-made:prod")
     with pytest.raises(e2b.exceptions.TemplateException, match="invalid template tag"):
         e2b.Template.assign_tags("sdk-made:v1", ["Bad Tag"])
+    # A tag build never replaces a template that is not one ("on-top" is a plain template).
+    with pytest.raises(e2b.BuildException, match="not a build of on:top"):
+        e2b.Template.build(e2b.Template().from_template("sdk-made").run_cmd("true"), "on:top")
+    # A tag stands for a build: rebuilt, its name's tags stand for nothing.
+    e2b.Template.assign_tags("on-top", ["pinned"])
+    e2b.Template.build(e2b.Template().from_template("sdk-made:v1").run_cmd("true"), "on-top")
+    assert {t.tag for t in e2b.Template.get_tags("on-top")} == {"default"}
+    with pytest.raises(e2b.SandboxException, match="not found"):
+        e2b.Sandbox.create("on-top:pinned")
     import httpx
     from e2b.api.client.models import Template as TemplateModel
 

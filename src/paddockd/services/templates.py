@@ -431,7 +431,13 @@ class TemplateService:
         return await self._repo.update(await self._own(name, caller), shared=shared)
 
     async def delete(self, name: str, caller: User | None = None) -> None:
-        t = await self._own(name, caller)
+        await self.delete_id((await self._own(name, caller)).id, caller)
+
+    async def delete_id(self, template_id: str, caller: User | None = None) -> None:
+        """The caller's own template of this id (E2B's tags name builds by id)."""
+        t = await self._repo.get(template_id)
+        if t is None or t.owner_id != holder_of(caller):
+            raise NotFound("no such template of yours")
         if t.id in self._tasks:
             self._tasks[t.id].cancel()
         await self._forget(t)

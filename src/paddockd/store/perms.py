@@ -40,6 +40,19 @@ def make_file_private(path: Path) -> None:
     _drop_group_and_other(path)
 
 
+def make_file_readable(path: Path) -> None:
+    """A regular file (never a link, nor what one points at) readable by all, 0644."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+
+
 def make_stream_private(fd: int) -> None:
     """The file behind `fd` (stdout into a log file, say) loses its group and other bits;
     a terminal, pipe or socket is left alone."""

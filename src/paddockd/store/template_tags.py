@@ -1,6 +1,7 @@
 """E2B's template tags, each holder's own: `NAME:TAG` stands for one Paddock template (a
-build). A build made under a tag is the Paddock template `NAME-TAG`; a tag assigned later
-points at the build its target names."""
+build), kept by its id. A build made under a tag is the Paddock template `NAME-TAG`; a tag
+assigned later points at the build its target stands for. A build rebuilt or deleted is
+another id: its tags stand for nothing (and are dropped when next read)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ MAX_TAGS = 100  # per template name
 @dataclass(frozen=True)
 class Tag:
     tag: str
-    template: str  # the Paddock template it stands for
+    template: str  # the id of the Paddock template it stands for
     created_at: float
 
 
@@ -62,6 +63,16 @@ class TemplateTagRepository:
             return [Tag(str(r[0]), str(r[1]), float(r[2])) for r in rows]
 
         return await self._db.run(work)
+
+    async def drop_templates(self, holder: str | None, template_ids: list[str]) -> None:
+        """Every tag of the holder's that stands for one of these builds."""
+
+        def work(conn: Connection) -> None:
+            mine = whose(e2b_template_tags.c.user_id, holder)
+            gone = e2b_template_tags.c.template.in_(template_ids)
+            conn.execute(e2b_template_tags.delete().where(mine, gone))
+
+        await self._db.run(work)
 
     async def delete(self, holder: str | None, name: str, tags: list[str] | None) -> int:
         """These tags of `name` (None: all of them, as the name goes)."""

@@ -75,7 +75,7 @@ def test_private_state_leaves_the_engine_root_and_what_boxes_read(tmp_path: Path
     (tmp_path / "e.log").chmod(0o644)
     resolv = paths["run"].parent / "resolv.conf"  # the box's /etc/resolv.conf
     resolv.write_text("nameserver 10.0.0.1\n")
-    resolv.chmod(0o644)
+    resolv.chmod(0o600)  # as an earlier version's start left it
     private_state(replace(Config(), data_dir=data, engine=engine))
     assert mode(resolv) == 0o644
     # dockerd needs its data root's parents traversable by the boxes' root (o+x).

@@ -25,7 +25,7 @@ class BuildRequest(BaseModel):
     # cpuCount, memoryMB, minFreeDiskMB: a box's size is its type's here (`template` defaults).
     model_config = ConfigDict(extra="ignore")
     name: str = Field(max_length=128)
-    tags: list[str] = []
+    tags: list[str] = Field([], max_length=100)
 
 
 class BuildStart(BaseModel):
@@ -140,7 +140,11 @@ async def listed(svc: Svc, user: Caller) -> list[dict[str, Any]]:
     """E2B's template listing: each of the caller's templates (and those shared with
     them) as one build of its own name; sizes are the box type's the template starts."""
     found = []
-    for t in await svc.templates_of().listed(user):
+    listed = sorted(
+        await svc.templates_of().listed(user), key=lambda t: t.owner_id != holder_of(user)
+    )
+    shown = {t.name: t for t in reversed(listed)}  # one's own over a shared one of its name
+    for t in sorted(shown.values(), key=lambda t: t.name):
         box_type = svc.box_type(t.defaults.type)
         at = datetime.fromtimestamp(t.built_at or t.created_at, timezone.utc).isoformat()
         found.append(

@@ -28,11 +28,12 @@ from typing import IO, Any
 import anyio.to_thread
 
 from ...domain.accounts import User, holder_of
-from ...domain.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
+from ...domain.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from ...domain.templates import Template, validate_template_name
-from ...store.template_tags import MAX_TAGS, TemplateTagRepository
+from ...store.template_tags import MAX_TAGS, Tag, TemplateTagRepository
 from ..spool import read_back, spool
 from ..templates import MAX_CONTEXT, BuildOptions, Given, TemplateService
+from .snapshots import parse_snapshot_id
 from .template_steps import FILES_HASH, translate
 
 MAX_PENDING = 8  # builds requested and not started, per caller
@@ -61,7 +62,7 @@ class Pending:
 
 
 DEFAULT_TAGS = frozenset({"default", "latest"})  # a name alone: its own build
-_TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+_TAG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,29}[a-z0-9])?$")
 
 
 def check_tag(tag: str) -> str | None:
@@ -71,7 +72,8 @@ def check_tag(tag: str) -> str | None:
     if not _TAG_RE.match(tag):
         raise InvalidRequest(
             f"invalid template tag {tag!r}: 1-31 lowercase letters, digits and hyphens, "
-            "starting with a letter or digit"
+            "starting and ending with a letter or digit (no dots: a tagged build is the "
+            "template NAME-TAG here)"
         )
     return tag
 
@@ -120,6 +122,19 @@ class E2BTemplates:
             own = asked[0]
         target = built_as(base, own)
         others = sorted({t for t in asked if t is not None and t != own})
+        kept = await self._live(caller, base)
+        if len({t.tag for t, _ in kept} | {t for t in [own, *others] if t}) > MAX_TAGS:
+            raise InvalidRequest(f"a template has at most {MAX_TAGS} tags")
+        if own is not None:
+            if parse_snapshot_id(f"{base}:{own}") is not None:
+                raise InvalidRequest(f"{base}:{own} reads as a snapshot id: choose another tag")
+            with contextlib.suppress(NotFound):
+                there = await self._templates.find(target, caller)
+                if not any(built.id == there.id for _, built in kept):
+                    raise Conflict(
+                        f"a template named {target} exists that is not a build of "
+                        f"{base}:{own}: rename or delete it first"
+                    )
         await self._forget_old()
         mine = [p for p in self._pending.values() if holder_of(p.caller) == holder_of(caller)]
         if len(mine) >= MAX_PENDING:
@@ -174,6 +189,9 @@ class E2BTemplates:
         self, caller: User | None, template_id: str, build_id: str, spec: dict[str, Any]
     ) -> Template:
         p = self._build(caller, template_id, build_id)
+        given = spec.get("fromTemplate")
+        if isinstance(given, str) and ":" in given:  # a tag names a build of its own
+            spec = {**spec, "fromTemplate": (await self.find(caller, given)).name}
         plan = translate(spec)
         async with p.lock:  # no upload is under way from here
             missing = [h for h in plan.files if h not in p.uploads]
@@ -191,7 +209,7 @@ class E2BTemplates:
                 p.target, read_back(context), options, Given(), p.caller
             )
             if p.tags:
-                await self._tags.put(holder_of(p.caller), split_id(p.name)[0], p.tags, p.target)
+                await self._tags.put(holder_of(p.caller), split_id(p.name)[0], p.tags, built.id)
             return built
         finally:
             await anyio.to_thread.run_sync(shutil.rmtree, p.folder, True)
@@ -215,17 +233,28 @@ class E2BTemplates:
     async def find(self, caller: User | None, alias: str) -> Template:
         """The build `NAME` or `NAME:TAG` stands for."""
         name, tag = split_id(alias)
-        if tag is not None:
-            for found in await self._tags.all(holder_of(caller), name):
-                if found.tag == tag:
-                    return await self._templates.find(found.template, caller)
-        return await self._templates.find(built_as(name, tag), caller)
+        if tag is None:
+            return await self._templates.find(name, caller)
+        for found, built in await self._live(caller, name):
+            if found.tag == tag:
+                return built
+        raise NotFound(f"template {alias!r} not found (no such tag, or its build is gone)")
+
+    async def _live(self, caller: User | None, name: str) -> list[tuple[Tag, Template]]:
+        """The tags of the caller's `name` with the builds they stand for; those whose
+        build is gone (rebuilt, deleted) are dropped."""
+        holder = holder_of(caller)
+        mine = {t.id: t for t in await self._templates.listed(caller) if t.owner_id == holder}
+        tags = await self._tags.all(holder, name)
+        gone = [t.template for t in tags if t.template not in mine]
+        if gone:
+            await self._tags.drop_templates(holder, gone)
+        return [(t, mine[t.template]) for t in tags if t.template in mine]
 
     async def delete(self, caller: User | None, template_id: str) -> None:
-        name, tag = split_id(template_id)
-        await self._templates.delete(built_as(name, tag), caller)
-        if tag is None:
-            await self._tags.delete(holder_of(caller), name, None)
+        built = await self.find(caller, template_id)
+        await self._templates.delete_id(built.id, caller)
+        await self._tags.drop_templates(holder_of(caller), [built.id])
 
     async def listed(self, caller: User | None) -> list[Template]:
         """The templates a caller may start sandboxes from: theirs, and those shared."""
@@ -233,7 +262,9 @@ class E2BTemplates:
 
     # -- tags ---------------------------------------------------------------------------
     async def assign(self, caller: User | None, target: str, tags: list[str]) -> Template:
-        """Point `tags` of the target's name at the build `target` stands for."""
+        """Point `tags` of the target's name at the build `target` stands for (a tag of
+        the name's own build stands for that build: a rebuild leaves it standing for
+        nothing)."""
         name, _ = split_id(target)
         kept = [check_tag(t) for t in dict.fromkeys(tags)]
         if not kept or None in kept:
@@ -243,8 +274,13 @@ class E2BTemplates:
         built = await self.find(caller, target)
         if built.owner_id != holder_of(caller):
             raise NotFound(f"template {target!r} not found")
-        if not await self._tags.put(holder_of(caller), name, [t for t in kept if t], built.name):
+        for tag in kept:
+            if parse_snapshot_id(f"{name}:{tag}") is not None:
+                raise InvalidRequest(f"{name}:{tag} reads as a snapshot id: choose another tag")
+        live = {t.tag for t, _ in await self._live(caller, name)}
+        if len(live | {t for t in kept if t}) > MAX_TAGS:
             raise InvalidRequest(f"a template has at most {MAX_TAGS} tags")
+        await self._tags.put(holder_of(caller), name, [t for t in kept if t], built.id)
         return built
 
     async def untag(self, caller: User | None, name: str, tags: list[str]) -> None:
@@ -264,11 +300,7 @@ class E2BTemplates:
         with contextlib.suppress(NotFound):
             own = await self._templates.find(name, caller)
             found.append(("default", own, own.created_at))
-        for tag in await self._tags.all(holder_of(caller), name):
-            with contextlib.suppress(NotFound):
-                found.append(
-                    (tag.tag, await self._templates.find(tag.template, caller), tag.created_at)
-                )
+        found += [(t.tag, built, t.created_at) for t, built in await self._live(caller, name)]
         if not found:
             raise NotFound(f"template {name!r} not found")
         return found

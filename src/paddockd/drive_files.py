@@ -160,7 +160,7 @@ def _shown(names: list[str]) -> str:
 def info(root: str, path: str, owner: Owner) -> dict[str, Any]:
     names = parts(path)
     if not names:
-        return {**_entry_of_root(root, owner)}
+        return _entry_of_root(root, owner)
     with _folder(root, names[:-1]) as at:
         try:
             return _entry(at, names[-1], _shown(names), owner)

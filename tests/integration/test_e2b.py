@@ -733,6 +733,23 @@ def test_the_async_sdk_answers_as_e2b(sdk_env: dict[str, str]) -> None:
             ids = [s.sandbox_id for s in listed]
             assert ids.index(other.sandbox_id) < ids.index(box.sandbox_id)  # newest first
             await box.files.remove("/tmp/never-there")
+            # The parity issue's other differences, through the async SDK too.
+            await box.files.write("order/a.txt", "multipart")
+            await box.files.make_dir("order/b")
+            assert [e.name for e in await box.files.list("order")] == ["a.txt", "b"]
+            assert await box.files.read("order/a.txt") == "multipart"
+            assert len((await box.files.read("/proc/sys/kernel/random/boot_id")).strip()) == 36
+            snap = await box.create_snapshot()
+            assert await e2b.AsyncSandbox.delete_snapshot(snap.snapshot_id)
+            end = (await box.get_info()).end_at
+            await e2b.AsyncSandbox.connect(box.sandbox_id, timeout=10)
+            assert (await box.get_info()).end_at >= end  # only ever extended
+            with pytest.raises(e2b.SandboxException, match="not supported by Paddock: mcp"):
+                await e2b.AsyncSandbox.create(mcp={"exa": {"apiKey": "x"}}, timeout=60)
+            killed = await other.commands.run("sleep 600", background=True)
+            await other.kill()
+            with pytest.raises(e2b.SandboxNotRunningException):
+                await killed.wait()
             assert box.get_host(8000).startswith(f"8000-{box.sandbox_id}.localhost:")
             await box.update_network({"deny_out": ["0.0.0.0/0"]})
             assert len(await box.get_metrics()) >= 1

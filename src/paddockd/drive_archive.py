@@ -158,9 +158,13 @@ def _open_listed(parent: int, name: str, flags: int, st: os.stat_result) -> int 
     """`name` opened beneath `parent`, if it is still the very entry listed (same kind,
     same inode): a link or anything else swapped in is not opened, or is closed."""
     try:
-        fd = os.open(name, flags, dir_fd=parent)
+        return _kept_if_same(os.open(name, flags, dir_fd=parent), st)
     except OSError:
         return None
+
+
+def _kept_if_same(fd: int, st: os.stat_result) -> int | None:
+    """`fd`, if it is the entry listed; else closed."""
     if not _same(os.fstat(fd), st):
         os.close(fd)
         return None
@@ -179,13 +183,9 @@ def _open_file(parent: int, name: str, st: os.stat_result) -> int | None:
         if not stat.S_ISREG(checked.st_mode) or not _same(checked, st):
             return None
         try:
-            fd = os.open(f"/proc/self/fd/{where}", _FILE)
+            return _kept_if_same(os.open(f"/proc/self/fd/{where}", _FILE), st)
         except OSError:
             return None
-        if not _same(os.fstat(fd), st):
-            os.close(fd)
-            return None
-        return fd
     finally:
         os.close(where)
 

@@ -221,7 +221,7 @@ def wire(
     sealer = Sealer(cfg.data_dir / "credentials.key")
     keys, secret_repo = CredentialRepository(db, sealer), SecretRepository(db, sealer)
     sandbox_repo = SandboxRepository(db)
-    e2b_secrets = E2BSecrets(E2BSecretRepository(db, sealer), sandbox_repo)
+    e2b_secrets = E2BSecrets(E2BSecretRepository(db, sealer), sandbox_repo, accounts.holders)
     credentials = CredentialService(keys, boxes, accounts, secret_repo, f"http://{gateway}")
     grants = GatewayService(
         network,

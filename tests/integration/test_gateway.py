@@ -343,6 +343,9 @@ def test_e2b_network_rules_set_a_secrets_header_for_their_host_only(gw: Server, 
                 "curl -s -o /dev/null -w '%{http_code}' https://allowed.test/e2b-gone"
             ).stdout
             assert code == "403"
+            # update_network checks its rules' secrets as create does (the box owner's).
+            with pytest.raises(e2b.SandboxException, match="do not exist"):
+                sbx.update_network({"rules": rules})
             # update_network without rules: the host is the box's own again.
             e2b.Secret.create(name, first)
             sbx.update_network({"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"]})

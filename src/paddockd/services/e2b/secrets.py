@@ -6,8 +6,10 @@ enters a box: the gateway sets the headers on the way out."""
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
-from ...domain.accounts import User, holder_of
+from ...domain.accounts import Holders, User, holder_of
+from ...domain.box import Box
 from ...domain.errors import Conflict, InvalidRequest, NotFound
 from ...domain.header_rules import HeaderRule, check_metadata, check_secret_name
 from ...domain.secrets import check_value
@@ -21,9 +23,19 @@ _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
 class E2BSecrets:
-    def __init__(self, repo: E2BSecretRepository, sandboxes: SandboxRepository) -> None:
+    def __init__(
+        self,
+        repo: E2BSecretRepository,
+        sandboxes: SandboxRepository,
+        holders: Callable[[], Awaitable[Holders]],
+    ) -> None:
         self._repo = repo
         self._sandboxes = sandboxes
+        self._holders = holders
+
+    async def holder_of(self, box: Box) -> str | None:
+        """Whose secrets a box's rules use: its owner's, as the gateway tells them apart."""
+        return (await self._holders()).of(box.owner_id)
 
     async def create(
         self, caller: User, name: str, value: str, metadata: dict[str, str] | None
@@ -78,7 +90,8 @@ class E2BSecrets:
         wanted = sorted({n for r in rules for n in r.secrets()})
         have = {s.name for s in await self._repo.all(holder)}
         if missing := [n for n in wanted if n not in have]:
-            raise NotFound(
+            # 400, not 404: the SDK reads a 404 on a sandbox's call as the sandbox gone.
+            raise InvalidRequest(
                 f"network rules name secrets that do not exist: {', '.join(missing)} "
                 "(create them with Secret.create)"
             )

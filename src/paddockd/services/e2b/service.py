@@ -281,14 +281,16 @@ class E2BService:
             await self._rules_changed(box)
 
     async def _header_rules(
-        self, caller: User, network: dict[str, Any] | None
+        self, caller: User, network: dict[str, Any] | None, box: Box | None = None
     ) -> tuple[HeaderRule, ...]:
-        """E2B's network.rules, checked: every secret they name is the caller's."""
+        """E2B's network.rules, checked: every secret they name is one of the sandbox
+        owner's (the caller's, for a sandbox being made), whose the gateway will use."""
         rules = parse_rules((network or {}).get("rules"))
         if rules:
             if self.secrets is None or self._rules_changed is None:
                 raise InvalidRequest("this server has no credential gateway for network rules")
-            await self.secrets.check(holder_of(caller), rules)
+            holder = holder_of(caller) if box is None else await self.secrets.holder_of(box)
+            await self.secrets.check(holder, rules)
         return rules
 
     async def get(self, caller: User, sandbox_id: str) -> Sandbox:
@@ -415,7 +417,7 @@ class E2BService:
         rules = {k: v for k, v in network.items() if k != "allow_internet_access"}
         internet = network.get("allow_internet_access")
         asked = network_policy(internet if isinstance(internet, bool) else None, rules)
-        header_rules = await self._header_rules(caller, rules)
+        header_rules = await self._header_rules(caller, rules, box)
         changed = await self._boxes.set_network(
             box.id, asked or self._boxes.default_network, caller
         )

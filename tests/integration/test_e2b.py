@@ -690,7 +690,7 @@ def test_a_template_built_by_the_sdk(
         models = {m.template_id: m for m in map(TemplateModel.from_dict, listed)}
         assert {"sdk-made", "sdk-made-v1", "on-top"} <= set(models)
         assert models["sdk-made"].build_status.value == "ready"
-    for name in ("on-top", "fails-here", "sdk-made:v1", "sdk-made"):
+    for name in ("on-top", "fails-here", "sdk-made"):  # sdk-made's tagged builds go with it
         assert httpx.delete(f"{server.url}/e2b/templates/{name}", headers=key).status_code == 204
     with server.client() as c:
         assert [t.name for t in c.list_templates()] == []

@@ -252,9 +252,17 @@ class E2BTemplates:
         return [(t, mine[t.template]) for t in tags if t.template in mine]
 
     async def delete(self, caller: User | None, template_id: str) -> None:
+        """The build the id stands for; for a name alone, its tagged builds too (as E2B
+        deletes a template with all its builds)."""
+        name, tag = split_id(template_id)
         built = await self.find(caller, template_id)
-        await self._templates.delete_id(built.id, caller)
-        await self._tags.drop_templates(holder_of(caller), [built.id])
+        builds = {built.id} | (
+            {b.id for _, b in await self._live(caller, name)} if tag is None else set()
+        )
+        for build_id in builds:
+            with contextlib.suppress(NotFound):
+                await self._templates.delete_id(build_id, caller)
+        await self._tags.drop_templates(holder_of(caller), sorted(builds))
 
     async def listed(self, caller: User | None) -> list[Template]:
         """The templates a caller may start sandboxes from: theirs, and those shared."""

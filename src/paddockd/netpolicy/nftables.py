@@ -42,6 +42,9 @@ from .ports import Port, bridge_ports, host_networks, isolate, netns_id, pin_bri
 
 # How often to look for a system Docker's DOCKER-USER chain (it may start after us).
 DOCKER_CHECK_SECONDS = 20.0
+# Rules written anew at least this often even when nothing changed: whatever changed them
+# behind paddockd's back (an admin's `nft flush ruleset`) is undone within this time.
+REWRITE_SECONDS = 60.0
 # A short floor keeps a zero-TTL answer usable for the connection that asked for it.
 MIN_ADMIT_SECONDS = 30
 MAX_INTERCEPT_SECONDS = 3600
@@ -75,6 +78,19 @@ class Bridge:
     name: str
     cidr: str  # the gateway's address and the boxes' subnet, e.g. 10.213.0.1/16
     mac: str  # the bridge's own (pinned) MAC: the boxes' gateway
+
+
+# What a ruleset is written from, but for the timed admissions (kept in the kernel's sets
+# between rewrites) and the counters: bridge, boxes, (box address, its bridge port)
+# pairs, refused ranges, the builds' subnet, shut ranges.
+RulesShape = tuple[
+    Bridge,
+    tuple[BoxAddress, ...],
+    tuple[tuple[str, str], ...],
+    tuple[str, ...],
+    str | None,
+    tuple[str, ...],
+]
 
 
 def without(ranges: Iterable[str], opened: Iterable[str]) -> list[str]:
@@ -327,6 +343,10 @@ class NftablesPolicy:
         self._pids: dict[str, int] = {}  # container id -> its init's pid, as last asked
         self._restored = False
         self._next_docker_check = 0.0
+        # What the last rewrite was made of; a sync that would write the same rules again
+        # leaves the kernel's be until REWRITE_SECONDS have passed.
+        self._applied: RulesShape | None = None
+        self._rewrite_due = 0.0
 
     async def sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         """Make the rules say exactly this, keeping what DNS admitted for boxes still here."""
@@ -363,31 +383,13 @@ class NftablesPolicy:
         ports = bridge_ports(self._bridge)
         bound, failed = self._bind(boxes, ports)
         closed = [c for c in self._closed() if c.cidr not in METADATA]
-        refused = [c.cidr for c in closed]
-        shut = without([c.cidr for c in closed], self._open)
+        refused = tuple(c.cidr for c in closed)
+        shut = tuple(without(refused, self._open))
         bridge = Bridge(self._bridge, self._cidr, mac)
         builds = self._builds[1] if self._builds else None
-        # The rewrite resets the counters: take what they hold first, as late as possible
-        # (what is counted between the two is lost to the egress log).
-        spoofed = self.spoofed()
-        rules = ruleset(
-            self.table,
-            bridge,
-            self._dns_port,
-            boxes,
-            left["learned"],
-            bound,
-            refused,
-            builds,
-            spoofed,
-            shut,
-            self._gateway,
-            left["intercept"],
-        )
-        self._pending.extend(self._read_flows())
-        self._nft.run(rules)
-        self._counted = {}
-        self._boxes = {b.ip: b for b in boxes}
+        shape = (bridge, tuple(boxes), tuple(sorted(bound.items())), refused, builds, shut)
+        if shape != self._applied or time.monotonic() >= self._rewrite_due:
+            self._rewrite(shape, left, spoofed=self.spoofed())
         for port in ports:
             if not port.isolated:
                 isolate(port.name)
@@ -397,6 +399,38 @@ class NftablesPolicy:
                 accept_in_docker_user(self._builds[0])
             self._next_docker_check = time.monotonic() + DOCKER_CHECK_SECONDS
         return failed
+
+    def _rewrite(
+        self,
+        shape: RulesShape,
+        left: dict[str, dict[tuple[str, str], int]],
+        spoofed: dict[str, tuple[int, int]],
+    ) -> None:
+        """The whole ruleset anew, in one transaction. `spoofed`: what the counters held,
+        taken as late as possible (what is counted between that and the rewrite, which
+        resets them, is lost to the egress log)."""
+        bridge, boxes, bound, refused, builds, shut = shape
+        rules = ruleset(
+            self.table,
+            bridge,
+            self._dns_port,
+            list(boxes),
+            left["learned"],
+            dict(bound),
+            refused,
+            builds,
+            spoofed,
+            shut,
+            self._gateway,
+            left["intercept"],
+        )
+        self._pending.extend(self._read_flows())
+        self._applied = None  # a failed run leaves the kernel's rules unknown
+        self._nft.run(rules)
+        self._applied = shape
+        self._rewrite_due = time.monotonic() + REWRITE_SECONDS
+        self._counted = {}
+        self._boxes = {b.ip: b for b in boxes}
 
     def _bind(
         self, boxes: list[BoxAddress], ports: list[Port]

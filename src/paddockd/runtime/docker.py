@@ -204,6 +204,7 @@ def parse_size(text: str) -> int:
 
 # The kernel's OOM killer picks a box's process before any of the host's (-1000..1000).
 BOX_OOM_SCORE_ADJ = 500
+FRESH_VIEWS_KEPT = 4096  # containers remembered as having fresh /proc views
 
 
 class DockerRuntime:
@@ -239,6 +240,7 @@ class DockerRuntime:
         self._streams = anyio.CapacityLimiter(1024)
         self._pids: dict[str, int] = {}  # container -> its init's pid (samples())
         self._lxcfs = lxcfs
+        self._fresh_views: dict[str, int] = {}  # container -> LXCFS device it was fresh under
         self._drives = drives
         self._storage = BoxStorage(lambda: self.api, drives, disks, userns_base, instance)
         # Running boxes' cpusets by container id, so placing one box does not inspect all
@@ -582,9 +584,21 @@ class DockerRuntime:
         return bool(self._views(profile)) if self._lxcfs else False
 
     async def stale_views(self, cid: str) -> bool:
+        lxcfs = self._lxcfs
+
         def work() -> bool:
+            # Views go stale only when LXCFS's mount is replaced: a container seen fresh
+            # under this mount stays fresh, and is not asked of the engine again.
+            device = lxcfs.device() if lxcfs is not None else None
+            if device is not None and self._fresh_views.get(cid) == device:
+                return False
             pid = self.container_pid(cid)
-            return pid > 0 and Lxcfs.stale(pid)
+            stale = pid > 0 and Lxcfs.stale(pid)
+            if not stale and device is not None:
+                if len(self._fresh_views) >= FRESH_VIEWS_KEPT:
+                    self._fresh_views.clear()  # removed containers' entries, at last
+                self._fresh_views[cid] = device
+            return stale
 
         return await self._run(work)
 

@@ -58,6 +58,16 @@ def _current(snap: Snapshot) -> dict[str, str | None]:
     return {"current_snapshot": snap.image, "current_disk": snap.disk}
 
 
+def _settled(box: Box, info: ContainerInfo | None) -> bool:
+    """Whether `reconcile` would leave the box as it is, judged from a listing of its
+    container (None: it has none, or it is gone)."""
+    if box.desired == Desired.RUNNING:
+        return box.state == BoxState.RUNNING and info is not None and info.running
+    if box.desired == Desired.STOPPED:
+        return box.state == BoxState.STOPPED and (info is None or not info.running)
+    return False
+
+
 def drive_volume(name: str, holder: str | None = None) -> str:
     """The engine volume of `holder`'s drive `name`. The owner's keep the name drives had
     before accounts; a member's carries their id, after a prefix no drive name of the
@@ -772,20 +782,32 @@ class Reconciler:
         )
 
     async def reconcile_all(self) -> None:
-        """One full pass: network rules, every box, then containers nobody owns."""
-        await self.sync_network()
+        """One full pass, level-based: the engine's containers are listed once, and only the
+        boxes whose container is not what their row says are converged, so a box at rest
+        costs the pass no engine call. Then one network sync, and containers nobody owns."""
+        listed = await self._rt.containers({LABEL_INSTANCE: self._instance})
+        by_id = {info.id: info for info in listed}
         known = set()
+        converged = False
         for box in await self._repo.all():
             known.add(box.id)
+            if _settled(box, by_id.get(box.container_id or "")):
+                continue
+            converged = True
             try:
                 await self.reconcile(box.id)
             except PaddockError as exc:
                 log.error("box %s could not be reconciled: %s", box.name, exc.message)
+        if not converged:
+            await self.sync_network()  # a converged box's reconcile synced already
         try:
             await self.check_views()
         except PaddockError as exc:
             log.error("checking boxes' /proc views: %s", exc.message)
-        for info in await self._rt.containers({LABEL_INSTANCE: self._instance}):
+        if converged:
+            # Containers were made and removed since the listing.
+            listed = await self._rt.containers({LABEL_INSTANCE: self._instance})
+        for info in listed:
             if info.labels.get(LABEL_POOL) and info.box_id not in known:
                 continue  # the warm pool's (it adopts or removes them), or just claimed
             if info.box_id in known and info.id not in self._retiring:

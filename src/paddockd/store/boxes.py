@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -18,6 +20,8 @@ from ..domain.snapshot import Snapshot
 from .db import Database, boxes, snapshots
 
 _TIMES = ("created_at", "started_at", "expires_at")
+T = TypeVar("T")
+Rows = dict[str, "Box"]
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -42,7 +46,10 @@ def _to_row(box: Box) -> dict[str, Any]:
 
 
 def _from_row(row: sa.Row[Any]) -> Box:
-    data = dict(row._mapping)
+    return _from_values(dict(row._mapping))
+
+
+def _from_values(data: dict[str, Any]) -> Box:
     for key in _TIMES:
         data[key] = _dt(data[key])
     data["state"] = BoxState(data["state"])
@@ -52,6 +59,11 @@ def _from_row(row: sa.Row[Any]) -> Box:
     data["env"] = tuple((str(k), str(v)) for k, v in json.loads(data.get("env") or "[]"))
     data["network"] = NetworkPolicy.from_json(data.get("network"))
     return Box(**data)
+
+
+def _as_read(box: Box) -> Box:
+    """`box` as a read of its row would give it (times to the row's precision)."""
+    return _from_values(_to_row(box))
 
 
 class StoreWatcher(Protocol):
@@ -80,6 +92,45 @@ class BoxRepository:
         # Told of each box made, each change of its state, each removal and each snapshot,
         # once written, in the order written (the events: services/box_events.py).
         self.watcher: StoreWatcher | None = None
+        # Every box's row as last written, read once and then kept by this repository's
+        # own writes (paddockd is the table's one writer, through here): a box at rest
+        # costs the periodic passes no database read. Replaced whole at each write, under
+        # `_writing` and after the commit, so a reader takes a consistent view unlocked.
+        self._rows: Rows | None = None
+        self._writing = threading.Lock()
+
+    async def _write(self, work: Callable[[Connection], T], keep: Callable[[Rows], None]) -> T:
+        """`work` in a transaction; once committed, `keep` brings a copy of the rows up to
+        date, in the same turn (writes land in the rows in the order they commit)."""
+
+        def run() -> T:
+            with self._writing:
+                done = self._db.run_here(work)
+                if self._rows is not None:
+                    rows = dict(self._rows)
+                    keep(rows)
+                    self._rows = rows
+                return done
+
+        return await anyio.to_thread.run_sync(run)
+
+    async def _all_rows(self) -> Rows:
+        rows = self._rows
+        if rows is not None:
+            return rows
+
+        def load() -> Rows:
+            with self._writing:
+                if self._rows is None:
+                    found = self._db.run_here(
+                        lambda conn: conn.execute(
+                            sa.select(boxes).order_by(boxes.c.created_at)
+                        ).all()
+                    )
+                    self._rows = {r.id: _from_row(r) for r in found}
+                return self._rows
+
+        return await anyio.to_thread.run_sync(load)
 
     async def add(self, box: Box) -> None:
         def work(conn: Connection) -> None:
@@ -88,7 +139,10 @@ class BoxRepository:
                 raise Conflict(f"a box named {box.name!r} already exists")
             conn.execute(boxes.insert().values(**_to_row(box)))
 
-        await self._db.run(work)
+        def keep(rows: Rows) -> None:
+            rows[box.id] = _as_read(box)
+
+        await self._write(work, keep)
         self._changed(box.id)
         if self.watcher is not None:
             self.watcher.added(box)
@@ -99,10 +153,17 @@ class BoxRepository:
         updated = replace(box, **changes)
         row = _to_row(updated)
         values = {key: row[key] for key in changes}
-        written = await self._db.run(
+
+        def keep(rows: Rows) -> None:
+            # Only the fields written: another writer's fields stay as that one left them.
+            if (kept := rows.get(box.id)) is not None:
+                rows[box.id] = _as_read(replace(kept, **changes))
+
+        written = await self._write(
             lambda conn: (
                 conn.execute(boxes.update().where(boxes.c.id == box.id).values(**values)).rowcount
-            )
+            ),
+            keep,
         )
         # The reconciler rewrites what it finds on every pass: only a change is news.
         if any(getattr(box, key) != value for key, value in changes.items()):
@@ -113,10 +174,7 @@ class BoxRepository:
         return updated
 
     async def get(self, box_id: str) -> Box | None:
-        row = await self._db.run(
-            lambda conn: conn.execute(sa.select(boxes).where(boxes.c.id == box_id)).first()
-        )
-        return _from_row(row) if row else None
+        return (await self._all_rows()).get(box_id)
 
     async def find(self, ref: str) -> list[Box]:
         """The box with this id, else the one with this name, else the boxes whose id
@@ -136,10 +194,7 @@ class BoxRepository:
         return [_from_row(r) for r in await self._db.run(work)]
 
     async def all(self) -> list[Box]:
-        rows = await self._db.run(
-            lambda conn: conn.execute(sa.select(boxes).order_by(boxes.c.created_at)).all()
-        )
-        return [_from_row(r) for r in rows]
+        return sorted((await self._all_rows()).values(), key=lambda b: b.created_at)
 
     async def delete(self, box_id: str) -> None:
         def work(conn: Connection) -> None:
@@ -148,7 +203,10 @@ class BoxRepository:
             conn.execute(snapshots.delete().where(snapshots.c.box_id == box_id))
             conn.execute(boxes.delete().where(boxes.c.id == box_id))
 
-        await self._db.run(work)
+        def keep(rows: Rows) -> None:
+            rows.pop(box_id, None)
+
+        await self._write(work, keep)
         self._changed(box_id)
         if self.watcher is not None:
             self.watcher.removed(box_id)
@@ -175,7 +233,12 @@ class BoxRepository:
                     .values(current_snapshot=snap.image, current_disk=snap.disk)
                 )
 
-        await self._db.run(work)
+        def keep(rows: Rows) -> None:
+            if current and (kept := rows.get(snap.box_id)) is not None:
+                image, disk = snap.image, snap.disk
+                rows[snap.box_id] = replace(kept, current_snapshot=image, current_disk=disk)
+
+        await self._write(work, keep)
         self._changed(snap.box_id)
         if self.watcher is not None:
             self.watcher.snapshot_added(snap)

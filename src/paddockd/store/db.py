@@ -707,12 +707,12 @@ class Database:
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn` in a transaction on a worker thread, off the event loop."""
+        return await anyio.to_thread.run_sync(self.run_here, fn)
 
-        def work() -> T:
-            with self.engine.begin() as conn:
-                return fn(conn)
-
-        return await anyio.to_thread.run_sync(work)
+    def run_here(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` in a transaction on this thread (blocking)."""
+        with self.engine.begin() as conn:
+            return fn(conn)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -347,6 +347,7 @@ async def test_the_pool_keeps_boxes_of_a_template_with_its_files(tmp_path: Path)
     box = await pool.boxes.create("fromit", None, None, None, template="tools")
     assert pool.container(box.container_id) is waiting  # claimed, not made
     assert box.current_disk  # its own copy of the template's disk, as a box of it has
+    await pool.wired.reconciler.drain()  # the start command is started in the background
     assert any("make serve" in " ".join(e.cmd) for e in pool.runtime.execs)  # started
     plain = await pool.boxes.create("plain", None, None, None)
     assert pool.container(plain.container_id)["spec"].disk is None  # never a template's

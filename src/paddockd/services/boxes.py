@@ -236,6 +236,10 @@ class BoxService:
     async def snapshot_count(self, box: Box) -> int:
         return len(await self._repo.snapshot_images(box.id))
 
+    async def snapshot_counts(self) -> dict[str, int]:
+        """Every box's number of snapshots (by id; a box without one is not named)."""
+        return await self._repo.snapshot_counts()
+
     # -- lifecycle --------------------------------------------------------------------
     async def create(
         self,

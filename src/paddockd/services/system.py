@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
@@ -18,6 +19,8 @@ from ..domain.errors import PaddockError
 from ..runtime.base import Profile, Runtime
 from .boxes import BoxService
 from .pool import WarmPool
+
+LIMITS_SECONDS = 60.0  # how long the disks' limits line stands
 
 
 class SystemService:
@@ -46,6 +49,7 @@ class SystemService:
         self._pool = pool
         self._image_pending = image_pending
         self._profile: Profile | None = None
+        self._limits_read: tuple[float, str] | None = None  # (when, what)
 
     async def refresh_profile(self) -> Profile:
         self._profile = (await self._rt.info()).profile
@@ -120,12 +124,20 @@ class SystemService:
             data_root=(self._data_root or None) if admin else None,
             data_root_free_bytes=free,
             data_root_total_bytes=total,
-            disk_limits=(
-                await anyio.to_thread.run_sync(self._disk_limits) if self._disk_limits else None
-            ),
+            disk_limits=await self._limits(),
             pool=self._pool.status() if self._pool and admin else None,
             snapshots=await self._snapshot_method() if engine.reachable else None,
         )
+
+    async def _limits(self) -> str | None:
+        """How boxes' disks are limited: read from the host's mount table, which holds
+        two mounts a box, so at most once a minute."""
+        if self._disk_limits is None:
+            return None
+        now = time.monotonic()
+        if self._limits_read is None or now - self._limits_read[0] > LIMITS_SECONDS:
+            self._limits_read = (now, await anyio.to_thread.run_sync(self._disk_limits))
+        return self._limits_read[1]
 
     async def _snapshot_method(self) -> Literal["copy", "commit"]:
         try:

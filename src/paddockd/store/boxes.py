@@ -266,6 +266,14 @@ class BoxRepository:
             for r in rows
         ]
 
+    async def snapshot_counts(self) -> dict[str, int]:
+        rows = await self._db.run(
+            lambda conn: conn.execute(
+                sa.select(snapshots.c.box_id, sa.func.count()).group_by(snapshots.c.box_id)
+            ).all()
+        )
+        return {str(box_id): int(count) for box_id, count in rows}
+
     async def snapshot_images(self, box_id: str) -> list[str]:
         return [s.image for s in await self.snapshots(box_id)]
 

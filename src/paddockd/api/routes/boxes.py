@@ -19,11 +19,16 @@ router = APIRouter(prefix="/boxes", tags=["boxes"])
 
 
 async def present(
-    svc: Services, box: Box, caller: User, owners: dict[str | None, str] | None = None
+    svc: Services,
+    box: Box,
+    caller: User,
+    owners: dict[str | None, str] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> BoxModel:
-    """The box as `caller` sees it; `owners` (usernames by id) saves a lookup per box in
-    a list."""
+    """The box as `caller` sees it; `owners` (usernames by id) and `counts` (snapshots by
+    box id) save two lookups per box in a list."""
     names = owners if owners is not None else await svc.accounts.owners()
+    snapshots = counts.get(box.id, 0) if counts is not None else await svc.boxes.snapshot_count(box)
     return BoxModel(
         id=box.id,
         name=box.name,
@@ -36,7 +41,7 @@ async def present(
         expires_at=box.expires_at,
         ttl=box.ttl,
         ttl_action=box.ttl_action.value,
-        snapshots=await svc.boxes.snapshot_count(box),
+        snapshots=snapshots,
         drives=list(box.drives),
         network=NetworkSpec(mode=box.network.mode, allow=list(box.network.allow)),
         agent=box.agent,
@@ -74,7 +79,8 @@ async def create_box(body: BoxCreate, svc: Svc, caller: Caller) -> BoxModel:
 async def list_boxes(svc: Svc, caller: Caller) -> BoxList:
     owners = await svc.accounts.owners()
     boxes = await svc.boxes.listed(caller)
-    return BoxList(boxes=[await present(svc, b, caller, owners) for b in boxes])
+    counts = await svc.boxes.snapshot_counts()
+    return BoxList(boxes=[await present(svc, b, caller, owners, counts) for b in boxes])
 
 
 @router.get("/{ref}", response_model=BoxModel, summary="Show a box (by name, id or id prefix)")

@@ -94,8 +94,8 @@ _EVENT_SCHEMA = {
 async def events(svc: Svc, caller: Caller) -> StreamingResponse:
     boxes, changes = await svc.events.follow(caller)
     try:
-        owners = await svc.accounts.owners()
-        listed = BoxList(boxes=[await present(svc, b, caller, owners) for b in boxes])
+        owners, counts = await svc.accounts.owners(), await svc.boxes.snapshot_counts()
+        listed = BoxList(boxes=[await present(svc, b, caller, owners, counts) for b in boxes])
     except BaseException:
         await changes.aclose()  # type: ignore[attr-defined]
         raise

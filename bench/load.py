@@ -3,9 +3,13 @@ driven with docker-py in the same run.
 
     /opt/paddock/venv/bin/python -m bench.load             # the full run (~20 min)
     /opt/paddock/venv/bin/python -m bench.load --quick     # a smoke run (~3 min)
+    /opt/paddock/venv/bin/python -m bench.load --only density --density 500   # ~25 min
 
 Phases: parallel creates, parallel exec streams (checksummed), sequential execs, parallel
 pushes, density (idle boxes, with and without a desktop), and one long exec stream.
+Density grows to --density boxes of a small type and measures at 50, 200 and 500 boxes
+on the way: paddockd's idle CPU and RSS, `paddock ls` and `status`, and an exec and a new
+box's create against the same with 5 boxes; then what a box costs the host.
 Starts a paddockd of its own; every box and container it makes is named with a prefix
 and removed at the end, also on Ctrl-C or SIGTERM.
 """
@@ -20,6 +24,7 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import tarfile
 import tempfile
 import threading
@@ -33,11 +38,11 @@ from typing import Any, TypeVar
 
 import docker
 import docker.errors
-from tests.harness import ENGINE_SOCKET, IMAGE, Server
+from tests.harness import ENGINE_SOCKET, IMAGE, PADDOCK, Server
 
 from paddock import Client
 
-from ._table import Row, print_table
+from ._table import Row, median_seconds, print_table
 
 T = TypeVar("T")
 MiB = 1 << 20
@@ -54,6 +59,10 @@ PACED = (
 )
 STALL_SECONDS = 1.0  # ten times the producer's pace
 SETTLE_SECONDS = 5.0  # start-up of a box's services (its dockerd) or of a desktop
+DENSITY_STEPS = (50, 200, 500)  # where density is measured on the way to --density
+DENSITY_TYPE = {"cpus": 1, "memory_mb": 128, "pids": 512, "disk_mb": 2048}
+DENSITY_BASE = 5  # boxes the latencies at each step are compared with
+LATENCY_RUNS = 7
 
 
 @dataclass
@@ -105,9 +114,10 @@ class Meter:
         return int(kb) / 1024
 
     def cpu_seconds(self) -> float:
-        # comm (field 2) may hold spaces: fields are counted after its closing paren.
+        # comm (field 2) may hold spaces: fields are counted after its closing paren. Its
+        # own time and that of the programs it ran (ip, losetup) and waited for.
         rest = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(rest[11]) + int(rest[12])) / TICKS
+        return sum(int(n) for n in rest[11:15]) / TICKS
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[Usage]:
@@ -181,6 +191,46 @@ def wait_for_engine(api: docker.APIClient, minutes: float = 10) -> None:
                 raise
             print("box engine not answering; waiting", flush=True)
             time.sleep(10)
+
+
+def median_of(fn: Callable[[], object], runs: int) -> float:
+    return median_seconds(fn, runs)
+
+
+def host_used_mib() -> float:
+    """The host's memory in use: total less what the kernel counts available."""
+    info = {
+        line.split(":")[0]: int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+    }
+    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+
+
+def shim_pss_mib(cids_or_ids: Sequence[str]) -> float:
+    """The engine's per-container shim (containerd-shim-runc-v2) of these boxes, PSS in
+    MiB, averaged over those found (a box's container name holds its id)."""
+    wanted = set(cids_or_ids)
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}", version="auto")
+    cids = {
+        str(c["Id"])
+        for c in api.containers(filters={"label": "paddock.box"})
+        if c["Names"] and c["Names"][0].removeprefix("/paddock-") in wanted
+    }
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if not argv[0].endswith(b"containerd-shim-runc-v2"):
+                continue
+            cid = argv[argv.index(b"-id") + 1].decode()
+            if cid in cids:
+                rollup = (proc / "smaps_rollup").read_text().splitlines()
+                found.append(int(next(ln.split()[1] for ln in rollup if ln.startswith("Pss:"))))
+    return statistics.mean(found) / 1024 if found else math.nan
+
+
+def bridge_ports(bridge: str) -> int:
+    return len(list(Path(f"/sys/class/net/{bridge}/brif").iterdir()))
 
 
 def box_memory(api: docker.APIClient, container: str) -> tuple[float, float]:
@@ -277,6 +327,7 @@ class Bench:
     boxes: list[str] = field(default_factory=list)
     raws: list[str] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)
+    doomed: list[str] = field(default_factory=list)
 
     def add(self, *rows: Row) -> None:
         self.rows.extend(rows)
@@ -456,42 +507,134 @@ class Bench:
         )
         self.latency_rows(f"{what}, each", mine, raw, "report")
 
-    # -- 50 boxes idle for density ------------------------------------------------------
+    # -- idle boxes for density, measured at each step -----------------------------------
     def density(self) -> None:
         # The raw containers would be counted as load on the machine: gone first.
         def drop(i: int) -> Outcome:
             self.raw.remove(self.raws[i])
             return Outcome(0)
 
-        parallel(drop, len(self.raws))
+        if self.raws:
+            parallel(drop, len(self.raws))
         self.raws = []
-        more = max(0, self.scale.density - len(self.boxes))
-        batch = 10  # a steady trickle: density is measured here, not create latency
         failed: list[str] = []
-        for start in range(0, more, batch):
-            k = min(batch, more - start)
-            names = [f"{self.prefix}-d{start + j}" for j in range(k)]
+        self.grow(DENSITY_BASE, failed)
+        base = self.latencies()
+        count0, host0 = len(self.boxes), host_used_mib()
+        steps = sorted({n for n in DENSITY_STEPS if n < self.scale.density} | {self.scale.density})
+        for step in steps:
+            self.grow(step, failed)
+            count = len(self.boxes)
+            time.sleep(SETTLE_SECONDS)
+            with self.meter.measure() as use:
+                time.sleep(self.scale.idle_seconds)
+            exec_s, create_s = self.latencies()
+            ls = median_of(lambda: self.cli("ls"), LATENCY_RUNS)
+            status = median_of(lambda: self.cli("status"), LATENCY_RUNS)
+            self.add(
+                Row(f"{count} boxes idle: paddockd RSS", use.peak_rss_mib, None, "MiB", "<= 250"),
+                Row(f"{count} boxes idle: paddockd CPU", use.cpu_pct, None, "% core", "<= 2"),
+                Row(f"{count} boxes: paddock ls (CLI)", ls * 1000, None, "ms", "<= 150 ms"),
+                Row(f"{count} boxes: paddock status (CLI)", status * 1000, None, "ms", "<= 150 ms"),
+                Row(
+                    f"{count} boxes: exec true vs with {DENSITY_BASE}",
+                    exec_s * 1000,
+                    base[0] * 1000,
+                    "ms",
+                    "ratio <= 1.2",
+                ),
+                Row(
+                    f"{count} boxes: new + exec vs with {DENSITY_BASE}",
+                    create_s * 1000,
+                    base[1] * 1000,
+                    "ms",
+                    "ratio <= 1.2",
+                ),
+            )
+        for e in failed[:5]:
+            print(f"  density create error: {e}", flush=True)
+        count = len(self.boxes)
+        st = self.client.status()
+        answered = self.all_answer()
+        self.add(
+            Row("density: boxes made (create errors)", count, len(failed), "n", "errors 0"),
+            Row("density: boxes answering exec", answered, count, "n", "all"),
+            Row(
+                "host memory used per box (MemAvailable)",
+                (host_used_mib() - host0) / max(count - count0, 1),
+                None,
+                "MiB",
+                "report",
+            ),
+            Row("engine shim per box, PSS", shim_pss_mib(self.box_ids()), None, "MiB", "report"),
+            Row(
+                "next limit: memory claims (MiB used of total)",
+                st.capacity.memory_used_mb,
+                st.capacity.memory_total_mb,
+                "MiB",
+                "report",
+            ),
+            Row("next limit: bridge ports", bridge_ports(self.srv.bridge), 1024, "n", "report"),
+        )
+        self.idle_box_memory()
+
+    def grow(self, to: int, failed: list[str]) -> None:
+        """Boxes of the density type until there are `to`, ten at a time: a steady trickle
+        (density is measured here, not create latency)."""
+        while len(self.boxes) < to:
+            k = min(10, to - len(self.boxes))
+            names = [f"{self.prefix}-d{len(self.boxes) + j}" for j in range(k)]
 
             def make(j: int, names: list[str] = names) -> Outcome:
-                self.client.create_box(names[j], ttl=7200)
+                self.client.create_box(names[j], box_type="dense", ttl=7200)
                 return Outcome(0)
 
             outcomes, _ = parallel(make, k)
             failed += errors(outcomes)
             self.boxes += [nm for nm, o in zip(names, outcomes, strict=True) if not o.error]
-        for e in failed[:5]:
-            print(f"  density create error: {e}", flush=True)
-        count = len(self.boxes)
+            if len(failed) > 20:
+                raise RuntimeError(f"density: {len(failed)} creates failed: {failed[-1]}")
+
+    def latencies(self) -> tuple[float, float]:
+        """Medians of an exec in a box made early and of a new box's create and first
+        exec (SDK), at the density there is now."""
+        box = self.boxes[0]
+        exec_s = median_of(lambda: self.client.exec(box, ["true"]), LATENCY_RUNS)
+        n = [0]
+
+        def new_and_exec() -> None:
+            n[0] += 1
+            made = self.client.create_box(f"{self.prefix}-lat{n[0]}", box_type="dense", ttl=600)
+            self.client.exec(made.name, ["true"])
+            self.doomed.append(made.name)
+
+        create_s = median_of(new_and_exec, LATENCY_RUNS)
+        for name in self.doomed:
+            self.client.delete_box(name, force=True)
+        self.doomed = []
+        return exec_s, create_s
+
+    def cli(self, *args: str) -> None:
+        subprocess.run([PADDOCK, *args], check=True, capture_output=True, env=self.srv.env)
+
+    def all_answer(self) -> int:
+        def one(i: int) -> Outcome:
+            code = self.client.exec(self.boxes[i], ["true"]).exit_code
+            return Outcome(0, error=None if code == 0 else f"exit {code}")
+
+        answered = 0
+        for start in range(0, len(self.boxes), 20):
+            outcomes, _ = parallel(lambda i, s=start: one(s + i), min(20, len(self.boxes) - start))
+            answered += sum(not o.error for o in outcomes)
+        return answered
+
+    def box_ids(self) -> list[str]:
+        return [b.id for b in self.client.list_boxes() if b.name.startswith(self.prefix)]
+
+    def idle_box_memory(self) -> None:
+        """A box no exec ever ran in, against its twin made through docker-py."""
         twin = self.raw.create("twin")
         time.sleep(SETTLE_SECONDS)
-        with self.meter.measure() as use:
-            time.sleep(self.scale.idle_seconds)
-        self.add(
-            Row(f"paddockd RSS, {count} boxes idle", use.peak_rss_mib, None, "MiB", "<= 150 MiB"),
-            Row(f"paddockd CPU, {count} boxes idle", use.cpu_pct, None, "% core", "report"),
-            Row("density: boxes created (errors)", count, len(failed), "n", "errors 0"),
-        )
-        # A box no exec ever ran in, against its twin made through docker-py.
         box = self.client.get_box(self.boxes[-1])
         container = f"paddock-{box.id}"
         plain, raw_plain = box_memory(self.raw.api, container), box_memory(self.raw.api, twin)
@@ -577,6 +720,9 @@ def interrupt(signum: int, frame: object) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument(
+        "--only", default="", help="these phases alone, comma-separated (e.g. density)"
+    )
     for name, value in vars(FULL).items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(
@@ -596,7 +742,15 @@ def main() -> None:
     wait_for_engine(api)
     prefix = f"ld-{uuid.uuid4().hex[:4]}x"
     work = Path(tempfile.mkdtemp(prefix="paddock-bench-load-"))
-    srv = Server(work / "server")
+    # The reconcile interval and capacity model of an installed server (the tests' servers
+    # pass every 2 s and cap CPUs), and a small type for density.
+    srv = Server(
+        work / "server",
+        reconcile_interval=30.0,
+        capacity_cpus=0,
+        capacity_memory_mb=0,
+        types={"dense": DENSITY_TYPE},
+    )
     assert srv.proc is not None
     client = srv.client()
     started = time.monotonic()
@@ -619,7 +773,10 @@ def main() -> None:
             ("density", bench.density),
             ("long exec stream", bench.long_stream),
         ]
+        only = [w for w in args.only.split(",") if w]
         for name, phase in phases:
+            if only and not any(w in name for w in only):
+                continue
             print(f"[{time.monotonic() - started:6.0f} s] {name}", flush=True)
             try:
                 phase()

@@ -42,8 +42,9 @@ from .ports import Port, bridge_ports, host_networks, isolate, netns_id, pin_bri
 
 # How often to look for a system Docker's DOCKER-USER chain (it may start after us).
 DOCKER_CHECK_SECONDS = 20.0
-# Rules written anew at least this often even when nothing changed: whatever changed them
-# behind paddockd's back (an admin's `nft flush ruleset`) is undone within this time.
+# Rules written anew at least this often even when nothing changed: what changed them
+# behind paddockd's back and left its tables standing (a rule deleted by hand) is undone
+# within this time. A flushed ruleset or a table made again is seen at the next sync.
 REWRITE_SECONDS = 60.0
 # A short floor keeps a zero-TTL answer usable for the connection that asked for it.
 MIN_ADMIT_SECONDS = 30
@@ -347,6 +348,7 @@ class NftablesPolicy:
         # leaves the kernel's be until REWRITE_SECONDS have passed.
         self._applied: RulesShape | None = None
         self._rewrite_due = 0.0
+        self._written: dict[str, int] = {}  # family -> handle of our tables, as written
 
     async def sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         """Make the rules say exactly this, keeping what DNS admitted for boxes still here."""
@@ -388,7 +390,11 @@ class NftablesPolicy:
         bridge = Bridge(self._bridge, self._cidr, mac)
         builds = self._builds[1] if self._builds else None
         shape = (bridge, tuple(boxes), tuple(sorted(bound.items())), refused, builds, shut)
-        if shape != self._applied or time.monotonic() >= self._rewrite_due:
+        if (
+            shape != self._applied
+            or time.monotonic() >= self._rewrite_due
+            or self._tables() != self._written
+        ):
             self._rewrite(shape, left, spoofed=self.spoofed())
         for port in ports:
             if not port.isolated:
@@ -427,7 +433,7 @@ class NftablesPolicy:
         self._pending.extend(self._read_flows())
         self._applied = None  # a failed run leaves the kernel's rules unknown
         self._nft.run(rules)
-        self._applied = shape
+        self._applied, self._written = shape, self._tables()
         self._rewrite_due = time.monotonic() + REWRITE_SECONDS
         self._counted = {}
         self._boxes = {b.ip: b for b in boxes}
@@ -527,6 +533,16 @@ class NftablesPolicy:
         )
 
     # -- reading the kernel's sets ----------------------------------------------------
+    def _tables(self) -> dict[str, int]:
+        """Our tables as the kernel has them (family -> handle): a flushed ruleset (as an
+        `nftables.service` restart does) or a table deleted and made again shows here,
+        in a listing whose size does not grow with the boxes."""
+        return {
+            str(row["table"]["family"]): int(row["table"]["handle"])
+            for row in self._nft.list_json("list tables")
+            if "table" in row and row["table"].get("name") == self.table
+        }
+
     def spoofed(self) -> dict[str, tuple[int, int]]:
         """(packets, bytes) dropped as forged so far, per family (bridge, arp)."""
         held = {}

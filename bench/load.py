@@ -193,6 +193,16 @@ def wait_for_engine(api: docker.APIClient, minutes: float = 10) -> None:
             time.sleep(10)
 
 
+def wide_subnet() -> str:
+    """A /22 (1,022 boxes) in 10.215.0.0/16 that no interface of this machine uses yet,
+    as the gateway's address/prefix (the tests' servers get a /24)."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    for first in range(0, 256, 4):
+        if not any(f" 10.215.{first + k}." in used for k in range(4)):
+            return f"10.215.{first}.1/22"
+    raise RuntimeError("no free /22 in 10.215.0.0/16")
+
+
 def median_of(fn: Callable[[], object], runs: int) -> float:
     return median_seconds(fn, runs)
 
@@ -742,13 +752,16 @@ def main() -> None:
     wait_for_engine(api)
     prefix = f"ld-{uuid.uuid4().hex[:4]}x"
     work = Path(tempfile.mkdtemp(prefix="paddock-bench-load-"))
-    # The reconcile interval and capacity model of an installed server (the tests' servers
-    # pass every 2 s and cap CPUs), and a small type for density.
+    # The reconcile and reap intervals and capacity model of an installed server (the
+    # tests' servers pass every 2 s, reap every 0.5 s and cap CPUs), a subnet with room
+    # for --density boxes, and a small type for density.
     srv = Server(
         work / "server",
         reconcile_interval=30.0,
+        reap_interval=5.0,
         capacity_cpus=0,
         capacity_memory_mb=0,
+        network_bridge_cidr=wide_subnet(),
         types={"dense": DENSITY_TYPE},
     )
     assert srv.proc is not None

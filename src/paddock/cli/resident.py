@@ -15,7 +15,6 @@ after IDLE_SECONDS without a command."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import marshal
 import os
@@ -89,6 +88,8 @@ def _preload() -> None:
 
 def _listen(path: str) -> socket.socket | None:
     """The socket, bound under the folder's lock; None when another resident has it."""
+    import fcntl  # Unix's: the client's modules import on Windows too
+
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     st = os.lstat(folder)
@@ -172,14 +173,19 @@ def _child(request: tuple[object, ...], fds: list[int]) -> None:
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         sys.stdout = _writer(1, "strict")
         sys.stderr = _writer(2, "backslashreplace")
+        from ._common import EXIT_BROKEN_PIPE
         from .main import main
 
         try:
             code = main(sys.argv[1:])
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        with contextlib.suppress(Exception):
+        try:
             sys.stdout.flush()
+        except BrokenPipeError:
+            code = code or EXIT_BROKEN_PIPE  # the reader left before the last of it
+        except Exception:
+            pass
         with contextlib.suppress(Exception):
             sys.stderr.flush()
     except BaseException as exc:  # nothing may go back up into the resident's loop

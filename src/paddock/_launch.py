@@ -14,18 +14,29 @@ import marshal
 import os
 import sys
 
-PROTOCOL = 1
+PROTOCOL = 2
 # Signals the terminal or a caller sends the command: passed on to the child running it.
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGUSR1", "SIGUSR2")
-# A resident answers `connect` at once or not at all (a stale socket is refused): no wait.
-CONNECT_SECONDS = 2.0
+# A resident answers at once or not at all (a stale socket is refused, a stopped resident
+# is waited for this long): the command then runs here.
+ANSWER_SECONDS = 2.0
+
+
+def _private_dir(path: str) -> bool:
+    """Whether `path` is a folder (not a link to one) of this user's alone."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077 and st.st_mode >> 12 == 0o04
 
 
 def socket_dir() -> str:
-    """This user's folder for the resident's socket: the session's runtime folder, else
-    one in /tmp made for this user alone."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = runtime if runtime and os.path.isabs(runtime) else "/tmp"
+    """This user's folder for the resident's socket: in the session's runtime folder when
+    that is this user's own (not one an environment kept across `sudo` names), else in
+    /tmp, made for this user alone."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    base = runtime if os.path.isabs(runtime) and _private_dir(runtime) else "/tmp"
     return f"{base}/paddock-cli-{os.getuid()}"
 
 
@@ -41,7 +52,9 @@ def code_key() -> str:
                 if entry.name.endswith(".py"):
                     newest = max(newest, entry.stat().st_mtime_ns)
                     count += 1
-    text = f"{PROTOCOL}:{sys.executable}:{here}:{newest}:{count}"
+    # The folders holding the libraries and the standard library: an upgrade of either.
+    libraries = os.stat(os.path.dirname(here)).st_mtime_ns
+    text = f"{PROTOCOL}:{sys.executable}:{sys.version}:{here}:{newest}:{count}:{libraries}"
     digest = 0xCBF29CE484222325  # FNV-1a: no hashlib import on this path
     for byte in text.encode():
         digest = ((digest ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
@@ -53,23 +66,30 @@ def socket_path() -> str:
 
 
 def _enabled() -> bool:
-    return sys.platform == "linux" and os.environ.get("PADDOCK_RESIDENT", "1") != "0"
+    """The resident serves commands without a terminal on stdin (scripts, agents, pipes):
+    one typed at a terminal runs here, where job control, password prompts and
+    `/dev/tty` are the terminal's as ever."""
+    if sys.platform != "linux" or os.environ.get("PADDOCK_RESIDENT", "1") == "0":
+        return False
+    try:
+        return not os.isatty(0)
+    except OSError:
+        return False
 
 
 def _connect(path: str) -> _socket.socket | None:
-    try:
-        st = os.lstat(os.path.dirname(path))
-    except OSError:
-        return None
-    # Only a folder of this user's that no one else can enter: a socket planted by another
-    # user would be handed this command's terminal and environment.
-    if st.st_uid != os.getuid() or st.st_mode & 0o077 or (st.st_mode & 0o170000) != 0o040000:
+    # Only a folder of this user's that no one else can enter, and then only a peer of
+    # this user's: a socket planted by another user would be handed this command's
+    # terminal and environment.
+    if not _private_dir(os.path.dirname(path)):
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        sock.settimeout(CONNECT_SECONDS)
+        sock.settimeout(ANSWER_SECONDS)
         sock.connect(path)
-        sock.settimeout(None)
+        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        if int.from_bytes(creds[4:8], sys.byteorder) != os.getuid():
+            raise OSError("another user's socket")
     except OSError:
         sock.close()
         return None
@@ -81,14 +101,9 @@ def _handed_over(sock: _socket.socket) -> int | None:
     take it (nothing ran: the caller runs it here)."""
     umask = os.umask(0o077)
     os.umask(umask)
-    try:
-        body = marshal.dumps((PROTOCOL, sys.argv, dict(os.environ), os.getcwd(), umask))
-    except (OSError, ValueError):
-        return None  # a current folder that is gone: the command says so itself
-    head = len(body).to_bytes(4, "big")
-    rights = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, _fds((0, 1, 2)))]
     # Signals are taken from here on: before the resident has the command they wait, and
-    # go to it once it runs (or back to this process, if it runs here after all).
+    # go to it once it runs (or back to this process, if it runs here after all). One
+    # this process ignores (`nohup`) stays ignored, here and by the command.
     waiting: list[int] = []
     running = False
 
@@ -102,22 +117,31 @@ def _handed_over(sock: _socket.socket) -> int | None:
             pass
 
     kept = {}
+    ignored = []
     for name in FORWARDED:
         signum = getattr(_signal, name)
-        kept[signum] = _signal.signal(signum, forward)
+        if _signal.getsignal(signum) == _signal.SIG_IGN:
+            ignored.append(signum)
+        else:
+            kept[signum] = _signal.signal(signum, forward)
     try:
+        body = marshal.dumps((PROTOCOL, sys.argv, dict(os.environ), os.getcwd(), umask, ignored))
+        head = len(body).to_bytes(4, "big")
+        rights = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, _fds((0, 1, 2)))]
         sent = sock.sendmsg([head + body], rights)
         if sent < len(head) + len(body):
             sock.sendall((head + body)[sent:])
-        taken = sock.recv(1)
-    except OSError:
-        taken = b""
-    if taken != b"R":  # refused before anything ran (an older resident, a closed fd)
+        taken = sock.recv(1)  # within ANSWER_SECONDS
+    except (OSError, ValueError):
+        taken = b""  # a closed stdio descriptor, a current folder that is gone
+    if taken != b"R":  # refused before anything ran
+        sock.close()
         for signum, handler in kept.items():
             _signal.signal(signum, handler)
         for signum in waiting:
             os.kill(os.getpid(), signum)
         return None
+    sock.settimeout(None)
     running = True
     for signum in waiting:
         forward(signum, None)
@@ -152,6 +176,11 @@ def run() -> None:
     run_here()
 
 
+# What the resident keeps of the environment it is started in: each command brings its
+# own, and a token or proxy setting of the first command's has no business there.
+RESIDENT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
 def _start_resident(path: str) -> None:
     """A resident for the next command, in a session of its own that outlives this one;
     it finds out for itself whether another start beat it to the socket."""
@@ -169,9 +198,13 @@ def _start_resident(path: str) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
+        # Nothing else of this command's stays open in it: a lock (`flock ... paddock`)
+        # or a pipe's end held by the resident would outlive the command.
+        os.closerange(3, 1 << 16)
         os.chdir("/")
-        # -I: no PYTHONPATH, no user site, no current folder on sys.path.
-        argv = [sys.executable, "-I", "-m", "paddock.cli.resident", path]
-        os.execv(sys.executable, argv)
+        env = {k: os.environ[k] for k in RESIDENT_ENV if k in os.environ}
+        # -E: no PYTHONPATH or other PYTHON* settings; the current folder is "/".
+        argv = [sys.executable, "-E", "-m", "paddock.cli.resident", path]
+        os.execve(sys.executable, argv, env)
     finally:
         os._exit(1)

@@ -15,7 +15,6 @@ after IDLE_SECONDS without a command."""
 from __future__ import annotations
 
 import contextlib
-import io
 import marshal
 import os
 import selectors
@@ -139,7 +138,7 @@ def _request(conn: socket.socket) -> tuple[tuple[object, ...], list[int]] | None
         if size < 0 or size > MAX_REQUEST or len(data) != 4 + size or len(fds) != 3:
             raise ValueError("a request that is not one")
         request = marshal.loads(data[4:])
-        if not (isinstance(request, tuple) and len(request) == 5 and request[0] == PROTOCOL):
+        if not (isinstance(request, tuple) and len(request) == 6 and request[0] == PROTOCOL):
             raise ValueError("another protocol")
         conn.settimeout(None)
         return request, fds
@@ -153,8 +152,8 @@ def _child(request: tuple[object, ...], fds: list[int]) -> None:
     """In the fork: become the command, run it, exit with its code. Never returns."""
     code = 1
     try:
-        _protocol, argv, env, cwd, umask = request
-        assert isinstance(argv, list) and isinstance(env, dict)
+        _protocol, argv, env, cwd, umask, ignored = request
+        assert isinstance(argv, list) and isinstance(env, dict) and isinstance(ignored, list)
         assert isinstance(cwd, str) and isinstance(umask, int)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -164,21 +163,35 @@ def _child(request: tuple[object, ...], fds: list[int]) -> None:
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in ignored:  # as the launcher had them (`nohup`)
+            signal.signal(signum, signal.SIG_IGN)
         signal.set_wakeup_fd(-1)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
+        time.tzset()
         os.umask(umask)
         os.chdir(cwd)
         sys.argv = [str(a) for a in argv]
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-        sys.stdout = _writer(1, "strict")
-        sys.stderr = _writer(2, "backslashreplace")
+        # As the interpreter makes them: buffered, stderr by lines, stdout by lines on a
+        # terminal; PYTHONIOENCODING as it would read it.
+        encoding, _, errors = os.environ.get("PYTHONIOENCODING", "").partition(":")
+        encoding = encoding or "utf-8"
+        sys.stdin = open(0, encoding=encoding, errors=errors or None, closefd=False)  # noqa: SIM115
+        out_buffering = 1 if os.isatty(1) else -1  # 1: by lines
+        sys.stdout = open(  # noqa: SIM115
+            1, "w", out_buffering, encoding, errors or None, closefd=False
+        )
+        sys.stderr = open(  # noqa: SIM115
+            2, "w", 1, encoding, errors or "backslashreplace", closefd=False
+        )
         from ._common import EXIT_BROKEN_PIPE
         from .main import main
 
         try:
             code = main(sys.argv[1:])
         except SystemExit as done:
+            if isinstance(done.code, str):
+                print(done.code, file=sys.stderr)  # as the interpreter would
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
         try:
             sys.stdout.flush()
@@ -195,15 +208,23 @@ def _child(request: tuple[object, ...], fds: list[int]) -> None:
         os._exit(code & 0xFF)
 
 
-def _writer(fd: int, errors: str) -> io.TextIOWrapper:
-    tty = os.isatty(fd)
-    return io.TextIOWrapper(
-        io.FileIO(fd, "w", closefd=False),
-        encoding="utf-8",
-        errors=errors,
-        line_buffering=tty,
-        write_through=tty,
-    )
+def _same_context(pid: int) -> bool:
+    """Whether the peer runs where the resident runs: the same namespaces, and no
+    sandbox of its own (no_new_privs, seccomp). A command from inside a sandbox of this
+    user's must not run outside it, nor one from outside inside it: it runs in its own
+    process instead."""
+    try:
+        for ns in ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup"):
+            if os.stat(f"/proc/{pid}/ns/{ns}").st_ino != os.stat(f"/proc/self/ns/{ns}").st_ino:
+                return False
+        return _confinement(f"/proc/{pid}/status") == _confinement("/proc/self/status")
+    except OSError:
+        return False
+
+
+def _confinement(status: str) -> list[str]:
+    with open(status, encoding="ascii", errors="replace") as lines:
+        return [ln for ln in lines if ln.startswith(("NoNewPrivs:", "Seccomp:"))]
 
 
 class Resident:
@@ -240,18 +261,23 @@ class Resident:
         except OSError:
             return
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        got = _request(conn) if uid == os.getuid() else None
+        peer, uid, _gid = struct.unpack("3i", creds)
+        mine = uid == os.getuid() and _same_context(peer)
+        got = _request(conn) if mine else None
         if got is None:
-            conn.close()
+            conn.close()  # the launcher runs the command itself
             return
         request, fds = got
         try:
+            conn.sendall(b"R")  # from here on the command is the resident's to run
             pid = os.fork()
-        except OSError:
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.write(fds[2], f"paddock: cannot start the command: {exc}\n".encode())
+                conn.sendall((1).to_bytes(4, "big"))
             for fd in fds:
                 os.close(fd)
-            conn.close()  # the launcher runs the command itself
+            conn.close()
             return
         if pid == 0:
             # Nothing of the resident's, nor of other commands', stays open in the child.
@@ -265,8 +291,6 @@ class Resident:
         command = _Command(conn, pid)
         self._running[pid] = command
         self._by_conn[conn.fileno()] = command
-        with contextlib.suppress(OSError):
-            conn.sendall(b"R")
         self._selector.register(conn, selectors.EVENT_READ, "launcher")
         self._reap()  # a child that ended before it was recorded
 

@@ -9,6 +9,7 @@ launcher that ran the command itself imported the CLI)."""
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import socket
 import subprocess
@@ -141,9 +142,10 @@ def test_a_signal_to_the_launcher_reaches_the_command(runtime: dict[str, str]) -
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        silent.accept()  # the command is waiting for its answer now
+        held, _ = silent.accept()  # the command is waiting for its answer now
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
+        held.close()
     assert proc.returncode == 130 and b"paddock: interrupted" in err
     assert b"paddock.cli.main" not in err  # the resident ran it
 
@@ -157,3 +159,44 @@ def test_a_folder_others_can_enter_is_never_used(runtime: dict[str, str]) -> Non
         assert code == 0 and out.startswith(b"paddock ") and not resident
     time.sleep(0.5)
     assert list(folder.iterdir()) == []  # no resident made its socket there
+
+
+def test_a_command_typed_at_a_terminal_runs_in_its_own_process(runtime: dict[str, str]) -> None:
+    started(runtime)
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", LAUNCH, "--version"],
+            stdin=slave,
+            capture_output=True,
+            env=runtime,
+            timeout=60,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert done.returncode == 0 and done.stdout.startswith(b"paddock ")
+    assert b"paddock.cli.main" in done.stderr  # job control and prompts stay the terminal's
+
+
+def test_a_signal_the_launcher_ignores_the_command_ignores(runtime: dict[str, str]) -> None:
+    started(runtime)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        nohup = "import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN); " + LAUNCH
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-c", nohup, "--url", url, "ls"],
+            env={**runtime, "PADDOCK_TOKEN": "x"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        held, _ = silent.accept()
+        proc.send_signal(signal.SIGHUP)  # ignored by both
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        held.close()
+    assert proc.returncode == 130 and b"paddock.cli.main" not in err

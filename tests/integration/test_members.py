@@ -11,6 +11,7 @@ import contextlib
 import json
 import re
 import sqlite3
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import pytest
 
 from paddock import Client, Forbidden, NotFound
 
-from ..harness import Server
+from ..harness import ENGINE_SOCKET, Server
 from .test_accounts import PASSWORD, create_owner, csrf_of, log_in, web
 
 SPEC = json.loads((Path(__file__).resolve().parents[2] / "spec" / "openapi.json").read_text())
@@ -313,15 +314,24 @@ def test_status_tells_a_member_of_their_own_boxes_only(two_users: tuple[Server, 
     with server.client() as owner:
         owner.create_box("owners-secret-name", ttl=600)
     try:
-        # The reconciler's pass heals a box marked `error` whose container runs: each try
-        # marks it anew, and one where the owner (asked after the member) still sees it
-        # in error had it in error while the member asked.
-        for _ in range(5):
-            with db(server) as conn:  # the owner's box in error, with its reason
-                conn.execute(
-                    "UPDATE boxes SET state = 'error', message = 'owners-secret-reason' "
-                    "WHERE name = 'owners-secret-name'"
-                )
+        # The owner's box in error: written while paddockd is down (it reads its rows once,
+        # as it starts), with its container gone and its disk named as a copy that does
+        # not exist, so that remaking it fails at every pass and the box stays in error.
+        with server.client() as owner:
+            box_id = owner.get_box("owners-secret-name").id
+        server.kill()
+        subprocess.run(
+            ["docker", "-H", f"unix://{ENGINE_SOCKET}", "rm", "-f", f"paddock-{box_id}"],
+            capture_output=True,
+        )
+        with db(server) as conn:
+            conn.execute(
+                "UPDATE boxes SET state = 'error', message = 'owners-secret-reason', "
+                "current_snapshot = image, current_disk = ? WHERE id = ?",
+                (f"{box_id}/9r00000000", box_id),
+            )
+        server.start()
+        for _ in range(50):
             with httpx.Client(base_url=server.url, headers=bearer(bob), timeout=60) as member:
                 seen = member.get("/v1/status")
             assert seen.status_code == 200
@@ -331,6 +341,7 @@ def test_status_tells_a_member_of_their_own_boxes_only(two_users: tuple[Server, 
             with server.client() as owner:
                 if any("owners-secret-name" in p for p in owner.status().problems):
                     break
+            time.sleep(0.2)
         else:
             raise AssertionError("the owner never saw their box's error in the status")
     finally:

@@ -179,19 +179,14 @@ class BoxRepository:
     async def find(self, ref: str) -> list[Box]:
         """The box with this id, else the one with this name, else the boxes whose id
         starts with it (several: the caller reports the ambiguity)."""
-
-        def work(conn: Connection) -> list[sa.Row[Any]]:
-            # An id first: no name, however chosen, can take another box's id from it.
-            for cond in (boxes.c.id == ref, boxes.c.name == ref):
-                rows = conn.execute(sa.select(boxes).where(cond)).all()
-                if rows:
-                    return list(rows)
-            if not looks_like_id(ref):
-                return []
-            # Hex digits only, so nothing in it is a LIKE wildcard.
-            return list(conn.execute(sa.select(boxes).where(boxes.c.id.like(ref + "%"))).all())
-
-        return [_from_row(r) for r in await self._db.run(work)]
+        rows = await self._all_rows()
+        # An id first: no name, however chosen, can take another box's id from it.
+        if ref in rows:
+            return [rows[ref]]
+        named = [b for b in rows.values() if b.name == ref]
+        if named or not looks_like_id(ref):
+            return named
+        return sorted((b for b in rows.values() if b.id.startswith(ref)), key=lambda b: b.id)
 
     async def all(self) -> list[Box]:
         return sorted((await self._all_rows()).values(), key=lambda b: b.created_at)

@@ -114,8 +114,10 @@ def test_an_allowlist_stored_before_the_rule_opens_nothing(
         box_id = c.get_box(member_box).id
         c.set_network(member_box, "allowlist", ["198.18.1.1/32"])
     planted = json.dumps({"mode": "allowlist", "allow": [f"{PRIVATE}/32"]})
+    server.kill()  # paddockd reads its rows as it starts: the plant is what it finds
     with sqlite3.connect(server.dir / "data" / "paddock.db") as db:
         db.execute("UPDATE boxes SET network = ? WHERE id = ?", (planted, box_id))
+    server.start()
     time.sleep(4)  # the reconciler's pass (every 2 s here) writes the rules from the store
     with Client(url=server.url, token=member) as c:
         assert c.get_network(member_box).allow == [f"{PRIVATE}/32"]  # the plant took

@@ -26,6 +26,9 @@ from paddock._launch import socket_path
 from ..conftest import World, serve_api
 
 LAUNCH = "import sys; from paddock._launch import run; sys.argv[0] = 'paddock'; run()"
+# Ctrl-C as a terminal's foreground job has it: the suite's runner may start these tests
+# as a background job, whose children inherit SIGINT ignored (and keep it ignored).
+INTERRUPTIBLE = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
 
 
 @pytest.fixture
@@ -137,7 +140,7 @@ def test_a_signal_to_the_launcher_reaches_the_command(runtime: dict[str, str]) -
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         proc = subprocess.Popen(
-            [sys.executable, "-X", "importtime", "-c", LAUNCH, "--url", url, "ls"],
+            [sys.executable, "-X", "importtime", "-c", INTERRUPTIBLE + LAUNCH, "--url", url, "ls"],
             env={**runtime, "PADDOCK_TOKEN": "x"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -185,7 +188,7 @@ def test_a_signal_the_launcher_ignores_the_command_ignores(runtime: dict[str, st
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        nohup = "import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN); " + LAUNCH
+        nohup = INTERRUPTIBLE + "signal.signal(signal.SIGHUP, signal.SIG_IGN); " + LAUNCH
         proc = subprocess.Popen(
             [sys.executable, "-X", "importtime", "-c", nohup, "--url", url, "ls"],
             env={**runtime, "PADDOCK_TOKEN": "x"},

@@ -782,9 +782,10 @@ class Reconciler:
         )
 
     async def reconcile_all(self) -> None:
-        """One full pass, level-based: the engine's containers are listed once, and only the
+        """One full pass, level-based: the engine's containers are listed, and only the
         boxes whose container is not what their row says are converged, so a box at rest
-        costs the pass no engine call. Then one network sync, and containers nobody owns."""
+        costs the pass no call of its own to the engine. Then one network sync, the /proc
+        views' check and containers nobody owns."""
         listed = await self._rt.containers({LABEL_INSTANCE: self._instance})
         by_id = {info.id: info for info in listed}
         known = set()

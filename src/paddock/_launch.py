@@ -22,7 +22,7 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGUSR1", "S
 ANSWER_SECONDS = 2.0
 
 
-def _private_dir(path: str) -> bool:
+def private_dir(path: str) -> bool:
     """Whether `path` is a folder (not a link to one) of this user's alone."""
     try:
         st = os.lstat(path)
@@ -36,7 +36,7 @@ def socket_dir() -> str:
     that is this user's own (not one an environment kept across `sudo` names), else in
     /tmp, made for this user alone."""
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    base = runtime if os.path.isabs(runtime) and _private_dir(runtime) else "/tmp"
+    base = runtime if os.path.isabs(runtime) and private_dir(runtime) else "/tmp"
     return f"{base}/paddock-cli-{os.getuid()}"
 
 
@@ -81,7 +81,7 @@ def _connect(path: str) -> _socket.socket | None:
     # Only a folder of this user's that no one else can enter, and then only a peer of
     # this user's: a socket planted by another user would be handed this command's
     # terminal and environment.
-    if not _private_dir(os.path.dirname(path)):
+    if not private_dir(os.path.dirname(path)):
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:

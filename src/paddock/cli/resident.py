@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .._launch import PROTOCOL
+from .._launch import PROTOCOL, private_dir
 
 IDLE_SECONDS = 600.0
 MAX_REQUEST = 4 << 20  # arguments and environment, bytes
@@ -91,8 +91,7 @@ def _listen(path: str) -> socket.socket | None:
 
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    st = os.lstat(folder)
-    if not (st.st_uid == os.getuid() and (st.st_mode & 0o077) == 0 and os.path.isdir(folder)):
+    if not private_dir(folder):
         return None  # not a folder of this user's alone: serve nothing there
     lock = os.open(f"{folder}/lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:

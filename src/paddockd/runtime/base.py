@@ -333,9 +333,10 @@ class Runtime(Protocol):
         ...
 
     async def load_disk(self, cid: str, key: str) -> bool:
-        """Replace the disk of a container that is not running with a copy of the saved
-        disk `key` (a restore that keeps the container); False if it has no disk of its
-        own (the caller makes a new container instead)."""
+        """Replace the container's disk with a copy of the saved disk `key` (a restore
+        that keeps the container), from its next start: a running container keeps the
+        disk it has until it stops. False if it has no disk of its own (the caller makes
+        a new container instead)."""
         ...
 
     async def copy_disk(self, source: str, key: str) -> None: ...

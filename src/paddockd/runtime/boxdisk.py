@@ -133,9 +133,11 @@ class BoxDisks:
             self._mount(image, layer)
 
     def load(self, cid: str, source: str) -> bool:
-        """Swap the filesystem of a container that is not running for a copy of the saved
-        disk `source` (grown to the old one's size if it is smaller): a restore in place,
-        the container kept. False if the container has no filesystem of its own."""
+        """Swap the container's filesystem for a copy of the saved disk `source` (grown to
+        the old one's size if it is smaller): a restore in place, the container kept. A
+        running container's processes keep the old one (detached, freed once the engine
+        stops them), so the swap can be made while the engine kills them; its next start
+        is on the copy. False if the container has no filesystem of its own."""
         image, note = self._paths(cid)
         with self._locked():
             if not image.exists():
@@ -154,7 +156,7 @@ class BoxDisks:
                 if partial.stat().st_size < size:
                     _grow(partial, size)
                 if self._mounted_at(note):
-                    run("umount", str(layer))
+                    run("umount", "--lazy", str(layer))
                 partial.rename(image)
             except BaseException:
                 partial.unlink(missing_ok=True)

@@ -276,11 +276,9 @@ class FakeRuntime:
         c = self._get(cid)
         if not self.copies:
             return False
-        if c["running"]:
-            raise InvalidRequest(f"container {cid} is running")
         if key not in self.saved:
             raise NotFound(f"no saved disk {key}")
-        c["spec"] = replace(c["spec"], disk=key)
+        c["spec"] = replace(c["spec"], disk=key)  # from its next start, as the engine's
         return True
 
     async def copy_disk(self, source: str, key: str) -> None:

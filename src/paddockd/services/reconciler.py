@@ -730,9 +730,16 @@ class Reconciler:
                 return False
             if info.views != await self._rt.views_available():
                 return False
-            if info.running:
-                await self._rt.stop(cid, 0)  # a restore throws its processes away
-            if not await self._rt.load_disk(cid, snap.disk):
+            # The copy is put in while the engine kills the box's processes (a restore
+            # throws them away): the kill, not the copy, is what a restore waits for.
+            kill = self._rt.stop(cid, 0) if info.running else asyncio.sleep(0)
+            done = await asyncio.gather(
+                self._rt.load_disk(cid, snap.disk), kill, return_exceptions=True
+            )
+            for outcome in done:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            if done[0] is not True:
                 return False
         except PaddockError as exc:
             log.warning(

@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from ..domain.errors import PaddockError
 from ..domain.network import METADATA, NON_PUBLIC, Closed, closed_ranges
 from .base import BoxAddress, Flow
 from .conntrack import Conntrack
@@ -121,6 +122,57 @@ def _timed(pairs: dict[tuple[str, str], int] | None) -> list[str]:
     return [f"{box} . {addr} timeout {s}s" for (box, addr), s in (pairs or {}).items()]
 
 
+# The sets whose elements are the boxes' own (family, set): written whole by a rewrite,
+# changed element by element when boxes only come or change (`changes`).
+BOX_SETS = (
+    ("bridge", "ports"),
+    ("bridge", "bound"),
+    ("bridge", "macs"),
+    ("arp", "pairs"),
+    ("inet", "boxes"),
+    ("inet", "deny_all"),
+    ("inet", "allowlisted"),
+    ("inet", "allowed"),
+)
+
+
+def box_elements(
+    boxes: Iterable[BoxAddress], ports: dict[str, str] | None = None
+) -> dict[tuple[str, str], set[str]]:
+    """Each of BOX_SETS' elements for these boxes; `ports` maps a box's address to the
+    bridge port bound to it (a box without one, or without a MAC, has no binding yet)."""
+    found: dict[tuple[str, str], set[str]] = {key: set() for key in BOX_SETS}
+    for b in boxes:
+        found["inet", "boxes"].add(b.ip)
+        if b.policy.mode == "deny-all":
+            found["inet", "deny_all"].add(b.ip)
+        elif b.policy.mode == "allowlist":
+            found["inet", "allowlisted"].add(b.ip)
+            found["inet", "allowed"].update(f"{b.ip} . {r}" for r in b.policy.ranges)
+        port = (ports or {}).get(b.ip)
+        if port and b.mac:
+            found["bridge", "ports"].add(f'"{port}"')
+            found["bridge", "bound"].add(f'"{port}" . {b.mac} . {b.ip}')
+            found["bridge", "macs"].add(b.mac)
+            found["arp", "pairs"].add(f"{b.mac} . {b.ip}")
+    return found
+
+
+def changes(
+    table: str, before: dict[tuple[str, str], set[str]], after: dict[tuple[str, str], set[str]]
+) -> str:
+    """The one transaction that takes BOX_SETS from `before` to `after` ("" if none):
+    what went is deleted before what came is added."""
+    lines = []
+    for verb, old, new in (("delete", before, after), ("add", after, before)):
+        for family, name in BOX_SETS:
+            if elements := sorted(old[family, name] - new[family, name]):
+                lines.append(
+                    f"{verb} element {family} {table} {name} {{ {', '.join(elements)} }}\n"
+                )
+    return "".join(lines)
+
+
 def ruleset(
     table: str,
     bridge: Bridge,
@@ -146,17 +198,7 @@ def ruleset(
     (the addresses of hosts a secret attached to the box is bound to), to seconds left."""
     gateway_ip = ipaddress.ip_interface(bridge.cidr).ip
     br = bridge.name
-    ips = [b.ip for b in boxes]
-    deny = [b.ip for b in boxes if b.policy.mode == "deny-all"]
-    listed = [b.ip for b in boxes if b.policy.mode == "allowlist"]
-    ranges = [
-        f"{b.ip} . {r}" for b in boxes if b.policy.mode == "allowlist" for r in b.policy.ranges
-    ]
-    bound = [b for b in boxes if (ports or {}).get(b.ip) and b.mac]
-    port_names = [f'"{(ports or {})[b.ip]}"' for b in bound]
-    bindings = [f'"{(ports or {})[b.ip]}" . {b.mac} . {b.ip}' for b in bound]
-    pairs = [f"{b.mac} . {b.ip}" for b in bound]
-    macs = [b.mac for b in bound]
+    own = {key: _elements(elements) for key, elements in box_elements(boxes, ports).items()}
     tcp_udp = "meta l4proto { tcp, udp }"
     dns = f"{tcp_udp} th dport 53"
     build_nat = build_forward = ""
@@ -196,9 +238,9 @@ def ruleset(
 add table bridge {table}
 delete table bridge {table}
 table bridge {table} {{
-    set ports {{ type ifname; {_elements(port_names)} }}
-    set bound {{ type ifname . ether_addr . ipv4_addr; {_elements(bindings)} }}
-    set macs {{ type ether_addr; {_elements(macs)} }}
+    set ports {{ type ifname; {own["bridge", "ports"]} }}
+    set bound {{ type ifname . ether_addr . ipv4_addr; {own["bridge", "bound"]} }}
+    set macs {{ type ether_addr; {own["bridge", "macs"]} }}
     counter spoofed {{ {held["bridge"]} }}
     chain from_box {{
         ether type ip iifname . ether saddr . ip saddr @bound accept
@@ -223,7 +265,7 @@ table bridge {table} {{
 add table arp {table}
 delete table arp {table}
 table arp {table} {{
-    set pairs {{ type ether_addr . ipv4_addr; {_elements(pairs)} }}
+    set pairs {{ type ether_addr . ipv4_addr; {own["arp", "pairs"]} }}
     counter spoofed {{ {held["arp"]} }}
     chain input {{
         type filter hook input priority filter; policy accept;
@@ -233,10 +275,10 @@ table arp {table} {{
 add table inet {table}
 delete table inet {table}
 table inet {table} {{
-    set boxes {{ type ipv4_addr; {_elements(ips)} }}
-    set deny_all {{ type ipv4_addr; {_elements(deny)} }}
-    set allowlisted {{ type ipv4_addr; {_elements(listed)} }}
-    set allowed {{ type ipv4_addr . ipv4_addr; flags interval; {_elements(ranges)} }}
+    set boxes {{ type ipv4_addr; {own["inet", "boxes"]} }}
+    set deny_all {{ type ipv4_addr; {own["inet", "deny_all"]} }}
+    set allowlisted {{ type ipv4_addr; {own["inet", "allowlisted"]} }}
+    set allowed {{ type ipv4_addr . ipv4_addr; flags interval; {own["inet", "allowed"]} }}
     set learned {{ type ipv4_addr . ipv4_addr; flags timeout; {_elements(admitted)} }}
     set intercept {{ type ipv4_addr . ipv4_addr; flags timeout; {_elements(_timed(intercepted))} }}
     set metadata {{ type ipv4_addr; flags interval; {_elements(_collapsed(METADATA))} }}
@@ -390,11 +432,8 @@ class NftablesPolicy:
         bridge = Bridge(self._bridge, self._cidr, mac)
         builds = self._builds[1] if self._builds else None
         shape = (bridge, tuple(boxes), tuple(sorted(bound.items())), refused, builds, shut)
-        if (
-            shape != self._applied
-            or time.monotonic() >= self._rewrite_due
-            or self._tables() != self._written
-        ):
+        stale = time.monotonic() >= self._rewrite_due or self._tables() != self._written
+        if stale or (shape != self._applied and not self._changed(shape)):
             self._rewrite(shape, left, spoofed=self.spoofed())
         for port in ports:
             if not port.isolated:
@@ -437,6 +476,37 @@ class NftablesPolicy:
         self._rewrite_due = time.monotonic() + REWRITE_SECONDS
         self._counted = {}
         self._boxes = {b.ip: b for b in boxes}
+
+    def _changed(self, shape: RulesShape) -> bool:
+        """Take the kernel's rules from the last shape to `shape` element by element, where
+        boxes only came or changed (a create, a claim, a policy change): no rewrite, so
+        nothing a rewrite resets is read first, and the cost does not grow with the
+        boxes. False where a rewrite must do it: anything but the boxes changed, or a box
+        left its address (the address's admissions go with the table; another box may
+        take it next), or the kernel refused the change."""
+        if self._applied is None:
+            return False
+        before, after = self._applied, shape
+        if before[0] != after[0] or before[3:] != after[3:]:
+            return False
+        staying = {(b.ip, b.box_id) for b in after[1]}
+        if any((b.ip, b.box_id) not in staying for b in before[1]) or len(staying) != len(
+            {b.ip for b in after[1]}
+        ):
+            return False
+        script = changes(
+            self.table,
+            box_elements(before[1], dict(before[2])),
+            box_elements(after[1], dict(after[2])),
+        )
+        try:
+            if script:
+                self._nft.run(script)
+        except PaddockError:
+            return False  # one transaction: the kernel's rules are still the last shape
+        self._applied = shape
+        self._boxes = {b.ip: b for b in after[1]}
+        return True
 
     def _bind(
         self, boxes: list[BoxAddress], ports: list[Port]

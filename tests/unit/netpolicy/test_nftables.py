@@ -3,15 +3,27 @@ kernel's side (that nft accepts the script) is checked when the tests run as roo
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import uuid
+from dataclasses import replace
 
 import pytest
 
 from paddockd.domain.network import policy
 from paddockd.netpolicy.base import BoxAddress
-from paddockd.netpolicy.nftables import Bridge, ruleset, without
+from paddockd.netpolicy.nftables import (
+    BOX_SETS,
+    Bridge,
+    NftablesPolicy,
+    RulesShape,
+    box_elements,
+    changes,
+    ruleset,
+    without,
+)
 
 BRIDGE = Bridge("pdunit0", "10.213.0.1/16", "0a:01:02:03:04:05")
 BOXES = [
@@ -90,3 +102,123 @@ def test_image_builds_get_nat_but_no_metadata() -> None:
     text = rules(builds="10.212.0.1/24")
     assert "ip saddr 10.212.0.0/24 ip daddr != 10.212.0.0/24 masquerade" in text
     assert "ip saddr 10.212.0.0/24 ip daddr @metadata goto refused" in text
+
+
+# -- boxes that come or change: element by element, not a rewrite ----------------------
+NEW_BOX = BoxAddress(
+    "d", "10.213.0.5", policy("allowlist", ["1.2.3.0/24"]), "c4", "02:42:0a:d5:00:05"
+)
+PORTS = {"10.213.0.2": "vetha", "10.213.0.4": "vethc"}
+
+
+def test_changes_add_a_new_box_and_move_a_changed_one() -> None:
+    before = box_elements(BOXES, PORTS)
+    changed = [BOXES[0], BOXES[1], replace(BOXES[2], policy=policy("deny-all")), NEW_BOX]
+    text = changes("pdunit", before, box_elements(changed, {**PORTS, NEW_BOX.ip: "vethd"}))
+    lines = text.splitlines()
+    # What c left goes first, then what c and d have now; a and b are not touched.
+    assert lines[:2] == [
+        "delete element inet pdunit allowlisted { 10.213.0.4 }",
+        "delete element inet pdunit allowed { 10.213.0.4 . 10.1.0.0/16 }",
+    ]
+    assert 'add element bridge pdunit bound { "vethd" . 02:42:0a:d5:00:05 . 10.213.0.5 }' in lines
+    assert "add element inet pdunit deny_all { 10.213.0.4 }" in lines
+    assert "add element inet pdunit allowed { 10.213.0.5 . 1.2.3.0/24 }" in lines
+    assert "10.213.0.2" not in text and "10.213.0.3" not in text
+    assert changes("pdunit", before, box_elements(BOXES, PORTS)) == ""
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.scripts: list[str] = []
+
+    def run(self, script: str) -> str:
+        self.scripts.append(script)
+        return ""
+
+
+def _policy_at(boxes: list[BoxAddress]) -> tuple[NftablesPolicy, _Recorder]:
+    net = NftablesPolicy("pdunit0", "10.213.0.1/16", pid_of=lambda cid: 0)
+    recorder = _Recorder()
+    net._nft = recorder  # type: ignore[assignment]
+    net._applied = (BRIDGE, tuple(boxes), tuple(sorted(PORTS.items())), (), None, ())
+    return net, recorder
+
+
+def _shape(boxes: list[BoxAddress], ports: dict[str, str]) -> RulesShape:
+    return (BRIDGE, tuple(boxes), tuple(sorted(ports.items())), (), None, ())
+
+
+def test_a_box_that_comes_is_added_without_a_rewrite() -> None:
+    net, recorder = _policy_at(BOXES)
+    assert net._changed(_shape([*BOXES, NEW_BOX], {**PORTS, NEW_BOX.ip: "vethd"}))
+    assert len(recorder.scripts) == 1 and "delete" not in recorder.scripts[0]
+    assert net.box_at(NEW_BOX.ip) == NEW_BOX
+
+
+def test_a_box_that_leaves_its_address_takes_a_rewrite() -> None:
+    # Its address's admissions (timed elements) must go before another box may have it.
+    net, recorder = _policy_at(BOXES)
+    assert not net._changed(_shape(BOXES[:2], PORTS))
+    # The same address, another box (removed and made between two syncs).
+    taken = replace(NEW_BOX, ip=BOXES[2].ip)
+    assert not net._changed(_shape([*BOXES[:2], taken], PORTS))
+    # Anything but the boxes changed: the rules around them are written anew.
+    net2, _ = _policy_at(BOXES)
+    assert not net2._changed(
+        (BRIDGE, tuple(BOXES), tuple(sorted(PORTS.items())), ("10.0.0.0/8",), None, ())
+    )
+    assert recorder.scripts == []
+
+
+def _in_netns(name: str, script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", name, "nft", "-f", "-"],
+        input=script,
+        text=True,
+        capture_output=True,
+    )
+
+
+def _set_contents(ns: str) -> dict[str, list[str]]:
+    found = {}
+    for family, name in BOX_SETS:
+        out = subprocess.run(
+            ["ip", "netns", "exec", ns, "nft", "-j", "list", "set", family, "pdunit", name],
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout
+        rows = [r["set"] for r in json.loads(out)["nftables"] if "set" in r]
+        found[f"{family} {name}"] = sorted(
+            json.dumps(e, sort_keys=True) for e in rows[0].get("elem", [])
+        )
+    return found
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("nft") is None or shutil.which("ip") is None,
+    reason="network namespaces need root, nft and ip",
+)
+def test_the_kernel_ends_with_the_sets_a_rewrite_would_write() -> None:
+    """In two network namespaces of the test's own: the ruleset before, then the changes;
+    and the ruleset after, written whole. Every box set holds the same."""
+    tag = uuid.uuid4().hex[:6]
+    stepped, whole = f"pdunit-{tag}-a", f"pdunit-{tag}-b"
+    after = [BOXES[0], BOXES[1], replace(BOXES[2], policy=policy("deny-all")), NEW_BOX]
+    after_ports = {**PORTS, NEW_BOX.ip: "vethd"}
+    try:
+        for ns in (stepped, whole):
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+        done = _in_netns(stepped, ruleset("pdunit", BRIDGE, 10053, BOXES, ports=PORTS))
+        assert done.returncode == 0, done.stderr
+        script = changes("pdunit", box_elements(BOXES, PORTS), box_elements(after, after_ports))
+        done = _in_netns(stepped, script)
+        assert done.returncode == 0, done.stderr
+        done = _in_netns(whole, ruleset("pdunit", BRIDGE, 10053, after, ports=after_ports))
+        assert done.returncode == 0, done.stderr
+        assert _set_contents(stepped) == _set_contents(whole)
+        assert "10.213.0.5" in json.dumps(_set_contents(stepped))
+    finally:
+        for ns in (stepped, whole):
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True)

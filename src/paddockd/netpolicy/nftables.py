@@ -1,4 +1,6 @@
-"""Paddock's nftables tables, rewritten atomically from the desired state.
+"""Paddock's nftables tables, kept to the desired state one transaction at a time: the
+boxes' own sets changed element by element where boxes only came or changed, else the
+tables rewritten.
 
 Three tables per instance, one transaction:
 - `bridge paddock[_<instance>]` locks each bridge port to its box: a port emits only the

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import stat
 import subprocess
 import threading
 import time
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import diskcopy, diskfile
-from .drivefs import KEEP_SPARSE, locked, locked_file, make_ext4, run
+from .drivefs import KEEP_SPARSE, Folder, locked, locked_file, make_ext4, new_ext4, run
 
 log = logging.getLogger("paddockd.disks")
 
@@ -40,6 +41,11 @@ _LAYER = ".layer"  # the layer folder it mounts on, as the engine named it
 _LOCK = ".lock"  # held by a copy of the disk and its watchdog (diskcopy.py)
 _ENGINE = ".engine"  # the engine's own files of a layer whose disk is a copy (see `attach`)
 _ENGINE_FILES = ("link", "lower")
+# inline_data: a small folder lives in its inode, no block needed. The engine makes folders
+# in the layer each time it mounts the box's root (`merged`, overlayfs's `work/work`); on a
+# full disk, without this, the box could not be stopped, snapshotted, resumed or copied
+# from again.
+_FEATURES = ("inline_data",)
 # A saved disk (a snapshot's, or one taken for forks): FOLDER/NAME, both paddockd's words.
 _KEY = re.compile(r"[0-9a-z]{1,64}/[0-9a-z]{1,64}")
 SAVED = "saved"
@@ -109,28 +115,31 @@ class BoxDisks:
             if image.exists():
                 return
             note.write_text(str(layer))
-            if source is None:
-                # inline_data: a small folder lives in its inode, no block needed. The
-                # engine makes folders in the layer each time it mounts the box's root
-                # (`merged`, overlayfs's `work/work`); on a full disk, without this, the
-                # box could not be stopped, snapshotted, resumed or copied from again.
-                make_ext4(image, size, source=layer, features=("inline_data",))
+            folders = _fresh(layer) if source is None else None
+            if source is None and folders is None:
+                make_ext4(image, size, source=layer, features=_FEATURES)
             else:
-                # The copy holds the engine's files of the layer it was taken from; the
-                # engine's own for this layer (its short name, its lower layers) are kept
-                # aside and put back over them at every mount.
+                # A copy (of a saved disk, or of a blank one holding a new layer's folders)
+                # holds another layer's engine files or none: this one's (its short name,
+                # its lower layers) are kept aside and put back at every mount.
                 files = {n: (layer / n).read_text() for n in _ENGINE_FILES}
                 image.with_name(cid + _ENGINE).write_text(json.dumps(files))
-                partial = image.with_name(image.name + ".new")  # swept if a crash leaves it
-                diskcopy.clone(self.saved(source), partial)
-                try:
-                    if partial.stat().st_size < size:
-                        _grow(partial, size)
-                    partial.rename(image)
-                except BaseException:
-                    partial.unlink(missing_ok=True)
-                    raise
+                if source is None:
+                    new_ext4(image, size, folders=folders or (), features=_FEATURES)
+                else:
+                    self._copy_saved(source, image, size)
             self._mount(image, layer)
+
+    def _copy_saved(self, source: str, image: Path, size: int) -> None:
+        partial = image.with_name(image.name + ".new")  # swept if a crash leaves it
+        diskcopy.clone(self.saved(source), partial)
+        try:
+            if partial.stat().st_size < size:
+                _grow(partial, size)
+            partial.rename(image)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
 
     def load(self, cid: str, source: str) -> bool:
         """Swap the container's filesystem for a copy of the saved disk `source` (grown to
@@ -149,18 +158,9 @@ class BoxDisks:
                 # back over the copy's at every mount, as for a container made from one.
                 files = {n: (layer / n).read_text() for n in _ENGINE_FILES}
                 engine.write_text(json.dumps(files))
-            partial = image.with_name(image.name + ".new")  # swept if a crash leaves it
-            diskcopy.clone(self.saved(source), partial)
-            try:
-                size = image.stat().st_size
-                if partial.stat().st_size < size:
-                    _grow(partial, size)
-                if self._mounted_at(note):
-                    run("umount", "--lazy", str(layer))
-                partial.rename(image)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
+            self._copy_saved(source, image, image.stat().st_size)
+            if self._mounted_at(note):
+                run("umount", "--lazy", str(layer))
             self._mount(image, layer)
         return True
 
@@ -313,6 +313,27 @@ class BoxDisks:
             for name, text in json.loads(engine.read_text()).items():
                 if name in _ENGINE_FILES:
                     (layer / name).write_text(text)
+
+
+def _fresh(layer: Path) -> list[Folder] | None:
+    """The folders of a layer the engine has just made (`diff`, `work/work`: empty, beside
+    its two files), by owner and mode; None for anything else (mkfs copies that)."""
+    expected = {"diff": (), "work": ("work",), "work/work": ()}
+    try:
+        if {p.name for p in layer.iterdir()} != {"diff", "work", *_ENGINE_FILES}:
+            return None
+        found = []
+        for path, inside in expected.items():
+            st = (layer / path).lstat()
+            if (
+                not stat.S_ISDIR(st.st_mode)
+                or tuple(p.name for p in (layer / path).iterdir()) != inside
+            ):
+                return None
+            found.append((path, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid))
+    except OSError:
+        return None
+    return found
 
 
 def _grow(image: Path, size: int) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from paddockd.runtime.boxdisk import BoxDisks
+from paddockd.runtime.boxdisk import BoxDisks, _fresh
 
 
 def _cid() -> str:
@@ -79,3 +79,25 @@ def test_sweep_leaves_a_copy_in_progress_and_drops_one_a_crash_left(disks: BoxDi
     assert fresh.exists() and stale.exists()
     disks.sweep(lambda: [], min_age=0)
     assert not fresh.exists() and not stale.exists()
+
+
+def test_a_layer_just_made_is_told_by_its_folders_and_anything_else_is_copied(
+    tmp_path: Path,
+) -> None:
+    layer = tmp_path / "layer"
+    (layer / "diff").mkdir(parents=True)
+    (layer / "work" / "work").mkdir(parents=True)
+    (layer / "work" / "work").chmod(0)
+    (layer / "link").write_text("ABC")
+    (layer / "lower").write_text("l/DEF")
+    assert [(f[0], f[1]) for f in _fresh(layer) or []] == [
+        ("diff", 0o755),
+        ("work", 0o755),
+        ("work/work", 0),
+    ]
+    (layer / "diff" / "file").write_text("x")  # not new: mkfs copies what is there
+    assert _fresh(layer) is None
+    (layer / "diff" / "file").unlink()
+    (layer / "diff").rmdir()
+    (layer / "diff").symlink_to(tmp_path)
+    assert _fresh(layer) is None

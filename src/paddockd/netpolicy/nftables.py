@@ -415,16 +415,7 @@ class NftablesPolicy:
             for name, timed in self._timed.items():
                 timed.update(self._read_timed(name))
             self._restored = True
-        ips = {b.ip for b in boxes}
-        now = time.monotonic()
-        left: dict[str, dict[tuple[str, str], int]] = {}
-        for name, timed in self._timed.items():
-            left[name] = {
-                key: int(expiry - now)
-                for key, expiry in timed.items()
-                if key[0] in ips and expiry - now >= 1
-            }
-            self._timed[name] = {k: v for k, v in timed.items() if k in left[name]}
+        left = self._carried(boxes)
         mac = pin_bridge(self._bridge)
         ports = bridge_ports(self._bridge)
         bound, failed = self._bind(boxes, ports)
@@ -446,6 +437,23 @@ class NftablesPolicy:
                 accept_in_docker_user(self._builds[0])
             self._next_docker_check = time.monotonic() + DOCKER_CHECK_SECONDS
         return failed
+
+    def _carried(self, boxes: list[BoxAddress]) -> dict[str, dict[tuple[str, str], int]]:
+        """What DNS admitted (and the gateway intercepts) that a rewrite carries over, in
+        seconds left: only what addresses still held by the box they were admitted for
+        have. An address that changed hands between two syncs (its box removed, another
+        given it) takes none of its last holder's admissions to the next."""
+        kept = {b.ip for b in boxes if self._boxes.get(b.ip, b).box_id == b.box_id}
+        now = time.monotonic()
+        left: dict[str, dict[tuple[str, str], int]] = {}
+        for name, timed in self._timed.items():
+            left[name] = {
+                key: int(expiry - now)
+                for key, expiry in timed.items()
+                if key[0] in kept and expiry - now >= 1
+            }
+            self._timed[name] = {k: v for k, v in timed.items() if k in left[name]}
+        return left
 
     def _rewrite(
         self,

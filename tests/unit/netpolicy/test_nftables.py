@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from dataclasses import replace
 
@@ -222,3 +223,17 @@ def test_the_kernel_ends_with_the_sets_a_rewrite_would_write() -> None:
     finally:
         for ns in (stepped, whole):
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+
+
+def test_an_address_that_changed_hands_carries_none_of_its_admissions() -> None:
+    net, _ = _policy_at(BOXES)
+    net._boxes = {b.ip: b for b in BOXES}
+    later = time.monotonic() + 600
+    net._timed["learned"] = {(BOXES[2].ip, "1.2.3.4"): later, (BOXES[0].ip, "5.6.7.8"): later}
+    # Box c was removed and a new box got its address before a sync saw it go.
+    taken = replace(NEW_BOX, ip=BOXES[2].ip)
+    left = net._carried([BOXES[0], BOXES[1], taken])
+    assert list(left["learned"]) == [(BOXES[0].ip, "5.6.7.8")]
+    assert (BOXES[2].ip, "1.2.3.4") not in net._timed["learned"]
+    # The same box at the same address keeps what it was admitted.
+    assert list(net._carried(BOXES)["learned"]) == [(BOXES[0].ip, "5.6.7.8")]

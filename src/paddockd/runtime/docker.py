@@ -205,6 +205,7 @@ def parse_size(text: str) -> int:
 # The kernel's OOM killer picks a box's process before any of the host's (-1000..1000).
 BOX_OOM_SCORE_ADJ = 500
 FRESH_VIEWS_KEPT = 4096  # containers remembered as having fresh /proc views
+PLACE_LISTING_SECONDS = 10.0  # how often placing a box lists the running boxes' cpusets
 
 
 class DockerRuntime:
@@ -248,6 +249,7 @@ class DockerRuntime:
         self._cpusets: dict[str, set[int]] = {}
         self._sizes = True  # until the engine says its filesystem cannot enforce them
         self._placing = threading.Lock()
+        self._placed_listing = 0.0  # when the running boxes' cpusets are next listed
 
     @property
     def api(self) -> Any:
@@ -606,14 +608,21 @@ class DockerRuntime:
         """Give the box its cpuset (see cpuset.py), again at every start: the CPUs that were
         quiet when it last ran may not be now. `mine`: its host config."""
         with self._placing:
-            running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
-            ids = {str(c["Id"]) for c in running} - {cid}
-            for gone in set(self._cpusets) - ids:
-                del self._cpusets[gone]
-            for other in ids - set(self._cpusets):
-                with contextlib.suppress(docker.errors.NotFound):
-                    text = self.api.inspect_container(other)["HostConfig"].get("CpusetCpus")
-                    self._cpusets[other] = cpuset.parse(text or "")
+            self._cpusets.pop(cid, None)
+            if time.monotonic() >= self._placed_listing:
+                # The engine's listing grows with its containers (50 ms at 200): taken at
+                # most every PLACE_LISTING_SECONDS; in between, the boxes paddockd starts,
+                # stops and removes keep the cpusets current, and one that stopped on its
+                # own only weighs on the choice until the next listing.
+                running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
+                ids = {str(c["Id"]) for c in running} - {cid}
+                for gone in set(self._cpusets) - ids:
+                    del self._cpusets[gone]
+                for other in ids - set(self._cpusets):
+                    with contextlib.suppress(docker.errors.NotFound):
+                        text = self.api.inspect_container(other)["HostConfig"].get("CpusetCpus")
+                        self._cpusets[other] = cpuset.parse(text or "")
+                self._placed_listing = time.monotonic() + PLACE_LISTING_SECONDS
             cpus = (mine.get("NanoCpus") or 0) / 1e9 or len(os.sched_getaffinity(0))
             chosen = cpuset.pick(cpus, os.sched_getaffinity(0), self._cpusets.values())
             if cpuset.parse(mine.get("CpusetCpus") or "") != chosen:
@@ -637,6 +646,11 @@ class DockerRuntime:
 
     async def stop(self, cid: str, timeout: int) -> None:
         await self._run(lambda: self.api.stop(cid, timeout=timeout))
+        self._unplace(cid)
+
+    def _unplace(self, cid: str) -> None:
+        with self._placing:
+            self._cpusets.pop(cid, None)
 
     async def set_hostname(self, cid: str, hostname: str) -> None:
         def work() -> None:
@@ -674,6 +688,7 @@ class DockerRuntime:
             run = None if retired else _run_bind(data)
             with contextlib.suppress(docker.errors.NotFound):
                 self.api.remove_container(cid, force=True, v=True)
+            self._unplace(cid)
             self._storage.release(cid, run)
 
         await self._run(work)

@@ -85,7 +85,7 @@ def _unmount_all(root: Path) -> None:
 
 
 def test_drives_made_and_removed_while_boxes_start_are_mounted_once(tmp_path: Path) -> None:
-    """Every box start mounts the drives not mounted (mount_all) while a member makes and
+    """Every box start mounts its drives not mounted (`mount`) while a member makes and
     removes sized drives: before the lock, a start could mount an image being made (two
     mounts, or two loop devices writing one ext4) or one being removed (its deleted image
     left mounted, a loop device held for good, the removal failing)."""
@@ -96,7 +96,7 @@ def test_drives_made_and_removed_while_boxes_start_are_mounted_once(tmp_path: Pa
     def boxes_starting() -> None:
         while not stop.is_set():
             with contextlib.suppress(OSError):
-                drives.mount_all()
+                drives.mount([volume])
 
     starter = threading.Thread(target=boxes_starting, daemon=True)
     starter.start()
@@ -121,8 +121,8 @@ def test_drives_made_and_removed_while_boxes_start_are_mounted_once(tmp_path: Pa
 
 
 def test_a_drive_that_will_not_mount_stops_only_its_own_boxes(tmp_path: Path) -> None:
-    """After a reboot, every start mounts what is not mounted; one drive that cannot be
-    (loop devices exhausted, a damaged image) must not keep every other box from starting."""
+    """After a reboot, every start mounts its own drives; one drive that cannot be (loop
+    devices exhausted, a damaged image) must not keep every other box from starting."""
     drives = DriveFs(tmp_path / "drives")
     try:
         drives.create("paddock-drive-good", 64 << 20)
@@ -130,10 +130,10 @@ def test_a_drive_that_will_not_mount_stops_only_its_own_boxes(tmp_path: Path) ->
         for point in _mounts_under(drives.root):
             subprocess.run(["umount", point], check=True)  # the reboot
         (drives.root / "paddock-drive-bad.ext4").write_bytes(b"\0" * (1 << 20))  # damaged
-        drives.mount_all(["paddock-drive-good"])  # a box of the good drive starts
+        drives.mount(["paddock-drive-good"])  # a box of the good drive starts
         assert _mounts_under(drives.root) == [drives.mountpoint("paddock-drive-good")]
         with pytest.raises(OSError):
-            drives.mount_all(["paddock-drive-bad"])  # its own box: that one fails
+            drives.mount(["paddock-drive-bad"])  # its own box: that one fails
     finally:
         _unmount_all(drives.root)
 

@@ -632,10 +632,10 @@ class DockerRuntime:
     async def start(self, cid: str) -> None:
         def work() -> None:
             data = self.api.inspect_container(cid)
-            if self._drives is not None and self._drives.present():
-                # After a reboot, before a box binds one; this box's own must mount.
+            if self._drives is not None:
+                # After a reboot, before the box binds them: its own sized volumes.
                 mounts = data.get("Mounts") or ()
-                self._drives.mount_all(str(m.get("Name")) for m in mounts if m.get("Name"))
+                self._drives.mount(str(m.get("Name")) for m in mounts if m.get("Name"))
             self._storage.own_disk(cid, required=LABEL_DISK in (data["Config"].get("Labels") or {}))
             if (run := _run_bind(data)) is not None:
                 self._storage.run_folder(run)  # a tmpfs does not outlive a reboot
@@ -839,7 +839,7 @@ class DockerRuntime:
             return volume.mountpoint
 
         def work() -> str:
-            drives.mount_all([volume.name])
+            drives.mount([volume.name])
             return drives.mountpoint(volume.name)
 
         return await self._run(work)

@@ -317,6 +317,13 @@ class Runtime(Protocol):
 
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]: ...
 
+    async def running(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        """The running ones of `containers(labels)`, with their addresses: those paddockd
+        started and inspected since the engine was last listed are in it, others within
+        seconds (see runtime/running.py); a container stopped behind paddockd's back may
+        stay in it as long."""
+        ...
+
     async def commit(self, cid: str, repository: str, tag: str) -> str: ...
 
     async def layer_size(self, ref: str) -> int: ...

@@ -64,6 +64,7 @@ from .netns import NetNamespace
 from .oci import IO_RATE
 from .proctree import end_tree
 from .rootmap import etc_copy
+from .running import RunningContainers
 from .storage import BoxStorage
 
 T = TypeVar("T")
@@ -206,6 +207,7 @@ def parse_size(text: str) -> int:
 BOX_OOM_SCORE_ADJ = 500
 FRESH_VIEWS_KEPT = 4096  # containers remembered as having fresh /proc views
 PLACE_LISTING_SECONDS = 10.0  # how often placing a box lists the running boxes' cpusets
+RUNNING_LISTING_SECONDS = 10.0  # how often `running` lists the engine's (see running.py)
 
 
 class DockerRuntime:
@@ -250,6 +252,7 @@ class DockerRuntime:
         self._sizes = True  # until the engine says its filesystem cannot enforce them
         self._placing = threading.Lock()
         self._placed_listing = 0.0  # when the running boxes' cpusets are next listed
+        self._seen = RunningContainers(RUNNING_LISTING_SECONDS)
 
     @property
     def api(self) -> Any:
@@ -643,9 +646,11 @@ class DockerRuntime:
             self.api.start(cid)
 
         await self._run(work)
+        self._seen.started(cid)
 
     async def stop(self, cid: str, timeout: int) -> None:
         await self._run(lambda: self.api.stop(cid, timeout=timeout))
+        self._seen.gone(cid)
         self._unplace(cid)
 
     def _unplace(self, cid: str) -> None:
@@ -692,6 +697,7 @@ class DockerRuntime:
             self._storage.release(cid, run)
 
         await self._run(work)
+        self._seen.gone(cid)
 
     async def sweep(self) -> None:
         await self._run(self._storage.sweep)
@@ -729,14 +735,32 @@ class DockerRuntime:
 
     async def inspect(self, cid: str) -> ContainerInfo | None:
         try:
-            return self._info(await self._run(lambda: self.api.inspect_container(cid)))
+            info = self._info(await self._run(lambda: self.api.inspect_container(cid)))
         except NotFound:
+            self._seen.gone(cid)
             return None
+        if info.box_id:
+            self._seen.seen(info)
+        return info
 
     async def containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         rows = await self._run(lambda: self.api.containers(all=True, filters=filters))
         return [self._info(row) for row in rows]
+
+    async def running(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        if self._seen.listing_due(time.monotonic()):
+            self._seen.listing()
+            filters = {"label": LABEL_BOX, "status": "running"}
+            try:
+                rows = await self._run(lambda: self.api.containers(filters=filters))
+            except BaseException:
+                self._seen.listing_failed()
+                raise
+            self._seen.listed((self._info(row) for row in rows), time.monotonic())
+        for cid in self._seen.unseen():
+            await self.inspect(cid)
+        return self._seen.matching(labels)
 
     async def commit(self, cid: str, repository: str, tag: str) -> str:
         def work() -> Any:

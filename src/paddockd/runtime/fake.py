@@ -250,6 +250,9 @@ class FakeRuntime:
                 out.append(info)
         return out
 
+    async def running(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        return [info for info in await self.containers(labels) if info.running]
+
     async def commit(self, cid: str, repository: str, tag: str) -> str:
         self._maybe_fail("commit")
         ref = f"{repository}:{tag}"

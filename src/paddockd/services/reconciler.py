@@ -135,7 +135,7 @@ class Reconciler:
             boxes = {b.id: b for b in await self._repo.all()}
             running = [
                 info
-                for info in await self._rt.containers({LABEL_INSTANCE: self._instance})
+                for info in await self._rt.running({LABEL_INSTANCE: self._instance})
                 if info.running
                 and info.ip
                 and info.box_id in boxes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -143,7 +144,13 @@ def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str
     box_id = json.loads(server.cli("show", box, "--json", check=True).stdout)["id"]
     server.cli("rm", "--force", box, check=True)
     api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
-    names = [v["Name"] for v in api.volumes().get("Volumes") or []]
+    # `rm` answers once the container is gone; the volume goes just after (docs/cli.md).
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        names = [v["Name"] for v in api.volumes().get("Volumes") or []]
+        if f"paddock-box-{box_id}-docker" not in names:
+            break
+        time.sleep(0.2)
     assert f"paddock-box-{box_id}-docker" not in names
 
 

@@ -44,6 +44,11 @@ class NetworkRules(Protocol):
         """The box enforced at this address, if any."""
         ...
 
+    async def written(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) until the rules were first written since
+        paddockd started: before that, no box is known at any address."""
+        ...
+
     async def closed(self) -> list[Closed]:
         """The ranges allowlists may not reach into unless the owner opened them: cloud
         metadata, the non-public ranges (where refused), the host's own networks."""

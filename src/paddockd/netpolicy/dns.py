@@ -36,6 +36,8 @@ Recorder = Callable[[str, str, Literal["allowed", "refused"], list[str]], None]
 # The longest name DNS can carry, in its dotted text form (RFC 1035: 255 octets on the wire).
 _MAX_NAME = 253
 _SAY_EVERY = 60.0
+# How long a query from an unknown address waits for paddockd's first rules after it starts.
+FIRST_WRITE_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,11 @@ class DnsFilter:
         if request.header.qr:
             return None  # a response, not a query: answering it could start a loop
         box = self._net.box_at(client)
+        if box is None:
+            # Just after paddockd starts, its boxes are known once the rules are first
+            # written: a box asking then is answered then, not refused.
+            await self._net.written(FIRST_WRITE_WAIT)
+            box = self._net.box_at(client)
         if box is None:
             return _reply(request, RCODE.REFUSED)
         malformed = _malformed(request)

@@ -25,6 +25,9 @@ class FakeNetwork:
     def box_at(self, ip: str) -> BoxAddress | None:
         return self.enforced.get(ip)
 
+    async def written(self, timeout: float) -> None:
+        return None
+
     async def closed(self) -> list[Closed]:
         return closed_ranges(True, ["192.0.2.0/24"])  # TEST-NET-1 plays the host's network
 

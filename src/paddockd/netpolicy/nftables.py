@@ -393,6 +393,7 @@ class NftablesPolicy:
         self._applied: RulesShape | None = None
         self._rewrite_due = 0.0
         self._written: dict[str, int] = {}  # family -> handle of our tables, as written
+        self._written_once = False  # the rules were written since this process started
 
     async def sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         """Make the rules say exactly this, keeping what DNS admitted for boxes still here."""
@@ -486,6 +487,7 @@ class NftablesPolicy:
         self._rewrite_due = time.monotonic() + REWRITE_SECONDS
         self._counted = {}
         self._boxes = {b.ip: b for b in boxes}
+        self._written_once = True
 
     def _changed(self, shape: RulesShape) -> bool:
         """Take the kernel's rules from the last shape to `shape` element by element, where
@@ -558,6 +560,13 @@ class NftablesPolicy:
 
     def box_at(self, ip: str) -> BoxAddress | None:
         return self._boxes.get(ip)
+
+    async def written(self, timeout: float) -> None:
+        # Polled: only queries in the first moments after a start ever wait here, and a
+        # worker thread each would hold up the very sync they wait for.
+        deadline = time.monotonic() + timeout
+        while not self._written_once and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
 
     async def admit(self, box_ip: str, addresses: list[tuple[str, int]]) -> None:
         await self._add_timed("learned", box_ip, addresses)

@@ -376,3 +376,19 @@ async def test_a_name_longer_than_dns_allows_is_refused_without_a_trace(
         dns.failed(BOX, ValueError("x"))
     assert dns.failures == 1000
     assert caplog.text.count("could not be answered") == 1 and "Traceback" not in caplog.text
+
+
+class _FirstRulesLater(FakeNetwork):
+    """paddockd just started: its first rules are written while a box's query waits."""
+
+    async def written(self, timeout: float) -> None:
+        await asyncio.sleep(0.05)
+        await self.sync([BoxAddress("b1", BOX, policy("allowlist", ["allowed.test"]))])
+
+
+async def test_a_query_just_after_a_start_waits_for_the_first_rules(stub: DnsStub) -> None:
+    net, seen = _FirstRulesLater(), []
+    dns = DnsFilter(net, [parse_upstream(stub.address)], lambda *e: seen.append(e))
+    reply = DNSRecord.parse(await dns.answer(ask("allowed.test"), BOX))
+    assert reply.header.rcode == RCODE.NOERROR  # not REFUSED, as a stranger would be
+    assert [str(rr.rdata) for rr in reply.rr if rr.rtype == QTYPE.A] == [ALLOWED]

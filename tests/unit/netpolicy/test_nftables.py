@@ -237,3 +237,15 @@ def test_an_address_that_changed_hands_carries_none_of_its_admissions() -> None:
     assert (BOXES[2].ip, "1.2.3.4") not in net._timed["learned"]
     # The same box at the same address keeps what it was admitted.
     assert list(net._carried(BOXES)["learned"]) == [(BOXES[0].ip, "5.6.7.8")]
+
+
+@pytest.mark.anyio
+async def test_waiting_for_the_first_rules_ends_when_they_are_written_or_at_the_timeout() -> None:
+    net, _ = _policy_at(BOXES)
+    started = time.monotonic()
+    await net.written(0.2)  # never written since this process started
+    assert time.monotonic() - started >= 0.2
+    net._written_once = True
+    started = time.monotonic()
+    await net.written(5)
+    assert time.monotonic() - started < 0.1

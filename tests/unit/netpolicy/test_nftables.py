@@ -107,7 +107,7 @@ def test_image_builds_get_nat_but_no_metadata() -> None:
 
 # -- boxes that come or change: element by element, not a rewrite ----------------------
 NEW_BOX = BoxAddress(
-    "d", "10.213.0.5", policy("allowlist", ["1.2.3.0/24"]), "c4", "02:42:0a:d5:00:05"
+    "d", "10.213.0.5", policy("allowlist", ["198.18.3.0/24"]), "c4", "02:42:0a:d5:00:05"
 )
 PORTS = {"10.213.0.2": "vetha", "10.213.0.4": "vethc"}
 
@@ -124,7 +124,7 @@ def test_changes_add_a_new_box_and_move_a_changed_one() -> None:
     ]
     assert 'add element bridge pdunit bound { "vethd" . 02:42:0a:d5:00:05 . 10.213.0.5 }' in lines
     assert "add element inet pdunit deny_all { 10.213.0.4 }" in lines
-    assert "add element inet pdunit allowed { 10.213.0.5 . 1.2.3.0/24 }" in lines
+    assert "add element inet pdunit allowed { 10.213.0.5 . 198.18.3.0/24 }" in lines
     assert "10.213.0.2" not in text and "10.213.0.3" not in text
     assert changes("pdunit", before, box_elements(BOXES, PORTS)) == ""
 
@@ -229,14 +229,14 @@ def test_an_address_that_changed_hands_carries_none_of_its_admissions() -> None:
     net, _ = _policy_at(BOXES)
     net._boxes = {b.ip: b for b in BOXES}
     later = time.monotonic() + 600
-    net._timed["learned"] = {(BOXES[2].ip, "1.2.3.4"): later, (BOXES[0].ip, "5.6.7.8"): later}
+    net._timed["learned"] = {(BOXES[2].ip, "198.18.1.4"): later, (BOXES[0].ip, "198.18.2.8"): later}
     # Box c was removed and a new box got its address before a sync saw it go.
     taken = replace(NEW_BOX, ip=BOXES[2].ip)
     left = net._carried([BOXES[0], BOXES[1], taken])
-    assert list(left["learned"]) == [(BOXES[0].ip, "5.6.7.8")]
-    assert (BOXES[2].ip, "1.2.3.4") not in net._timed["learned"]
+    assert list(left["learned"]) == [(BOXES[0].ip, "198.18.2.8")]
+    assert (BOXES[2].ip, "198.18.1.4") not in net._timed["learned"]
     # The same box at the same address keeps what it was admitted.
-    assert list(net._carried(BOXES)["learned"]) == [(BOXES[0].ip, "5.6.7.8")]
+    assert list(net._carried(BOXES)["learned"]) == [(BOXES[0].ip, "198.18.2.8")]
 
 
 @pytest.mark.anyio

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -33,6 +33,16 @@ IMAGE = "paddock-box:latest"
 ROOT = Path(__file__).resolve().parents[1]
 # Where the engine's sized drives live (paddockd's default data root).
 DRIVES = DriveFs(Path("/var/lib/paddock/engine/paddock-drives"))
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    """Until `predicate` holds (what finishes in the background, e.g. a deleted box's
+    container and storage, which go after `rm` answers)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        time.sleep(0.1)
 
 
 def free_subnet() -> str:

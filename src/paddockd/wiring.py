@@ -175,7 +175,9 @@ def wire(
         disk_mbps_per_cpu=cfg.disk_mbps_per_cpu,
     )
     capacity = Capacity.from_config(cfg)
-    drives = DriveService(repo, runtime, cfg.instance, accounts, capacity)
+    drives = DriveService(
+        repo, runtime, cfg.instance, accounts, capacity, deletions=reconciler.deletions
+    )
     pool = WarmPool(
         cfg.pool_sizes,
         cfg.pool.max_boxes,

@@ -24,7 +24,7 @@ from paddockd.runtime.docker import DockerRuntime
 from paddockd.runtime.drivefs import DriveFs
 
 from ..dnsstub import DnsStub
-from ..harness import DRIVES, ENGINE_SOCKET, Server
+from ..harness import DRIVES, ENGINE_SOCKET, Server, wait_for
 
 TINY = {"cpus": 1, "memory_mb": 512, "pids": 512, "description": "tests", "disk_mb": 160}
 DISKS = DRIVES.root.parent / "paddock-disks"
@@ -154,7 +154,9 @@ def test_removal_leaves_no_file_mount_or_loop_device(sized: Server) -> None:
     with sized.client() as c:
         box_dir = sized.dir / "data" / "boxes" / c.get_box(name).id
     sized.cli("rm", "--force", name, check=True)
-    assert not image.exists() and not (DISKS / f"{cid}.layer").exists()
+    # `rm` answers at once; the container and its disk go just after.
+    wait_for(lambda: not image.exists(), 30, "the box's disk to go")
+    assert not (DISKS / f"{cid}.layer").exists()
     assert str(layer) not in _mounts()
     assert not [m for m in _mounts() if m.startswith(f"{box_dir}/")]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ..dnsstub import DnsStub
-from ..harness import DRIVES, PADDOCK, Server
+from ..harness import DRIVES, PADDOCK, Server, wait_for
 
 TINY = {"cpus": 1, "memory_mb": 512, "pids": 512, "description": "tests", "disk_mb": 400}
 ROOMY = {"cpus": 1, "memory_mb": 512, "pids": 512, "description": "tests", "disk_mb": 600}
@@ -88,17 +88,22 @@ def test_a_live_snapshot_keeps_bytes_owners_xattrs_links_and_holes(
     assert "1234:2345 4710 2" in before and "same-inode" in before and "blocks 1" in before
     copies.cli("snapshot", tiny, "--name", "s", check=True)
     copies.sh(tiny, "rm -rf /srv/d", user="root")
+
+    def made() -> set[str]:
+        return {str(c["Id"]) for c in copies.containers()}
+
+    before_fork = made()
     fork = f"{tiny}-f"
     copies.cli("fork", tiny, "--snapshot", "s", "--name", fork, check=True)
     try:
         assert copies.sh(fork, _CHECK, user="root") == before
     finally:
         copies.cli("rm", "--force", fork, check=True)
-    made = {str(c["Id"]) for c in copies.containers()}
+    wait_for(lambda: made() == before_fork, 30, "the fork's container to go")
     copies.cli("restore", tiny, "--snapshot", "s", check=True)
     assert copies.sh(tiny, _CHECK, user="root") == before
     # In place: the box's own container, given a copy of the snapshot's disk.
-    assert {str(c["Id"]) for c in copies.containers()} == made
+    assert made() == before_fork
     copies.sh(tiny, "rm -rf /srv/d", user="root")
     copies.cli("stop", tiny, check=True)
     copies.cli("restore", tiny, "--snapshot", "s", check=True)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
 import docker
 
+from ..harness import wait_for
 from .conftest import ENGINE_SOCKET, Server
 
 # No registry is reachable (and tests must not try): inner images are built FROM scratch
@@ -144,14 +144,15 @@ def test_var_lib_docker_is_kept_but_never_in_a_snapshot(server: Server, box: str
     box_id = json.loads(server.cli("show", box, "--json", check=True).stdout)["id"]
     server.cli("rm", "--force", box, check=True)
     api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
-    # `rm` answers once the container is gone; the volume goes just after (docs/cli.md).
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        names = [v["Name"] for v in api.volumes().get("Volumes") or []]
-        if f"paddock-box-{box_id}-docker" not in names:
-            break
-        time.sleep(0.2)
-    assert f"paddock-box-{box_id}-docker" not in names
+    # `rm` answers at once; the container and the volume go just after (docs/cli.md).
+    wait_for(
+        lambda: (
+            f"paddock-box-{box_id}-docker"
+            not in [v["Name"] for v in api.volumes().get("Volumes") or []]
+        ),
+        30,
+        "the box's Docker volume to go",
+    )
 
 
 def test_status_and_show_report_the_profile(server: Server, box: str) -> None:

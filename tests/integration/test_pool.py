@@ -7,25 +7,16 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
 from paddock import Client
 
+from ..harness import wait_for
 from .conftest import ENGINE_SOCKET, Server
 
 POOLED = "paddock.pool"
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what or predicate}")
 
 
 def ready(c: Client) -> dict[str, int]:

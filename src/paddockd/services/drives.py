@@ -9,6 +9,7 @@ like one that does not exist. The owner sees everyone's and names a member's by 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .. import faults
@@ -52,7 +53,7 @@ def _volume_holder(volume: VolumeInfo) -> str | None:
 
 def _users(name: str, holder: str | None, boxes: list[Box], holders: Holders) -> list[str]:
     """The boxes that mount the holder's drive `name` (a box mounts its owner's). A box
-    being deleted does not: its container went first."""
+    being deleted does not: its container goes first (`DriveService.remove` waits)."""
     return [
         b.name
         for b in boxes
@@ -75,12 +76,15 @@ class DriveService:
         instance: str,
         accounts: AccountService,
         capacity: Capacity | None = None,
+        deletions: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._repo = repo
         self._rt = runtime
         self._labels = {LABEL_INSTANCE: instance}
         self._accounts = accounts
         self._capacity = capacity
+        # Waits for deleted boxes' containers to go (they leave in the background).
+        self._deletions = deletions
 
     def configure(self, capacity: Capacity) -> None:
         self._capacity = capacity
@@ -154,6 +158,8 @@ class DriveService:
         volume = await self._find(name, holder)
         if volume is None:
             raise _missing(name, owner)
+        if self._deletions is not None:
+            await self._deletions()
         users = _users(name, holder, await self._repo.all(), await self._accounts.holders())
         if users:
             raise Conflict(

@@ -112,6 +112,8 @@ class Reconciler:
         # Snapshot images being committed and disks being saved now, whose rows are not
         # written yet (the sweeps leave them be).
         self.committing: set[str] = set()
+        # Deleted boxes whose container and storage are going in the background.
+        self._deleting: dict[str, asyncio.Task[None]] = {}
         # Containers a restore replaced, being removed in the background.
         self._retiring: set[str] = set()
         # Box id -> its new address's old connections being forgotten (see `_run`).
@@ -132,7 +134,8 @@ class Reconciler:
         whose bridge port could not be locked to it is stopped and marked `error` (its
         traffic is dropped meanwhile); the next pass starts it and tries again."""
         async with self._net_lock:
-            boxes = {b.id: b for b in await self._repo.all()}
+            # A deleted box's container may run a moment longer: it reaches nothing.
+            boxes = {b.id: b for b in await self._repo.all() if b.state != BoxState.DELETING}
             running = [
                 info
                 for info in await self._rt.running({LABEL_INSTANCE: self._instance})
@@ -200,10 +203,11 @@ class Reconciler:
                 else:
                     await asyncio.gather(self.sync_network(), forgetting)
 
-    def _background(self, job: Coroutine[Any, Any, None]) -> None:
+    def _background(self, job: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._logged(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     @staticmethod
     async def _logged(job: Coroutine[Any, Any, None]) -> None:
@@ -503,22 +507,32 @@ class Reconciler:
                 await self._repo.delete_snapshot(box.id, snap.seq)
 
     async def _delete(self, box: Box) -> None:
-        """The container goes now, and with it the box, for its user: the row frees the
-        name at once (it takes the id) and leaves the listing; the box's Docker volume,
-        snapshot images and folder go in the background. A restart in between finds the
-        row still `deleting` and finishes the job."""
+        """The box goes now for its user: the row frees the name at once (it takes the id)
+        and leaves the listing, and the caller is answered. Its container, then its Docker
+        volume, snapshot images and folder go in the background (`deletions` waits for
+        them). Its addresses are out of the rules from the next sync, so what runs in it
+        meanwhile reaches nothing. A failure, or a restart in between, leaves the row
+        `deleting`, and the next reconcile pass finishes the job."""
         if box.state != BoxState.DELETING:
             box = await self._save(box, state=BoxState.DELETING, name=box.id)
-        if box.container_id:
-            # No inspect first: removing a container that is already gone is no error.
-            await self._rt.remove(box.container_id)
-        self._background(self._release(box.id))
+        if box.id not in self._deleting:
+            task = self._background(self._release(box.id))
+            self._deleting[box.id] = task
+            task.add_done_callback(lambda _: self._deleting.pop(box.id, None))
+
+    async def deletions(self) -> None:
+        """Wait until the boxes deleted so far have lost their containers and storage (a
+        drive one of them mounted is free then)."""
+        await asyncio.gather(*self._deleting.values(), return_exceptions=True)
 
     async def _release(self, box_id: str) -> None:
         async with self._locks[box_id]:
             box = await self._repo.get(box_id)
             if box is None or box.state != BoxState.DELETING:
                 return
+            if box.container_id:
+                # No inspect first: removing a container that is already gone is no error.
+                await self._rt.remove(box.container_id)
             await self._release_storage(box)
 
     async def _release_storage(self, box: Box) -> None:

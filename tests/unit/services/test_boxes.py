@@ -212,6 +212,38 @@ async def test_delete_removes_container_snapshots_and_row(world: World) -> None:
         await world.boxes.resolve(box.id)
 
 
+async def test_delete_answers_before_the_engine_has_removed_the_container(world: World) -> None:
+    """`rm` is done for its user at once: the name is free and the box out of the listing
+    and of the network rules while the engine's removal finishes behind. A drive the box
+    mounted goes only once its container has."""
+    box = await world.boxes.create("b", None, None, None, drives=["data"])
+    removing, go_on = asyncio.Event(), asyncio.Event()
+    engine_remove = world.runtime.remove
+
+    async def slow_remove(cid: str) -> None:
+        removing.set()
+        await go_on.wait()
+        await engine_remove(cid)
+
+    world.runtime.remove = slow_remove  # type: ignore[method-assign]
+    await asyncio.wait_for(world.boxes.delete("b", force=True), 5)
+    assert box.container_id in world.runtime.by_id  # still the engine's, for a moment
+    assert [b.name for b in await world.boxes.listed()] == []
+    await world.reconciler.sync_network()
+    assert world.network.enforced == {}
+    again = await world.boxes.create("b", None, None, None)
+    assert again.id != box.id
+    await removing.wait()
+    drive_gone = asyncio.create_task(world.services.drives.remove("data"))
+    await asyncio.sleep(0.05)
+    assert not drive_gone.done()  # waits for the container that mounts it
+    go_on.set()
+    await drive_gone
+    assert box.container_id not in world.runtime.by_id
+    await world.reconciler.drain()
+    assert await world.repo.get(box.id) is None
+
+
 async def test_delete_running_needs_force(world: World) -> None:
     await world.boxes.create("b", None, None, None)
     with pytest.raises(InvalidState, match="--force"):

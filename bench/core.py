@@ -92,6 +92,7 @@ def main() -> None:
             with srv.client() as c:
                 for box in c.list_boxes():
                     c.delete_box(box.id, force=True)
+            srv.deleted()  # the raw side's `docker rm -f` waits for its removal too
 
         def raw_create() -> None:
             sh(DOCKER, "run", "-d", "--name", raw_name, *LIMITS, IMAGE, env=DOCKER_ENV)

@@ -59,7 +59,7 @@ def main() -> None:
                 lambda: c.desktop_link(current[-1]),
                 runs,
                 setup=new_box,
-                teardown=lambda: c.delete_box(current.pop(), force=True),
+                teardown=lambda: (c.delete_box(current.pop(), force=True), srv.deleted()),
             )
 
             def raw_start() -> None:

@@ -106,8 +106,12 @@ def main() -> None:
                 last.append(next(names))
                 h.create_box(last[-1], ttl=600)
 
-            def remove(c: Client) -> Callable[[], None]:
-                return lambda: c.delete_box(last[-1], force=True)
+            def remove(srv: Server, c: Client) -> Callable[[], None]:
+                def gone() -> None:
+                    c.delete_box(last[-1], force=True)
+                    srv.deleted()  # as raw_cleanup's `docker rm -f` waits for its removal
+
+                return gone
 
             def calm() -> None:
                 # Every case starts with the warm server's pool full and quiet, so no refill
@@ -116,11 +120,11 @@ def main() -> None:
 
             cases = [
                 Case("raw", raw, calm, raw_cleanup),
-                Case("create+exec, warm pool, SDK", sdk(h), calm, remove(h)),
-                Case("create+exec, warm pool, CLI new+exec", cli(hot), calm, remove(h)),
-                Case("create+exec, no pool, SDK", sdk(k), calm, remove(k)),
-                Case("create+exec, no pool, CLI new+exec", cli(cold), calm, remove(k)),
-                Case("claim alone (SDK create_box, warm pool)", claim_only, calm, remove(h)),
+                Case("create+exec, warm pool, SDK", sdk(h), calm, remove(hot, h)),
+                Case("create+exec, warm pool, CLI new+exec", cli(hot), calm, remove(hot, h)),
+                Case("create+exec, no pool, SDK", sdk(k), calm, remove(cold, k)),
+                Case("create+exec, no pool, CLI new+exec", cli(cold), calm, remove(cold, k)),
+                Case("claim alone (SDK create_box, warm pool)", claim_only, calm, remove(hot, h)),
             ]
             # Interleaved, round by round: whatever else loads the machine meanwhile weighs
             # on both sides of every ratio alike.

@@ -261,6 +261,22 @@ class Server:
             api.containers(all=True, filters={"label": f"paddock.instance={self.instance}"})
         )
 
+    def deleted(self, timeout: float = 60.0) -> None:
+        """Until the boxes deleted so far have lost their containers: `rm` answers first,
+        and a measurement must not pay for the removal of the run before it."""
+
+        def done() -> bool:
+            with self.client() as c:
+                live = {b.id for b in c.list_boxes()}
+            for container in self.containers():
+                labels = container.get("Labels")
+                assert isinstance(labels, dict)
+                if labels.get("paddock.box") not in live and not labels.get("paddock.pool"):
+                    return False
+            return True
+
+        wait_for(done, timeout, "the deleted boxes' containers to go")
+
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:
             with self.client() as c:

@@ -538,7 +538,7 @@ class Bench:
             time.sleep(SETTLE_SECONDS)
             with self.meter.measure() as use:
                 time.sleep(self.scale.idle_seconds)
-            exec_s, create_s = self.latencies()
+            exec_s, create_s, raw_s, raw_create_s = self.latencies()
             ls = median_of(lambda: self.cli("ls"), LATENCY_RUNS)
             status = median_of(lambda: self.cli("status"), LATENCY_RUNS)
             self.add(
@@ -554,11 +554,25 @@ class Bench:
                     "ratio <= 1.2",
                 ),
                 Row(
+                    f"  ... the engine's own (docker-py exec) vs with {DENSITY_BASE}",
+                    raw_s * 1000,
+                    base[2] * 1000,
+                    "ms",
+                    "report",
+                ),
+                Row(
                     f"{count} boxes: new + exec vs with {DENSITY_BASE}",
                     create_s * 1000,
                     base[1] * 1000,
                     "ms",
                     "ratio <= 1.2",
+                ),
+                Row(
+                    f"  ... the engine's own (docker-py run + exec) vs with {DENSITY_BASE}",
+                    raw_create_s * 1000,
+                    base[3] * 1000,
+                    "ms",
+                    "report",
                 ),
             )
         for e in failed[:5]:
@@ -605,11 +619,15 @@ class Bench:
             if len(failed) > 20:
                 raise RuntimeError(f"density: {len(failed)} creates failed: {failed[-1]}")
 
-    def latencies(self) -> tuple[float, float]:
-        """Medians of an exec in a box made early and of a new box's create and first
-        exec (SDK), at the density there is now."""
+    def latencies(self) -> tuple[float, float, float, float]:
+        """Medians, at the density there is now, of an exec in a box made early (SDK, and
+        docker-py into its container), and of a new box's create and first exec (SDK, and
+        docker-py's run and exec of a twin): the docker-py figures are what the engine
+        alone does at this density."""
         box = self.boxes[0]
         exec_s = median_of(lambda: self.client.exec(box, ["true"]), LATENCY_RUNS)
+        container = f"paddock-{self.client.get_box(box).id}"
+        raw_s = median_of(lambda: self.raw.exec(container, ["true"]), LATENCY_RUNS)
         n = [0]
 
         def new_and_exec() -> None:
@@ -622,7 +640,19 @@ class Bench:
         for name in self.doomed:
             self.client.delete_box(name, force=True)
         self.doomed = []
-        return exec_s, create_s
+        self.srv.deleted()  # their removal is no part of the next measurement
+        twins: list[str] = []
+
+        def raw_run_and_exec() -> None:
+            twins.append(self.raw.create(f"lat{len(twins)}"))
+            self.raw.exec(twins[-1], ["true"])
+
+        raw_create_s = median_of(raw_run_and_exec, LATENCY_RUNS)
+        for i, cid in enumerate(twins):
+            self.raw.remove(cid)
+            with contextlib.suppress(docker.errors.APIError):
+                self.raw.api.remove_volume(f"{self.raw.prefix}-lat{i}-docker", force=True)
+        return exec_s, create_s, raw_s, raw_create_s
 
     def cli(self, *args: str) -> None:
         subprocess.run([PADDOCK, *args], check=True, capture_output=True, env=self.srv.env)

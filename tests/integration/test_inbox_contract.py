@@ -109,11 +109,12 @@ def test_the_fake_answers_as_a_box_does(runtime: tuple[Runtime, str]) -> None:
         with pytest.raises(NotFound):
             await rt.move_file(cid, "/config/c/none", "/config/c/x")
 
-        await rt.make_dirs(cid, "/config/p", (1000, 1000))
         archive = _tar(
             ("src", "dir", b""), ("src/f.txt", "file", "data"), ("src/l", "link", "f.txt")
         )
-        await rt.put_archive(cid, "/config/p", _one(archive))
+        await rt.put_archive(cid, "/config/p", (1000, 1000), _one(archive))  # made first
+        made = await rt.stat_file(cid, "/config/p")
+        assert made is not None and (made.kind, made.uid, made.gid) == ("dir", 1000, 1000)
         f = await rt.stat_file(cid, "/config/p/src/f.txt")
         assert f is not None and (f.kind, f.size, f.mode, f.uid, f.gid) == (
             "file",
@@ -129,12 +130,17 @@ def test_the_fake_answers_as_a_box_does(runtime: tuple[Runtime, str]) -> None:
             "file",
         )
         assert link.resolved == "/config/p/src/f.txt"
+        mine = (1000, 1000)
         with pytest.raises(InvalidRequest, match="a file cannot replace it"):
-            await rt.put_archive(cid, "/config/p", _one(_tar(("src", "file", "x"))))
+            await rt.put_archive(cid, "/config/p", mine, _one(_tar(("src", "file", "x"))))
         with pytest.raises(InvalidRequest, match="a folder cannot replace it"):
-            await rt.put_archive(cid, "/config/p", _one(_tar(("src/f.txt", "dir", b""))))
+            await rt.put_archive(cid, "/config/p", mine, _one(_tar(("src/f.txt", "dir", b""))))
         with pytest.raises(InvalidRequest, match="not a valid tar"):
-            await rt.put_archive(cid, "/config/p", _one(b"x" * 1024))
+            await rt.put_archive(cid, "/config/p", mine, _one(b"x" * 1024))
+        with pytest.raises(
+            InvalidRequest, match=r"cannot use /config/p/src/f\.txt/in .* as a folder"
+        ):
+            await rt.put_archive(cid, "/config/p/src/f.txt/in", mine, _one(archive))
 
         chunks, top = await rt.get_archive(cid, "/config/p/src")
         data = b"".join([c async for c in chunks])

@@ -400,9 +400,13 @@ class Runtime(Protocol):
     # is who does it in the box (its permissions apply); errors are NotFound,
     # InvalidRequest (not a folder, a folder, exists, no permission), InvalidState (disk
     # full, box not running).
-    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
-        """Unpack the tar `chunks` into the folder `path`, by `docker cp`'s rules: owners
-        from the archive, and no file replaces a folder nor a folder anything else."""
+    async def put_archive(
+        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> None:
+        """Unpack the tar `chunks` into the folder `path` of the running container, by
+        `docker cp`'s rules: owners from the archive, and no file replaces a folder nor a
+        folder anything else. `path` and the folders on the way are made first, new ones
+        `owner`'s."""
         ...
 
     async def write_file(

@@ -963,10 +963,13 @@ class DockerRuntime:
     # engine's archive API writes with its one remap of box ids, which a box with an
     # identity of its own does not use. A stopped box's go through the engine, which
     # mounts its root with the engine's ids for the copy.
-    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+    async def put_archive(
+        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> None:
         if await self._running(cid):
-            await inbox.put(await self._exec_in(cid), path, chunks)
+            await inbox.put(await self._exec_in(cid), path, owner, chunks)
             return
+        # Stopped since the caller looked: the engine's copy, into a folder that exists.
         # copyUIDGID: without it the engine chowns every file to the box's root, and the
         # box user could not edit what it was given. noOverwriteDirNonDir, as `docker cp`
         # sets it: a file never silently replaces a whole folder (nor a folder a file).

@@ -357,7 +357,16 @@ class FakeRuntime:
         self._get(cid)
         return self._fs.setdefault(cid, FakeFiles())
 
-    async def put_archive(self, cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+    async def put_archive(
+        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> None:
+        self._maybe_fail("put_archive")
+        try:
+            self.fs(cid).make_dirs(path, owner)
+        except InvalidRequest as exc:  # worded as the box's program words it
+            raise InvalidRequest(
+                f"cannot use {path} in the box as a folder: {exc.message}"
+            ) from None
         data = await gathered(chunks)
         self.files[(cid, path)] = data
         self.fs(cid).put(path, data)

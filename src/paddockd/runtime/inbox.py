@@ -85,7 +85,7 @@ move) there "$2"; mkdir -p -- "$(dirname -- "$3")" && exec mv -T -- "$2" "$3" ;;
 remove) there "$2"; exec rm -rf -- "$2" ;;
 get) one "$2"
   exec tar -c -f - --numeric-owner --sort=name -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
-put) [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
+put) (folders "$2" "$3" "$4") || exit @FOLDER@
   if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$2"; fi
   cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
 signal) read -r p < "/tmp/.paddock-proc-$2" 2>/dev/null || exit 0
@@ -110,7 +110,7 @@ trust) c="/usr/local/share/ca-certificates/$2.crt"; b=/etc/ssl/certs/ca-certific
 esac
 """
 SCRIPT = _SHELL.replace("@RECORD@", RECORD).replace("@FIELDS@", str(FIELDS))
-for _name in ("NOT_FOUND", "NOT_A_DIRECTORY", "IS_A_DIRECTORY", "PERMISSION", "EXISTS", "USAGE"):
+for _name in re.findall(r"@([A-Z_]+)@", SCRIPT):
     SCRIPT = SCRIPT.replace(f"@{_name}@", str(getattr(codes, _name)))
 
 Exec = Callable[[ExecSpec], Awaitable[ExecProcess]]
@@ -181,6 +181,9 @@ def spec(command: str, *args: str, user: str = "root", stdin: bool = False) -> E
 def failure(code: int, said: str, path: str) -> PaddockError:
     """What an exit `code` and error text mean, as Paddock's error."""
     said = said.strip()
+    full = code == codes.NO_SPACE or "No space left on device" in said or "Disk quota" in said
+    if code == codes.FOLDER and not full:
+        return InvalidRequest(f"cannot use {path} in the box as a folder: {said[:300]}")
     if code == codes.NOT_FOUND:
         return NotFound(f"no such file or directory in the box: {path}")
     if code == codes.CONFLICT and (found := _DIR_NON_DIR.search(said)):
@@ -197,7 +200,7 @@ def failure(code: int, said: str, path: str) -> PaddockError:
         return InvalidRequest(f"{path} in the box is a folder, not a file")
     if code == codes.BAD_ARCHIVE:
         return InvalidRequest(f"the request body is not a valid tar archive ({said})")
-    if code == codes.NO_SPACE or "No space left on device" in said or "Disk quota" in said:
+    if full:
         return InvalidState(
             "the box's disk is full: free space in it (`paddock exec BOX -- rm ...`) or "
             "snapshot it, and try again"
@@ -316,8 +319,11 @@ async def listing(
     return records(out)[:limit]
 
 
-async def put(run_: Exec, dest: str, chunks: AsyncIterator[bytes]) -> None:
-    await _fed(run_, spec("put", dest, stdin=True), chunks, dest)
+async def put(run_: Exec, dest: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]) -> None:
+    """The tar `chunks` unpacked into the folder `dest`, made first with the folders on
+    the way (new ones `owner`'s): one exec for both."""
+    command = spec("put", dest, str(owner[0]), str(owner[1]), stdin=True)
+    await _fed(run_, command, chunks, dest)
 
 
 async def write(

@@ -664,20 +664,6 @@ class BoxService:
         box = await self._running(ref, caller)
         assert box.container_id is not None
         dest = box_path(dest)
-        # Each missing folder the box user's, so a push into a new folder under /config
-        # leaves them owning all of it; existing folders are left as they are.
-        try:
-            await self._rt.make_dirs(box.container_id, dest, owner)
-        except (InvalidRequest, NotFound, Conflict) as exc:
-            raise InvalidRequest(
-                f"cannot use {dest} in box {box.name} as a folder: {exc.message}"
-            ) from None
-        except PaddockError as exc:
-            if isinstance(exc, InvalidState):
-                raise
-            raise InvalidRequest(
-                f"cannot use {dest} in box {box.name} as a folder: {exc.message[:300]}"
-            ) from None
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:
@@ -697,7 +683,9 @@ class BoxService:
             if parts:
                 yield b"".join(parts)
 
-        await self._rt.put_archive(box.container_id, dest, counted())
+        # Each missing folder the box user's, so a push into a new folder under /config
+        # leaves them owning all of it; existing folders are left as they are.
+        await self._rt.put_archive(box.container_id, dest, owner, counted())
         return dest, total
 
     # -- a running box's files, as one of its users (runtime/inbox.py does them) ----------

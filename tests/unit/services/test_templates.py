@@ -114,10 +114,12 @@ async def test_copy_puts_files_where_dockers_rules_say(world: World) -> None:
     tars: list[bytes] = []
     put = world.runtime.put_archive
 
-    async def recorded(cid: str, path: str, chunks: AsyncIterator[bytes]) -> None:
+    async def recorded(
+        cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
+    ) -> None:
         data = b"".join([c async for c in chunks])
         tars.append(data)
-        await put(cid, path, body(data))
+        await put(cid, path, owner, body(data))
 
     world.runtime.put_archive = recorded  # type: ignore[method-assign]
     await built(world, "copies", files)

@@ -119,12 +119,40 @@ def _tarinfo(entry: Entry, uid: int, gid: int) -> tarfile.TarInfo:
     return ti
 
 
+def _ustar(ti: tarfile.TarInfo) -> bytes | None:
+    """`ti`'s header as tarfile's PAX format writes it where it needs no pax record (an
+    ASCII name that fits, numbers that fit), in a few joins instead of tarfile's field by
+    field checks: for a tree of small files that was half of a push's CPU here. None for
+    any other, which tarfile writes."""
+    name, link = ti.name, ti.linkname
+    if not (name.isascii() and link.isascii() and len(link) <= 100):
+        return None
+    if ti.size >= 8**11 or not 0 <= ti.mtime < 8**11 or max(ti.uid, ti.gid) >= 8**7:
+        return None
+    if ti.type == tarfile.DIRTYPE and not name.endswith("/"):
+        name += "/"
+    if len(name) > 100:
+        return None  # a pax record holds it
+    head = b"".join(
+        (
+            name.encode().ljust(100, b"\0"),
+            b"%07o\0%07o\0%07o\0%011o\0%011o\0" % (ti.mode, ti.uid, ti.gid, ti.size, ti.mtime),
+            b"        ",
+            ti.type,
+            link.encode().ljust(100, b"\0"),
+            b"ustar\x0000",
+            bytes(247),  # owner and group names, device numbers, name prefix: none
+        )
+    )
+    return b"%s%06o\0 %s" % (head[:148], sum(head), head[156:])
+
+
 def _tar_pieces(plan: PushPlan, uid: int, gid: int, progress: Progress | None) -> Iterator[bytes]:
     for entry in plan.entries:
         ti = _tarinfo(entry, uid, gid)
         if ti.isreg() and not stat.S_ISREG(entry.st.st_mode):
             continue  # sockets, devices: nothing a project needs
-        yield ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        yield _ustar(ti) or ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
         if not ti.isreg():
             continue
         left = ti.size

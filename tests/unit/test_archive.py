@@ -493,3 +493,36 @@ def test_a_broken_archive_is_one_clear_error(tmp_path: Path) -> None:
     data = evil_tar(("root", "dir", ""), ("root/f", "file", "x" * 5000))
     with pytest.raises(InvalidRequest, match="broken archive"):
         extract_stream(chunks(data[:1200]), "root", tmp_path / "root")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "size", "link"),
+    [
+        ("a.txt", tarfile.REGTYPE, 10, ""),
+        ("src", tarfile.DIRTYPE, 0, ""),
+        ("l", tarfile.SYMTYPE, 0, "../target/x"),
+        ("x" * 100, tarfile.REGTYPE, 1, ""),
+        ("d" * 99, tarfile.DIRTYPE, 0, ""),  # 100 with its slash
+        ("f", tarfile.FIFOTYPE, 0, ""),
+        ("big", tarfile.REGTYPE, 8**11 - 1, ""),
+        # These need pax records: tarfile writes them.
+        ("a/" * 60 + "f", tarfile.REGTYPE, 5, ""),
+        ("é.txt", tarfile.REGTYPE, 5, ""),
+        ("huge", tarfile.REGTYPE, 8**11, ""),
+        ("l2", tarfile.SYMTYPE, 0, "t" * 101),
+    ],
+)
+def test_a_header_is_written_as_tarfile_writes_it(
+    name: str, kind: bytes, size: int, link: str
+) -> None:
+    ti = tarfile.TarInfo(name)
+    ti.type, ti.size, ti.linkname, ti.mode, ti.mtime = kind, size, link, 0o640, 1_700_000_000
+    ti.uid, ti.gid, ti.uname, ti.gname = 1000, 1000, "", ""
+    fast = _archive._ustar(ti)
+    assert (fast is None) == (
+        len(name) > 99 + (kind != tarfile.DIRTYPE)
+        or not name.isascii()
+        or size >= 8**11
+        or len(link) > 100
+    )
+    assert (fast or b"") in (b"", ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))

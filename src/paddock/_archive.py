@@ -136,7 +136,8 @@ def _ustar(ti: tarfile.TarInfo) -> bytes | None:
     head = b"".join(
         (
             name.encode().ljust(100, b"\0"),
-            b"%07o\0%07o\0%07o\0%011o\0%011o\0" % (ti.mode, ti.uid, ti.gid, ti.size, ti.mtime),
+            b"%07o\0%07o\0%07o\0%011o\0%011o\0"
+            % (ti.mode & 0o7777, ti.uid, ti.gid, ti.size, int(ti.mtime)),
             b"        ",
             ti.type,
             link.encode().ljust(100, b"\0"),

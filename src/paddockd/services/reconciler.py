@@ -114,6 +114,10 @@ class Reconciler:
         self.committing: set[str] = set()
         # Deleted boxes whose container and storage are going in the background.
         self._deleting: dict[str, asyncio.Task[None]] = {}
+        # Their containers go one at a time: Docker 20.10's network bookkeeping can lose
+        # an endpoint to concurrent removals (moby#42119), and a flood of deletes must
+        # not become a flood of engine calls.
+        self._removals = asyncio.Semaphore(1)
         # Containers a restore replaced, being removed in the background.
         self._retiring: set[str] = set()
         # Box id -> its new address's old connections being forgotten (see `_run`).
@@ -532,7 +536,8 @@ class Reconciler:
                 return
             if box.container_id:
                 # No inspect first: removing a container that is already gone is no error.
-                await self._rt.remove(box.container_id)
+                async with self._removals:
+                    await self._rt.remove(box.container_id)
             await self._release_storage(box)
 
     async def _release_storage(self, box: Box) -> None:

@@ -51,15 +51,16 @@ def _volume_holder(volume: VolumeInfo) -> str | None:
     return volume.labels.get(LABEL_OWNER) or None
 
 
+def _mounts(box: Box, name: str, holder: str | None, holders: Holders) -> bool:
+    """Whether `box` mounts the holder's drive `name` (a box mounts its owner's)."""
+    return holders.of(box.owner_id) == holder and name in (parse_drive(d)[0] for d in box.drives)
+
+
 def _users(name: str, holder: str | None, boxes: list[Box], holders: Holders) -> list[str]:
-    """The boxes that mount the holder's drive `name` (a box mounts its owner's). A box
-    being deleted does not: its container goes first (`DriveService.remove` waits)."""
+    """The boxes that mount the holder's drive `name`. A box being deleted does not: its
+    container goes first (`DriveService.remove` waits for it)."""
     return [
-        b.name
-        for b in boxes
-        if b.state != BoxState.DELETING
-        and holders.of(b.owner_id) == holder
-        and name in (parse_drive(d)[0] for d in b.drives)
+        b.name for b in boxes if b.state != BoxState.DELETING and _mounts(b, name, holder, holders)
     ]
 
 
@@ -76,14 +77,14 @@ class DriveService:
         instance: str,
         accounts: AccountService,
         capacity: Capacity | None = None,
-        deletions: Callable[[], Awaitable[None]] | None = None,
+        deletions: Callable[[list[str]], Awaitable[bool]] | None = None,
     ) -> None:
         self._repo = repo
         self._rt = runtime
         self._labels = {LABEL_INSTANCE: instance}
         self._accounts = accounts
         self._capacity = capacity
-        # Waits for deleted boxes' containers to go (they leave in the background).
+        # Waits for these deleted boxes' containers to go (they leave in the background).
         self._deletions = deletions
 
     def configure(self, capacity: Capacity) -> None:
@@ -158,9 +159,20 @@ class DriveService:
         volume = await self._find(name, holder)
         if volume is None:
             raise _missing(name, owner)
-        if self._deletions is not None:
-            await self._deletions()
-        users = _users(name, holder, await self._repo.all(), await self._accounts.holders())
+        boxes, holders = await self._repo.all(), await self._accounts.holders()
+        going = [
+            b.id
+            for b in boxes
+            if b.state == BoxState.DELETING and _mounts(b, name, holder, holders)
+        ]
+        # Only these are waited for, and not for long: the engine removes containers one
+        # at a time, and a queue of others' deletes must not hold a drive's removal.
+        if going and self._deletions is not None and not await self._deletions(going):
+            raise Conflict(
+                f"drive {name} is still mounted by a box being deleted; try again in a moment",
+                details={"boxes": going},
+            )
+        users = _users(name, holder, boxes, holders)
         if users:
             raise Conflict(
                 f"drive {name} is used by box(es) {', '.join(users)}; remove them first",

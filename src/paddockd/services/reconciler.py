@@ -524,10 +524,14 @@ class Reconciler:
             self._deleting[box.id] = task
             task.add_done_callback(lambda _: self._deleting.pop(box.id, None))
 
-    async def deletions(self) -> None:
-        """Wait until the boxes deleted so far have lost their containers and storage (a
-        drive one of them mounted is free then)."""
-        await asyncio.gather(*self._deleting.values(), return_exceptions=True)
+    async def deletions(self, box_ids: list[str], timeout: float = 30.0) -> bool:
+        """Wait (`timeout` at most) until these deleted boxes have lost their containers
+        and storage (a drive one of them mounted is free then); whether they have."""
+        going = [task for box_id, task in self._deleting.items() if box_id in box_ids]
+        if not going:
+            return True
+        _, pending = await asyncio.wait(going, timeout=timeout)  # never cancels them
+        return not pending
 
     async def _release(self, box_id: str) -> None:
         async with self._locks[box_id]:

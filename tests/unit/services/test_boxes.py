@@ -244,6 +244,25 @@ async def test_delete_answers_before_the_engine_has_removed_the_container(world:
     assert await world.repo.get(box.id) is None
 
 
+async def test_a_drive_held_by_a_box_still_being_removed_is_refused_after_a_while(
+    world: World,
+) -> None:
+    await world.boxes.create("b", None, None, None, drives=["data"])
+    stuck = asyncio.Event()
+
+    async def slow_remove(cid: str) -> None:
+        await stuck.wait()
+
+    world.runtime.remove = slow_remove  # type: ignore[method-assign]
+    world.services.drives._deletions = lambda ids: world.reconciler.deletions(ids, 0.05)
+    await world.boxes.delete("b", force=True)
+    with pytest.raises(Conflict, match="still mounted by a box being deleted"):
+        await world.services.drives.remove("data")
+    stuck.set()
+    await world.reconciler.drain()
+    await world.services.drives.remove("data")  # gone with its box: free
+
+
 async def test_delete_running_needs_force(world: World) -> None:
     await world.boxes.create("b", None, None, None)
     with pytest.raises(InvalidState, match="--force"):

@@ -219,6 +219,10 @@ def main() -> None:
             subprocess.run(
                 [DOCKER, "rm", "-f", "-v", leftover], env=DOCKER_ENV, capture_output=True
             )
+        # The twin's Docker volume is a named one: `rm -v` leaves it.
+        subprocess.run(
+            [DOCKER, "volume", "rm", f"{raw_name}-twin-docker"], env=DOCKER_ENV, capture_output=True
+        )
         srv.close()
         shutil.rmtree(work, ignore_errors=True)
     print_table(

@@ -822,8 +822,8 @@ class Reconciler:
         converged = False
         for box in await self._repo.all():
             known.add(box.id)
-            if _settled(box, by_id.get(box.container_id or "")):
-                continue
+            if _settled(box, by_id.get(box.container_id or "")) or box.id in self._deleting:
+                continue  # a deletion under way holds the box's lock until its removal
             converged = True
             try:
                 await self.reconcile(box.id)

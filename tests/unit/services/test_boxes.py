@@ -244,6 +244,20 @@ async def test_delete_answers_before_the_engine_has_removed_the_container(world:
     assert await world.repo.get(box.id) is None
 
 
+async def test_a_reconcile_pass_does_not_wait_for_a_removal_under_way(world: World) -> None:
+    await world.boxes.create("b", None, None, None)
+    stuck = asyncio.Event()
+
+    async def slow_remove(cid: str) -> None:
+        await stuck.wait()
+
+    world.runtime.remove = slow_remove  # type: ignore[method-assign]
+    await world.boxes.delete("b", force=True)
+    await asyncio.wait_for(world.reconciler.reconcile_all(), 5)
+    stuck.set()
+    await world.reconciler.drain()
+
+
 async def test_a_drive_held_by_a_box_still_being_removed_is_refused_after_a_while(
     world: World,
 ) -> None:

@@ -57,6 +57,7 @@ from .base import (
 )
 from .drivefs import DriveFs
 from .exec_start import DIAGNOSE, StartChecked, diagnosis
+from .feed import Feed
 from .hostname import rename
 from .idmap import IdMap, box_owned, first_member
 from .lxcfs import Lxcfs
@@ -966,8 +967,11 @@ class DockerRuntime:
     async def put_archive(
         self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
     ) -> None:
-        if await self._running(cid):
-            await inbox.put(await self._exec_in(cid), path, owner, chunks)
+        data = await self._run(lambda: self.api.inspect_container(cid))
+        if (data.get("State") or {}).get("Running"):
+            run = _run_bind(data)
+            feed = Feed.open(run) if run is not None else None
+            await inbox.put(await self._exec_in(cid), path, owner, chunks, feed)
             return
         # Stopped since the caller looked: the engine's copy, into a folder that exists.
         # copyUIDGID: without it the engine chowns every file to the box's root, and the

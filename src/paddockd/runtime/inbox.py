@@ -17,7 +17,9 @@ name holds).
     move SRC DEST            rename, making DEST's folders
     remove PATH              a folder with all it holds; a link itself
     get PATH                 `stat PATH`, then a tar of PATH (links as links, by name)
-    put DEST                 the tar on stdin unpacked into the folder DEST
+    put DEST UID GID [FEED]  the tar on stdin (or from the socket FEED: runtime/feed.py)
+                             unpacked into the folder DEST, made first (new folders
+                             UID:GID's)
     write PATH UID GID       stdin as the file PATH (new: 0644, UID:GID's, and its
                              folders); then `stat PATH`
     signal NAME SIG          SIG to the process `noted` as NAME and all it started (its
@@ -45,6 +47,7 @@ from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, Pa
 from ..domain.ssh import SSH_DIR
 from . import inbox_program as codes
 from .base import STDOUT, ExecProcess, ExecSpec, FileInfo, FileKind
+from .feed import Feed
 
 PROGRAM = Path(codes.__file__).read_text()
 MAX_ERROR = 16 * 1024
@@ -86,7 +89,8 @@ remove) there "$2"; exec rm -rf -- "$2" ;;
 get) one "$2"
   exec tar -c -f - --numeric-owner --sort=name -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
 put) (folders "$2" "$3" "$4") || exit @FOLDER@
-  if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$2"; fi
+  if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$2" ${5:+"$5"}; fi
+  [ -z "$5" ] || exit @NO_PROGRAM@
   cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
 signal) read -r p < "/tmp/.paddock-proc-$2" 2>/dev/null || exit 0
   case "$p" in *[!0-9]*|"") exit 0 ;; esac
@@ -319,11 +323,57 @@ async def listing(
     return records(out)[:limit]
 
 
-async def put(run_: Exec, dest: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]) -> None:
+async def put(
+    run_: Exec,
+    dest: str,
+    owner: tuple[int, int],
+    chunks: AsyncIterator[bytes],
+    feed: Feed | None = None,
+) -> None:
     """The tar `chunks` unpacked into the folder `dest`, made first with the folders on
-    the way (new ones `owner`'s): one exec for both."""
-    command = spec("put", dest, str(owner[0]), str(owner[1]), stdin=True)
-    await _fed(run_, command, chunks, dest)
+    the way (new ones `owner`'s): one exec for both. Over `feed` when given (and the box
+    has a python3 to read it), else on the exec's stdin."""
+    ids = (str(owner[0]), str(owner[1]))
+    if feed is not None:
+        try:
+            if await _fed_by(run_, spec("put", dest, *ids, feed.box_path), chunks, dest, feed):
+                return
+        finally:
+            feed.close()
+    await _fed(run_, spec("put", dest, *ids, stdin=True), chunks, dest)
+
+
+async def _fed_by(
+    run_: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path: str, feed: Feed
+) -> bool:
+    """Run `command`, which reads `chunks` from `feed`; False, with no chunk taken, where
+    the box has no program to read it."""
+    proc = await run_(command)
+    try:
+        said: list[tuple[bytes, str, bool]] = []
+        async with anyio.create_task_group() as tg:
+
+            async def drain() -> None:
+                said.append(await _gathered(proc, MAX_RECORD))
+                tg.cancel_scope.cancel()  # ended: it will not connect now (nor read more)
+
+            tg.start_soon(drain)
+            try:
+                conn = await feed.accept()
+            except OSError:
+                await proc.kill()  # it did not connect in time: its exit code says why
+            else:
+                await feed.send(conn, chunks)
+            await anyio.sleep_forever()  # until the program's output ends
+        code = await proc.wait()
+        err = said[0][1] if said else ""
+        if code == codes.NO_PROGRAM:
+            return False
+        if code != 0:
+            raise failure(code, err, path)
+        return True
+    finally:
+        await proc.close()
 
 
 async def write(

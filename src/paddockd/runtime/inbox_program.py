@@ -1,6 +1,7 @@
 """The part of paddockd's in-box helper (runtime/inbox.py) that needs more than a shell: an
-archive unpacked by `docker cp`'s rules. Run as `python3 -c PROGRAM DEST` with the tar on
-stdin, by the box's own python3 (where it has none, plain GNU tar unpacks instead).
+archive unpacked by `docker cp`'s rules. Run as `python3 -c PROGRAM DEST [SOCKET]` by the
+box's own python3, the tar on stdin or, given SOCKET, read from paddockd's socket there
+(runtime/feed.py). Where the box has no python3, plain GNU tar unpacks stdin instead.
 
 GNU tar writes; this reads each member's header first and stops the unpacking before a
 member that would put a file where a folder is, or a folder where anything else is (the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -33,6 +35,7 @@ NO_SPACE = 16
 BAD_ARCHIVE = 17
 USAGE = 18
 FOLDER = 19  # `put`: its folder could not be made
+NO_PROGRAM = 20  # `put` from a socket: no python3 in the box to read it
 
 _BLOCK = 512
 _PIECE = 1 << 20
@@ -111,7 +114,19 @@ def _conflict(dest: str, name: str, is_dir: bool) -> str | None:
     return None
 
 
-def put(dest: str) -> None:
+def _source(feed: str | None) -> io.BufferedReader:
+    # Reads of a MiB, not of 8 KiB: a tree of small files is thousands of headers.
+    if feed is None:
+        return io.BufferedReader(sys.stdin.buffer.raw, _PIECE)  # type: ignore[union-attr]
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(feed)
+    except OSError as exc:
+        raise Failure(FAILED, f"cannot read the archive from paddockd ({exc})") from None
+    return io.BufferedReader(socket.SocketIO(conn, "rb"), _PIECE)
+
+
+def put(dest: str, feed: str | None = None) -> None:
     if not os.path.isdir(dest):
         raise Failure(NOT_A_DIRECTORY, f"{dest} is not a folder")
     tar = subprocess.Popen(
@@ -125,8 +140,7 @@ def put(dest: str) -> None:
     said = bytearray()
     drain = threading.Thread(target=_keep, args=(tar.stderr, said), daemon=True)
     drain.start()
-    # Reads of a MiB, not of 8 KiB: a tree of small files is thousands of headers.
-    src = io.BufferedReader(sys.stdin.buffer.raw, _PIECE)  # type: ignore[union-attr]
+    src = _source(feed)
     name: str | None = None
     try:
         while True:
@@ -189,9 +203,9 @@ def _keep(stream: object, said: bytearray) -> None:
 
 def main(argv: list[str]) -> int:
     try:
-        if len(argv) != 1:
-            raise Failure(USAGE, "usage: DEST (the archive on stdin)")
-        put(argv[0])
+        if len(argv) not in (1, 2):
+            raise Failure(USAGE, "usage: DEST [SOCKET] (the archive on stdin, or from SOCKET)")
+        put(argv[0], argv[1] if len(argv) == 2 else None)
     except Failure as failure:
         sys.stderr.write(f"{failure}\n")
         return failure.code

@@ -336,44 +336,16 @@ async def put(
     ids = (str(owner[0]), str(owner[1]))
     if feed is not None:
         try:
-            if await _fed_by(run_, spec("put", dest, *ids, feed.box_path), chunks, dest, feed):
-                return
+            command = spec("put", dest, *ids, feed.box_path)
+            code, _, err = await _feeding(run_, command, _over(feed, chunks))
         finally:
             feed.close()
+        # No python3 in the box: said before it connected, so no chunk was taken.
+        if code != codes.NO_PROGRAM:
+            if code != 0:
+                raise failure(code, err, dest)
+            return
     await _fed(run_, spec("put", dest, *ids, stdin=True), chunks, dest)
-
-
-async def _fed_by(
-    run_: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path: str, feed: Feed
-) -> bool:
-    """Run `command`, which reads `chunks` from `feed`; False, with no chunk taken, where
-    the box has no program to read it."""
-    proc = await run_(command)
-    try:
-        said: list[tuple[bytes, str, bool]] = []
-        async with anyio.create_task_group() as tg:
-
-            async def drain() -> None:
-                said.append(await _gathered(proc, MAX_RECORD))
-                tg.cancel_scope.cancel()  # ended: it will not connect now (nor read more)
-
-            tg.start_soon(drain)
-            try:
-                conn = await feed.accept()
-            except OSError:
-                await proc.kill()  # it did not connect in time: its exit code says why
-            else:
-                await feed.send(conn, chunks)
-            await anyio.sleep_forever()  # until the program's output ends
-        code = await proc.wait()
-        err = said[0][1] if said else ""
-        if code == codes.NO_PROGRAM:
-            return False
-        if code != 0:
-            raise failure(code, err, path)
-        return True
-    finally:
-        await proc.close()
 
 
 async def write(
@@ -386,29 +358,68 @@ async def write(
 
 async def _fed(run_: Exec, command: ExecSpec, chunks: AsyncIterator[bytes], path: str) -> bytes:
     """Run `command` with `chunks` on its stdin; what it printed (bounded) once it ends well."""
+    code, out, err = await _feeding(run_, command, _on_stdin(chunks))
+    if code != 0:
+        raise failure(code, err, path)
+    return out
+
+
+Sender = Callable[[ExecProcess, anyio.Event], Awaitable[None]]
+
+
+async def _feeding(run_: Exec, command: ExecSpec, send: Sender) -> tuple[int, bytes, str]:
+    """Run `command` while `send` gives it its input (told by an event when the program's
+    output has ended); its exit code, what it printed (bounded) and its error text."""
     proc = await run_(command)
     try:
         said: list[tuple[bytes, str, bool]] = []
+        ended = anyio.Event()
         async with anyio.create_task_group() as tg:
 
             async def drain() -> None:
                 said.append(await _gathered(proc, MAX_RECORD))
+                ended.set()
 
             tg.start_soon(drain)
-            try:
-                async for chunk in chunks:
-                    await proc.write(chunk)
-            except PaddockError:
-                pass  # the program stopped reading: its exit code says why
-            finally:
-                await proc.close_stdin()
+            await send(proc, ended)
         code = await proc.wait()
         out, err, _ = said[0] if said else (b"", "", False)
-        if code != 0:
-            raise failure(code, err, path)
-        return out
+        return code, out, err
     finally:
         await proc.close()
+
+
+def _on_stdin(chunks: AsyncIterator[bytes]) -> Sender:
+    async def send(proc: ExecProcess, ended: anyio.Event) -> None:
+        try:
+            async for chunk in chunks:
+                await proc.write(chunk)
+        except PaddockError:
+            pass  # the program stopped reading: its exit code says why
+        finally:
+            await proc.close_stdin()
+
+    return send
+
+
+def _over(feed: Feed, chunks: AsyncIterator[bytes]) -> Sender:
+    async def send(proc: ExecProcess, ended: anyio.Event) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def stop() -> None:
+                await ended.wait()  # ended: it will not connect now, nor read more
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop)
+            try:
+                conn = await feed.accept()
+            except OSError:
+                await proc.kill()  # it did not connect in time: its exit code says why
+            else:
+                await feed.send(conn, chunks)
+            tg.cancel_scope.cancel()
+
+    return send
 
 
 async def get(run_: Exec, path: str) -> tuple[AsyncIterator[bytes], FileInfo]:

@@ -21,6 +21,7 @@ from paddockd.runtime import feed as feed_module
 from paddockd.runtime import inbox
 from paddockd.runtime import inbox_program as codes
 from paddockd.runtime.base import STDERR, ExecSpec
+from paddockd.runtime.fake import FakeExec
 from paddockd.runtime.feed import Feed
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="hands the socket to another uid")
@@ -112,13 +113,12 @@ def test_a_program_that_never_connects_ends_the_wait(
     assert list((tmp_path / "run").iterdir()) == []
 
 
-class _Scripted:
-    """An exec whose program ends with `code`, having read stdin (if it was given one)."""
+class _Scripted(FakeExec):
+    """An exec whose program ends with `code`, having said `said` (and read its stdin)."""
 
     def __init__(self, spec: ExecSpec, code: int, said: bytes = b"") -> None:
-        self.spec, self.code, self.said = spec, code, said
-        self.stdin = b""
-        self.killed = False
+        super().__init__(spec)
+        self.code, self.said = code, said
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
         if self.said:
@@ -126,21 +126,6 @@ class _Scripted:
 
     async def wait(self) -> int:
         return self.code
-
-    async def write(self, data: bytes) -> None:
-        self.stdin += data
-
-    async def close_stdin(self) -> None:
-        pass
-
-    async def resize(self, cols: int, rows: int) -> None:
-        pass
-
-    async def kill(self) -> None:
-        self.killed = True
-
-    async def close(self) -> None:
-        pass
 
 
 def test_a_box_without_python_is_fed_on_stdin(tmp_path: Path) -> None:

@@ -53,13 +53,14 @@ if TYPE_CHECKING:
     from ._archive import Progress, PushPlan
     from ._http import ConnectionPool, Response
     from ._http_async import AsyncResponse
-    from ._placement import Dest, Kind
+    from ._placement import Kind
     from .wire.models import (
         AgentInfo,
         AuditEvent,
         Box,
         BoxStats,
         BoxTypeList,
+        CopyKind,
         Credential,
         CredentialUse,
         DesktopLink,
@@ -220,13 +221,6 @@ def _model(name: str, field: str | None = None) -> Callable[[Any], Any]:
 
 def _same(data: Any) -> Any:
     return data
-
-
-def _kind(st: dict[str, Any]) -> Kind | None:
-    """What a stat answer says is there, for the copy rules (a link counts as a file)."""
-    if not st.get("exists"):
-        return None
-    return "dir" if st.get("type") == "dir" else "file"
 
 
 class _operation:
@@ -1388,12 +1382,18 @@ class _Base:
         """
         from ._archive import tar_stream
 
-        there = yield from self._box_dest(box, dest)
-        folder, plan, name = self._push_plan(sources, there, exclude)
-        # The tar is written from local files as it is sent (by a worker thread in async).
+        kind, name, plan = self._push_plan(sources, exclude)
+        # The tar is written from local files as it is sent (by a worker thread in async);
+        # the box places it by the same rules, where it sees what DEST is (no look first).
         body = tar_stream(plan, *owner, progress=progress)
-        result = yield Call(self._r_push(box, folder, body, owner, wake), _model("PushResult"))
-        return self._pushed(result, name)
+        params = {"path": dest, "kind": kind, "name": name, "owner": f"{owner[0]}:{owner[1]}"}
+        if wake:
+            params["wake"] = "true"
+        req = _Request(
+            "PUT", _box(box) + "/files/copy", params, body=body, content_type="application/x-tar"
+        )
+        result: PushResult = yield Call(req, _model("PushResult"))
+        return result
 
     @operation
     def pull(
@@ -1516,23 +1516,7 @@ class _Base:
     def stat(self, box: str, path: str) -> Call[dict[str, Any]]:
         """What is at `path` in the box: {"exists", "type", "size", "mode", "uid", "gid"}
         (the box's own ids; "target" for a link)."""
-        return self._c_stat(box, path)
-
-    @staticmethod
-    def _c_stat(box: str, path: str) -> Call[dict[str, Any]]:
         return Call(_Request("GET", _box(box) + "/files/stat", {"path": path}), _same)
-
-    @staticmethod
-    def _r_push(
-        ref: str, dest: str, body: Iterable[bytes], owner: tuple[int, int], wake: bool
-    ) -> _Request:
-        # `owner` goes with it: the folders the server makes for DEST are the files' owner's.
-        params = {"path": dest, "owner": f"{owner[0]}:{owner[1]}"}
-        if wake:
-            params["wake"] = "true"
-        return _Request(
-            "PUT", _box(ref) + "/files", params, body=body, content_type="application/x-tar"
-        )
 
     @operation
     def list_files(self, box: str, path: str = "/config") -> Call[FileList]:
@@ -1557,48 +1541,22 @@ class _Base:
             raise Conflict(f"{target} exists (force=True replaces it)")
         return target, target.with_name(f".{target.name}.{os.getpid()}.part")
 
-    def _box_dest(self, box: str, dest: str) -> Generator[_Call, Any, Dest]:
-        """What DEST in the box is, by the stats it takes (yielded for the client to send;
-        each answer comes back in). A link at DEST is followed, as docker cp does."""
-        from ._placement import Dest, parent_of
-
-        st = yield self._c_stat(box, dest)
-        if st.get("type") == "symlink" and st.get("target"):
-            st = yield self._c_stat(box, st["target"])
-        kind = _kind(st)
-        parent = "dir" if kind else _kind((yield self._c_stat(box, parent_of(dest, local=False))))
-        name = current_box() if box == "current" else box
-        return Dest(dest, kind, parent, local=False, where=f" in box {name}")
-
     @staticmethod
     def _push_plan(
-        sources: Sequence[str | Path], dest: Dest, exclude: Sequence[str]
-    ) -> tuple[str, PushPlan, str]:
-        """The folder in the box a push extracts into, the tar it sends there, and the
-        name a lone SRC gets in that folder ("" when several, or SRC's contents, go in)."""
+        sources: Sequence[str | Path], exclude: Sequence[str]
+    ) -> tuple[CopyKind, str, PushPlan]:
+        """How the box is to place a push (`kind`, and the name on top of the tar for one
+        SRC sent whole), and the tar it sends: one SRC whole is its name on top; several,
+        or a folder's contents, go into DEST as a folder."""
         from ._archive import plan_push
-        from ._placement import land_all, local_source, parent_of
+        from ._placement import check_source, local_source
 
-        srcs = [local_source(str(s)) for s in sources]
-        into: set[str] = set()
-        items: list[tuple[str, str]] = []
-        for src, landing in zip(srcs, land_all(srcs, dest), strict=True):
-            if landing.merge:  # the contents of SRC, into the folder DEST
-                into.add(landing.path)
-                items.append((src.path, ""))
-            else:  # SRC itself, named as it lands
-                into.add(parent_of(landing.path, local=False))
-                items.append((src.path, posixpath.basename(landing.path)))
-        # Several SRCs all land in DEST: one folder, one request.
-        (folder,) = into
-        return folder, plan_push(items, list(exclude)), items[0][1] if len(items) == 1 else ""
-
-    @staticmethod
-    def _pushed(result: PushResult, name: str) -> PushResult:
-        """The push's answer names the folder it extracted into; say where SRC landed."""
-        if name:
-            result.path = posixpath.join(result.path, name)
-        return result
+        srcs = [check_source(local_source(str(s))) for s in sources]
+        if len(srcs) == 1 and not srcs[0].contents:
+            (src,) = srcs
+            return src.kind, src.name, plan_push([(src.path, src.name)], list(exclude))
+        items = [(src.path, "" if src.contents else src.name) for src in srcs]
+        return "into", "", plan_push(items, list(exclude))
 
     @staticmethod
     def push_size(sources: Sequence[str | Path], exclude: Sequence[str] = ()) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal
 
@@ -67,12 +67,18 @@ class Landing:
     merge: bool = False
 
 
+def check_source(src: Source) -> Source:
+    """SRC itself, or why it cannot be copied whatever DEST is."""
+    if src.contents and src.kind != "dir":
+        raise InvalidRequest(f"{src.path} is not a folder: only a folder has contents to copy")
+    return src
+
+
 def land(src: Source, dest: Dest) -> Landing:
     """The landing of one SRC at DEST, or the error that explains why there is none."""
     paths = _flavor(dest.local)
     shown = f"{dest.path}{dest.where}"
-    if src.contents and src.kind != "dir":
-        raise InvalidRequest(f"{src.path} is not a folder: only a folder has contents to copy")
+    check_source(src)
     if dest.kind == "dir":
         if src.contents:
             return Landing(dest.path, merge=True)
@@ -88,18 +94,6 @@ def land(src: Source, dest: Dest) -> Landing:
         raise NotFound(f"no such folder{dest.where}: {dest.path} (DEST ends in /)")
     _check_parent(dest)
     return Landing(_strip(dest.path, paths))
-
-
-def land_all(sources: list[Source], dest: Dest) -> list[Landing]:
-    """Several SRCs go into DEST as a folder (created when missing), each by `land`."""
-    if len(sources) == 1:
-        return [land(sources[0], dest)]
-    if dest.kind == "file":
-        raise InvalidRequest(f"{dest.path}{dest.where} is a file; several sources need a folder")
-    if dest.kind is None:
-        _check_parent(dest)
-    folder = replace(dest, kind="dir")
-    return [land(src, folder) for src in sources]
 
 
 def parent_of(path: str, *, local: bool) -> str:

@@ -5,15 +5,17 @@ box does. Each case says the answer and the error of each operation of the runti
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 
-from paddockd.domain.errors import Conflict, InvalidRequest, NotFound
-from paddockd.runtime.base import ContainerSpec, Runtime
+from paddockd.domain.errors import Conflict, InvalidRequest, NotFound, PaddockError
+from paddockd.runtime.base import ContainerSpec, Placement, Runtime
 from paddockd.runtime.docker import DockerRuntime
 from paddockd.runtime.fake import FakeRuntime
 
@@ -154,5 +156,95 @@ def test_the_fake_answers_as_a_box_does(runtime: tuple[Runtime, str]) -> None:
         assert await rt.stat_file(cid, "/config/c") is None
         with pytest.raises(NotFound):
             await rt.remove_file(cid, "/config/c")
+
+    anyio.run(cases)
+
+
+CASES = json.loads((Path(__file__).parents[2] / "spec" / "placement_cases.json").read_text())
+ERRORS: dict[str, type[PaddockError]] = {"InvalidRequest": InvalidRequest, "NotFound": NotFound}
+
+
+def _source_tar(sources: list[dict[str, str]]) -> tuple[bytes, Placement]:
+    """The tar a push of these SRCs sends, and how the box places it (paddock/_client.py)."""
+    members: list[tuple[str, str, bytes | str]] = []
+    for src in sources:
+        contents = src["path"] == "." or src["path"].endswith("/.")
+        top = "" if contents else src["name"] + "/"
+        if src["kind"] == "file":
+            members.append((src["name"], "file", "a file"))
+        else:
+            if not contents:
+                members.append((src["name"], "dir", b""))
+            members.append((f"{top}{src['name']}.txt", "file", "in a folder"))
+    whole = len(sources) == 1 and not sources[0]["path"].endswith(".")
+    place = Placement(sources[0]["kind"], sources[0]["name"]) if whole else Placement("into")  # type: ignore[arg-type]
+    return _tar(*members), place
+
+
+async def _arrange(rt: Runtime, cid: str, root: str, dest: dict[str, str | None]) -> str:
+    """DEST and its folder as the case says, under `root`; DEST's path there."""
+    path = (
+        root + str(dest["path"]) if str(dest["path"]).startswith("/") else f"{root}/{dest['path']}"
+    )
+    await rt.make_dirs(cid, root, (1000, 1000))
+    stripped = path.rstrip("/") or "/"
+    parent = stripped.rsplit("/", 1)[0]
+    if dest["parent"] == "dir":
+        await rt.make_dirs(cid, parent, (1000, 1000))
+    elif dest["parent"] == "file":
+        await rt.write_file(cid, parent, (1000, 1000), _one(b"x"))
+    if dest["kind"] == "dir":
+        await rt.make_dirs(cid, stripped, (1000, 1000))
+    elif dest["kind"] == "file":
+        await rt.write_file(cid, stripped, (1000, 1000), _one(b"was here"))
+    return path
+
+
+def test_a_copy_lands_by_the_rules_both_sdks_share(runtime: tuple[Runtime, str]) -> None:
+    """The box places a push itself (runtime/inbox.py `copy`), by the same table the SDKs
+    check their own placing against: same landing, same refusals."""
+    rt, cid = runtime
+    owner = (1000, 1000)
+
+    async def landed(root: str, sources: list[dict[str, str]], dest: dict[str, str | None]) -> str:
+        archive, place = _source_tar(sources)
+        path = await _arrange(rt, cid, root, dest)
+        return await rt.put_archive(cid, path, owner, _one(archive), place)
+
+    async def cases() -> None:
+        n = 0
+        for case in CASES["lands"]:
+            n += 1
+            root = f"/config/pc{n}"
+            got = await landed(root, [case["source"]], case["dest"])
+            want = case["landing"]["path"]
+            want = root + want if want.startswith("/") else f"{root}/{want}"
+            assert got == want.rstrip("/") or got == want, case
+            src = case["source"]
+            inside = src["name"] + ".txt"
+            there = await rt.stat_file(cid, got if src["kind"] == "file" else f"{got}/{inside}")
+            assert there is not None and there.kind == "file", case
+        for case in CASES["refused"]:
+            if case["source"]["kind"] == "file" and case["source"]["path"].endswith("."):
+                continue  # the SDK's own refusal: a file has no contents
+            n += 1
+            message = case["message"].replace(CASES["where"], " in the box")
+            with pytest.raises(ERRORS[case["error"]]) as err:
+                await landed(f"/config/pc{n}", [case["source"]], case["dest"])
+            assert message.replace("/", f"/config/pc{n}/", 1) in err.value.message, case
+        several = CASES["several"]
+        for key in ("into_missing", "into_folder"):
+            n += 1
+            got = await landed(f"/config/pc{n}", several["sources"], several[key])
+            assert got == f"/config/pc{n}/out"
+            names = {i.name for i in await rt.list_files(cid, got, 1, 100)}
+            assert names == {"a", "b.txt", "c.txt"}
+        for key in ("onto_file", "missing_parent"):
+            n += 1
+            dest, error, message = several[key]
+            with pytest.raises(ERRORS[error]) as err:
+                await landed(f"/config/pc{n}", several["sources"], dest)
+            message = message.replace(CASES["where"], " in the box")
+            assert message.replace("/", f"/config/pc{n}/", 1) in err.value.message, key
 
     anyio.run(cases)

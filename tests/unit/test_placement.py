@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from paddock._placement import (
     Landing,
     Source,
     land,
-    land_all,
     local_dest,
     local_source,
     parent_of,
@@ -75,17 +73,6 @@ def test_what_is_refused(
         land(source, dest)
 
 
-def test_several_sources_go_into_a_folder() -> None:
-    sources = [src("a", "dir", "a"), src("b.txt", "file", "b.txt"), src("c/.", "dir", "c")]
-    expected = [Landing("/out/a"), Landing("/out/b.txt"), Landing("/out", merge=True)]
-    assert land_all(sources, box("/out", None)) == expected  # created when missing
-    assert land_all(sources, box("/out", "dir")) == expected
-    with pytest.raises(InvalidRequest, match="several sources need a folder"):
-        land_all(sources, box("/out", "file"))
-    with pytest.raises(NotFound, match="no such folder in box b: /"):
-        land_all(sources, box("/missing/out", None, None))
-
-
 @pytest.mark.parametrize(
     ("path", "parent"),
     [("a", "."), ("a/b", "a"), ("a/b/", "a"), ("/x", "/"), ("/", "/"), ("./f", ".")],
@@ -125,21 +112,13 @@ def _dest(case: dict[str, str | None]) -> Dest:
 
 
 def test_the_cases_both_sdks_share() -> None:
-    """The same table the TypeScript SDK checks: both land every copy alike."""
+    """The same table the TypeScript SDK checks: both land every copy alike (the box
+    places a push by it too: tests/integration/test_inbox_contract.py)."""
     for case in CASES["lands"]:
         assert land(_src(case["source"]), _dest(case["dest"])) == Landing(**case["landing"])
     for case in CASES["refused"]:
         with pytest.raises(ERRORS[case["error"]]) as err:
             land(_src(case["source"]), _dest(case["dest"]))
         assert case["message"] in str(err.value)
-    several = CASES["several"]
-    sources = [_src(s) for s in several["sources"]]
-    expected = [Landing(**x) for x in several["expected"]]
-    assert land_all(sources, _dest(several["into_missing"])) == expected
-    assert land_all(sources, _dest(several["into_folder"])) == expected
-    for key in ("onto_file", "missing_parent"):
-        dest, error, message = several[key]
-        with pytest.raises(ERRORS[error], match=re.escape(message)):
-            land_all(sources, _dest(dest))
     for path, parent in CASES["parents"]:
         assert parent_of(path, local=False) == parent

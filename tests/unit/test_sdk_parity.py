@@ -33,7 +33,7 @@ OPERATIONS = {
     ("GET", "/v1/stats"): "stats",
     ("POST", "/v1/boxes/{ref}/exec"): "exec_stream",
     ("GET", "/v1/boxes/{ref}/files"): "pull",
-    ("PUT", "/v1/boxes/{ref}/files"): "push",
+    ("PUT", "/v1/boxes/{ref}/files/copy"): "push",
     ("GET", "/v1/boxes/{ref}/files/stat"): "stat",
     ("GET", "/v1/boxes/{ref}/files/list"): "list_files",
     ("GET", "/v1/boxes/{ref}/files/download"): "download",
@@ -110,6 +110,11 @@ OPERATIONS = {
     ("DELETE", "/v1/previews/{preview_id}"): "delete_preview",
     ("GET", "/v1/events"): "follow_events",
 }
+# Operations no client method sends, each with why.
+NOT_IN_SDK = {
+    ("PUT", "/v1/boxes/{ref}/files"): "a tar into a folder, as the dashboard uploads; push "
+    "places by /files/copy instead",
+}
 # Methods over the same operations, or purely local: each says what it builds on.
 CONVENIENCES = {
     "exec": "exec_stream, waited for",
@@ -142,7 +147,9 @@ def public(cls: type) -> set[str]:
 
 
 def test_every_operation_has_a_method_in_both_clients() -> None:
-    assert spec_operations() == set(OPERATIONS), "update OPERATIONS and the SDK together"
+    assert spec_operations() == set(OPERATIONS) | set(NOT_IN_SDK), (
+        "update OPERATIONS and the SDK together"
+    )
     for name in OPERATIONS.values():
         assert hasattr(Client, name), f"Client lacks {name}"
         assert hasattr(AsyncClient, name), f"AsyncClient lacks {name}"

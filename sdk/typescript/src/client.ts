@@ -13,15 +13,7 @@ import { loadConfig } from "./config.js";
 import { Conflict, ConnectionFailed, InvalidRequest } from "./errors.js";
 import { ExecReader } from "./frames.js";
 import { chunks, ndjson, sse, type Request, Transport } from "./http.js";
-import {
-  type Dest,
-  type Kind,
-  land,
-  landAll,
-  localDest,
-  localSource,
-  parentOf,
-} from "./placement.js";
+import { checkSource, isContents, type Kind, land, localDest, localSource } from "./placement.js";
 import { extract } from "./pull.js";
 import { planPush, tarStream } from "./push.js";
 import { ExecSession } from "./session.js";
@@ -637,47 +629,31 @@ export class Client {
     const paths = typeof sources === "string" ? [sources] : [...sources];
     const exclude = [...(options.exclude ?? [])];
     const [uid, gid] = options.owner ?? [1000, 1000];
-    const there = await this.#boxDest(box, dest);
-    const srcs = await Promise.all(paths.map(localSource));
-    const into = new Set<string>();
-    const items: [string, string][] = [];
-    landAll(srcs, there).forEach((landing, i) => {
-      if (landing.merge) {
-        into.add(landing.path); // the contents of SRC, into the folder DEST
-        items.push([srcs[i]!.path, ""]);
-      } else {
-        into.add(parentOf(landing.path, false)); // SRC itself, named as it lands
-        items.push([srcs[i]!.path, posix.basename(landing.path)]);
-      }
-    });
-    // Several SRCs all land in DEST: one folder, one request.
-    const [target] = [...into] as [string];
-    const name = items.length === 1 ? items[0]![1] : "";
+    const srcs = (await Promise.all(paths.map(localSource))).map(checkSource);
+    // One SRC sent whole is its name on top of the tar; several, or a folder's contents,
+    // go into DEST as a folder. The box places it by docker cp's rules, where it sees what
+    // DEST is (no look first).
+    const first = srcs[0]!;
+    const whole = srcs.length === 1 && !isContents(first.path, true);
+    const items = srcs.map((s): [string, string] => [
+      s.path,
+      whole || !isContents(s.path, true) ? s.name : "",
+    ]);
     const plan = await planPush(items, exclude);
     const body = tarStream(plan, uid, gid, options.onProgress);
     const req: Request = {
       method: "PUT",
-      path: `${this.#box(box)}/files`,
-      query: { path: target },
+      path: `${this.#box(box)}/files/copy`,
+      query: {
+        path: dest,
+        kind: whole ? first.kind : "into",
+        name: whole ? first.name : "",
+        owner: `${uid}:${gid}`,
+      },
       body,
       contentType: "application/x-tar",
     };
-    const result = await this.#call<PushResult>(req);
-    // The answer names the folder it extracted into; say where SRC landed.
-    return name ? { ...result, path: posix.join(result.path, name) } : result;
-  }
-
-  /** What DEST in the box is, by the stats it takes; a link at DEST is followed, as docker
-   * cp does. */
-  async #boxDest(box: string, dest: string): Promise<Dest> {
-    type Stat = { exists?: boolean; type?: string; target?: string };
-    const kind = (st: Stat): Kind | null =>
-      !st.exists ? null : st.type === "dir" ? "dir" : "file";
-    let st = (await this.stat(box, dest)) as Stat;
-    if (st.type === "symlink" && st.target) st = (await this.stat(box, st.target)) as Stat;
-    const found = kind(st);
-    const parent = found ? "dir" : kind((await this.stat(box, parentOf(dest, false))) as Stat);
-    return { path: dest, kind: found, parent, local: false, where: ` in box ${box}` };
+    return await this.#call<PushResult>(req);
   }
 
   /** The bytes of file content `push` would send for these sources (no request is made). */

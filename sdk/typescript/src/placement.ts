@@ -76,14 +76,19 @@ function checkParent(dest: Dest): void {
   if (dest.parent !== "dir") throw new InvalidRequest(`${parent}${dest.where} is not a folder`);
 }
 
+/** SRC itself, or why it cannot be copied whatever DEST is. */
+export function checkSource(src: Source): Source {
+  if (isContents(src.path, src.local) && src.kind !== "dir") {
+    throw new InvalidRequest(`${src.path} is not a folder: only a folder has contents to copy`);
+  }
+  return src;
+}
+
 /** The landing of one SRC at DEST, or the error that explains why there is none. */
 export function land(src: Source, dest: Dest): Landing {
   const paths = flavor(dest.local);
   const shown = `${dest.path}${dest.where}`;
-  const contents = isContents(src.path, src.local);
-  if (contents && src.kind !== "dir") {
-    throw new InvalidRequest(`${src.path} is not a folder: only a folder has contents to copy`);
-  }
+  const contents = isContents(checkSource(src).path, src.local);
   if (dest.kind === "dir") {
     if (contents) return { path: dest.path, merge: true };
     return { path: paths.join(dest.path, src.name), merge: false };
@@ -101,17 +106,6 @@ export function land(src: Source, dest: Dest): Landing {
   }
   checkParent(dest);
   return { path: strip(dest.path, paths), merge: false };
-}
-
-/** Several SRCs go into DEST as a folder (created when missing), each by `land`. */
-export function landAll(sources: Source[], dest: Dest): Landing[] {
-  if (sources.length === 1) return [land(sources[0]!, dest)];
-  if (dest.kind === "file") {
-    throw new InvalidRequest(`${dest.path}${dest.where} is a file; several sources need a folder`);
-  }
-  if (dest.kind === null) checkParent(dest);
-  const folder: Dest = { ...dest, kind: "dir" };
-  return sources.map((src) => land(src, folder));
 }
 
 // -- the local side -----------------------------------------------------------------------

@@ -442,6 +442,12 @@ class PushResult:
     bytes: int
 
 
+# A copy's tar, placed in the box by docker cp's rules: one SRC sent whole (a file or a
+# folder, its name on top of the tar), or into DEST as a folder (several SRCs, or one's
+# contents).
+CopyKind = Literal["file", "dir", "into"]
+
+
 FileKind = Literal["file", "dir", "symlink", "other"]
 
 

@@ -141,7 +141,8 @@ def create_app(
     novnc = novnc_dir if novnc_dir and novnc_dir.is_dir() else Path("/usr/share/novnc")
     app.mount("/desktop/novnc", StaticFiles(directory=novnc, check_dir=False), name="novnc")
     # The last added runs first: the token is checked before the body is even counted.
-    streamed = (files.push_files, portable.import_box)  # they read their bodies as streams
+    # They read their bodies as streams.
+    streamed = (files.push_files, files.copy_files, portable.import_box)
     uploads = [
         (method, API + route.path)
         for route in (*files.router.routes, *portable.router.routes)

@@ -149,6 +149,16 @@ class FileInfo:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a push lands, decided in the box by docker cp's rules (the caller did not look
+    first): `kind` "file" or "dir" for one SRC sent whole, its tar's top entry `name`;
+    "into" for several SRCs or one's contents, whose tar goes into DEST as a folder."""
+
+    kind: Literal["file", "dir", "into"]
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class ExecSpec:
     cmd: list[str]
     env: dict[str, str]
@@ -401,12 +411,20 @@ class Runtime(Protocol):
     # InvalidRequest (not a folder, a folder, exists, no permission), InvalidState (disk
     # full, box not running).
     async def put_archive(
-        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> None:
+        self,
+        cid: str,
+        path: str,
+        owner: tuple[int, int],
+        chunks: AsyncIterator[bytes],
+        place: Placement | None = None,
+    ) -> str:
         """Unpack the tar `chunks` into the folder `path` of the running container, by
         `docker cp`'s rules: owners from the archive, and no file replaces a folder nor a
         folder anything else. `path` and the folders on the way are made first, new ones
-        `owner`'s."""
+        `owner`'s. With `place`, `path` is a copy's DEST instead and the tar lands by
+        `RULES` (paddock/_placement.py): DEST's folder must exist, and only a DEST made
+        for `into` is `owner`'s. Returns the path it landed at (the folder without
+        `place`)."""
         ...
 
     async def write_file(

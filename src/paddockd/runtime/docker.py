@@ -51,6 +51,7 @@ from .base import (
     FileInfo,
     FileKind,
     ImageInfo,
+    Placement,
     Profile,
     Usage,
     VolumeInfo,
@@ -965,14 +966,23 @@ class DockerRuntime:
     # identity of its own does not use. A stopped box's go through the engine, which
     # mounts its root with the engine's ids for the copy.
     async def put_archive(
-        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> None:
+        self,
+        cid: str,
+        path: str,
+        owner: tuple[int, int],
+        chunks: AsyncIterator[bytes],
+        place: Placement | None = None,
+    ) -> str:
         data = await self._run(lambda: self.api.inspect_container(cid))
         if (data.get("State") or {}).get("Running"):
             run = _run_bind(data)
             feed = Feed.open(run) if run is not None else None
+            if place is not None:
+                return await inbox.copy(await self._exec_in(cid), path, owner, place, chunks, feed)
             await inbox.put(await self._exec_in(cid), path, owner, chunks, feed)
-            return
+            return path
+        if place is not None:
+            raise InvalidState("the box is not running")
         # Stopped since the caller looked: the engine's copy, into a folder that exists.
         # copyUIDGID: without it the engine chowns every file to the box's root, and the
         # box user could not edit what it was given. noOverwriteDirNonDir, as `docker cp`
@@ -987,6 +997,7 @@ class DockerRuntime:
             raise translate(exc) from exc
         if status >= 400:
             raise engine_error(status, upload.message(text))
+        return path
 
     async def write_file(
         self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]

@@ -24,6 +24,7 @@ from .base import (
     ExecSpec,
     FileInfo,
     ImageInfo,
+    Placement,
     Usage,
     VolumeInfo,
 )
@@ -358,9 +359,18 @@ class FakeRuntime:
         return self._fs.setdefault(cid, FakeFiles())
 
     async def put_archive(
-        self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> None:
+        self,
+        cid: str,
+        path: str,
+        owner: tuple[int, int],
+        chunks: AsyncIterator[bytes],
+        place: Placement | None = None,
+    ) -> str:
         self._maybe_fail("put_archive")
+        if place is not None:
+            data = await gathered(chunks)
+            self.files[(cid, path)] = data
+            return self.fs(cid).copy(path, owner, place, data)
         try:
             self.fs(cid).make_dirs(path, owner)
         except InvalidRequest as exc:  # worded as the box's program words it
@@ -370,6 +380,7 @@ class FakeRuntime:
         data = await gathered(chunks)
         self.files[(cid, path)] = data
         self.fs(cid).put(path, data)
+        return path
 
     async def write_file(
         self, cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]

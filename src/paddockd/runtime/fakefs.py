@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..domain.errors import Conflict, InvalidRequest, NotFound
-from .base import FileInfo, FileKind
+from .base import FileInfo, FileKind, Placement
 
 HOME = "/config"
 
@@ -138,6 +138,57 @@ class FakeFiles:
                 self._unpack(dest, tar)
         except tarfile.TarError as exc:
             raise InvalidRequest(f"the request body is not a valid tar archive ({exc})") from None
+
+    def copy(self, dest: str, owner: tuple[int, int], place: Placement, archive: bytes) -> str:
+        """Place a tar at `dest` by docker cp's rules, as runtime/inbox.py's `copy` does."""
+        path = _norm(dest)
+        parent, name = posixpath.dirname(path), posixpath.basename(path)
+        kind = self._followed(path)
+        if kind == "dir":
+            self.put(path, archive)
+            return path if place.kind == "into" else posixpath.join(path, place.name)
+        if kind is not None:
+            if place.kind == "dir":
+                raise InvalidRequest(
+                    f"cannot copy the folder {place.name} onto the file {path} in the box"
+                )
+            if place.kind == "into":
+                raise InvalidRequest(
+                    f"{path} in the box is a file; a folder's contents or several sources "
+                    "need a folder"
+                )
+            if dest.endswith("/"):
+                raise InvalidRequest(f"{dest} in the box is not a folder")
+        else:
+            if dest.endswith("/") and place.kind == "file":
+                raise NotFound(f"no such folder in the box: {dest} (DEST ends in /)")
+            up = self._followed(parent)
+            if up != "dir":
+                if up is None:
+                    raise NotFound(f"no such folder in the box: {parent}")
+                raise InvalidRequest(f"{parent} in the box is not a folder")
+            if place.kind == "into":
+                self.make_dirs(path, owner)
+                self.put(path, archive)
+                return path
+        if name == place.name:
+            self.put(parent, archive)
+            return path
+        aside = posixpath.join(parent, ".paddock-copy")  # unpacked aside, then moved
+        self.make_dirs(aside, None)
+        try:
+            self.put(aside, archive)
+            self.move(posixpath.join(aside, place.name), path)
+        finally:
+            self._drop(aside)
+        return path
+
+    def _followed(self, path: str) -> FileKind | None:
+        """What is at `path`, a link followed; None for nothing (or a dangling link)."""
+        found = self.info(path)
+        if found is None or found.leads_to == "missing":
+            return None
+        return found.leads_to or found.kind
 
     def _unpack(self, dest: str, tar: tarfile.TarFile) -> None:
         for m in tar.getmembers():

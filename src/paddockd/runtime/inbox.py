@@ -20,6 +20,10 @@ name holds).
     put DEST UID GID [FEED]  the tar on stdin (or from the socket FEED: runtime/feed.py)
                              unpacked into the folder DEST, made first (new folders
                              UID:GID's)
+    copy DEST UID GID KIND NAME [FEED]
+                             the tar placed at DEST by docker cp's rules (KIND file or dir:
+                             one SRC, NAME on top; into: into the folder DEST, made when
+                             missing); then the path it landed at
     write PATH UID GID       stdin as the file PATH (new: 0644, UID:GID's, and its
                              folders); then `stat PATH`
     signal NAME SIG          SIG to the process `noted` as NAME and all it started (its
@@ -46,7 +50,7 @@ import anyio
 from ..domain.errors import Conflict, InvalidRequest, InvalidState, NotFound, PaddockError
 from ..domain.ssh import SSH_DIR
 from . import inbox_program as codes
-from .base import STDOUT, ExecProcess, ExecSpec, FileInfo, FileKind
+from .base import STDOUT, ExecProcess, ExecSpec, FileInfo, FileKind, Placement
 from .feed import Feed
 
 PROGRAM = Path(codes.__file__).read_text()
@@ -75,6 +79,12 @@ folders() {  # PATH UID GID: PATH and the folders on the way, new ones UID:GID's
   unset IFS; set +f
   [ -d "$1" ] || { echo "$1 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
 }
+unpack() {  # FOLDER [FEED]: the tar unpacked into FOLDER, read from FEED or else stdin
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c "$PADDOCK_INBOX" "$1" ${2:+"$2"}; return; fi
+  [ -z "$2" ] || return @NO_PROGRAM@
+  (cd "$1" && exec tar -x -f - -p --same-owner --numeric-owner)
+}
 case $1 in
 stat) one "$2" ;;
 list) there "$2"; [ -d "$2" ] || { echo "$2 is not a folder" >&2; exit @NOT_A_DIRECTORY@; }
@@ -89,9 +99,36 @@ remove) there "$2"; exec rm -rf -- "$2" ;;
 get) one "$2"
   exec tar -c -f - --numeric-owner --sort=name -C "$(dirname -- "$2")" -- "$(basename -- "$2")" ;;
 put) (folders "$2" "$3" "$4") || exit @FOLDER@
-  if command -v python3 >/dev/null 2>&1; then exec python3 -c "$PADDOCK_INBOX" "$2" ${5:+"$5"}; fi
-  [ -z "$5" ] || exit @NO_PROGRAM@
-  cd "$2" && exec tar -x -f - -p --same-owner --numeric-owner ;;
+  unpack "$2" "$5" ;;
+copy) [ -z "$7" ] || command -v python3 >/dev/null 2>&1 || exit @NO_PROGRAM@
+  t=$2; while [ "$t" != / ] && [ "${t%/}" != "$t" ]; do t=${t%/}; done
+  p=$(dirname -- "$t"); b=$(basename -- "$t"); at=$p; as=$b
+  if [ -d "$2" ]; then at=$t; as=
+  elif [ -e "$t" ]; then
+    case $5 in
+    dir) echo "cannot copy the folder $6 onto the file $t in the box" >&2; exit @PLACE@ ;;
+    into) echo "$t in the box is a file; a folder's contents or several sources need a folder" >&2
+      exit @PLACE@ ;;
+    esac
+    [ "$t" = "$2" ] || { echo "$2 in the box is not a folder" >&2; exit @PLACE@; }
+  else
+    if [ "$t" != "$2" ] && [ "$5" = file ]; then
+      echo "no such folder in the box: $2 (DEST ends in /)" >&2; exit @NO_FOLDER@; fi
+    if [ ! -d "$p" ]; then
+      [ -e "$p" ] && { echo "$p in the box is not a folder" >&2; exit @PLACE@; }
+      echo "no such folder in the box: $p" >&2; exit @NO_FOLDER@
+    fi
+    if [ "$5" = into ]; then mkdir -- "$t" && chown "$3:$4" -- "$t" || exit 1; at=$t; as=; fi
+  fi
+  if [ -z "$as" ] || [ "$as" = "$6" ]; then
+    unpack "$at" "$7" || exit
+  else  # SRC lands under another name: unpacked aside, then moved into place whole
+    aside=$(mktemp -d "${at%/}/.paddock-copy-XXXXXX") || exit 1
+    unpack "$aside" "$7" || { c=$?; rm -rf -- "$aside"; exit $c; }
+    mv -T -- "$aside/$6" "${at%/}/$as" || { rm -rf -- "$aside"; exit 1; }
+    rmdir -- "$aside"
+  fi
+  if [ "$5" = into ]; then printf '%s\0' "$at"; else printf '%s\0' "${at%/}/${as:-$6}"; fi ;;
 signal) read -r p < "/tmp/.paddock-proc-$2" 2>/dev/null || exit 0
   case "$p" in *[!0-9]*|"") exit 0 ;; esac
   tree() { for c in $(ps -o pid= --ppid "$1"); do tree "$c"; done; echo "$1"; }
@@ -186,6 +223,10 @@ def failure(code: int, said: str, path: str) -> PaddockError:
     """What an exit `code` and error text mean, as Paddock's error."""
     said = said.strip()
     full = code == codes.NO_SPACE or "No space left on device" in said or "Disk quota" in said
+    if code == codes.PLACE:
+        return InvalidRequest(said[:500])
+    if code == codes.NO_FOLDER:
+        return NotFound(said[:500])
     if code == codes.FOLDER and not full:
         return InvalidRequest(f"cannot use {path} in the box as a folder: {said[:300]}")
     if code == codes.NOT_FOUND:
@@ -331,21 +372,49 @@ async def put(
     feed: Feed | None = None,
 ) -> None:
     """The tar `chunks` unpacked into the folder `dest`, made first with the folders on
-    the way (new ones `owner`'s): one exec for both. Over `feed` when given (and the box
-    has a python3 to read it), else on the exec's stdin."""
-    ids = (str(owner[0]), str(owner[1]))
+    the way (new ones `owner`'s): one exec for both."""
+    await _unpacked(run_, ("put", dest, str(owner[0]), str(owner[1])), chunks, feed, dest)
+
+
+async def copy(
+    run_: Exec,
+    dest: str,
+    owner: tuple[int, int],
+    place: Placement,
+    chunks: AsyncIterator[bytes],
+    feed: Feed | None = None,
+) -> str:
+    """The tar `chunks` placed at `dest` by docker cp's rules, decided in the box in the
+    same exec; the path it landed at."""
+    args = ("copy", dest, str(owner[0]), str(owner[1]), place.kind, place.name)
+    out = await _unpacked(run_, args, chunks, feed, dest)
+    landed, ended, _ = out.partition(b"\0")
+    if not ended or not landed.startswith(b"/"):
+        raise PaddockError(f"the box answered a copy to {dest} with something else")
+    return landed.decode("utf-8", "surrogateescape")
+
+
+async def _unpacked(
+    run_: Exec,
+    args: tuple[str, ...],
+    chunks: AsyncIterator[bytes],
+    feed: Feed | None,
+    path: str,
+) -> bytes:
+    """Run the unpacking command `args`, its tar over `feed` when given (and the box has a
+    python3 to read it), else on the exec's stdin; what it printed once it ends well."""
     if feed is not None:
         try:
-            command = spec("put", dest, *ids, feed.box_path)
-            code, _, err = await _feeding(run_, command, _over(feed, chunks))
+            command = spec(*args, feed.box_path)
+            code, out, err = await _feeding(run_, command, _over(feed, chunks))
         finally:
             feed.close()
         # No python3 in the box: said before it connected, so no chunk was taken.
         if code != codes.NO_PROGRAM:
             if code != 0:
-                raise failure(code, err, dest)
-            return
-    await _fed(run_, spec("put", dest, *ids, stdin=True), chunks, dest)
+                raise failure(code, err, path)
+            return out
+    return await _fed(run_, spec(*args, stdin=True), chunks, path)
 
 
 async def write(

@@ -35,7 +35,9 @@ NO_SPACE = 16
 BAD_ARCHIVE = 17
 USAGE = 18
 FOLDER = 19  # `put`: its folder could not be made
-NO_PROGRAM = 20  # `put` from a socket: no python3 in the box to read it
+NO_PROGRAM = 20  # `put`/`copy` from a socket: no python3 in the box to read it
+PLACE = 21  # `copy`: docker cp's rules give it no place (what is there says why)
+NO_FOLDER = 22  # `copy`: the folder it would land in is missing
 
 _BLOCK = 512
 _PIECE = 1 << 20

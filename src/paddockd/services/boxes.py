@@ -11,6 +11,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from paddock.wire.models import CopyKind
+
 from .. import faults
 from ..config import Config
 from ..domain.accounts import NO_LIMITS, Limits, Role, User, holder_of, sees
@@ -41,7 +43,7 @@ from ..domain.snapshot import drive_mount, parse_drive
 from ..domain.templates import Template, Templates
 from ..netpolicy.base import NetworkRules
 from ..runtime import inbox
-from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, FileInfo, Runtime
+from ..runtime.base import ExecProcess, ExecSpec, ExecWrapper, FileInfo, Placement, Runtime
 from ..store.boxes import BoxRepository
 from .activity import Activity
 from .capacity import Capacity, check_limits
@@ -653,6 +655,28 @@ class BoxService:
                 await proc.resize(int(size[0]), int(size[1]))
         return _InUse(proc, self.activity, box.id) if busy else proc
 
+    async def copy(
+        self,
+        ref: str,
+        dest: str,
+        owner: tuple[int, int],
+        kind: CopyKind,
+        name: str,
+        chunks: AsyncIterator[bytes],
+        caller: User | None = None,
+    ) -> tuple[str, int]:
+        """A tar placed at `dest` by docker cp's rules, in the box (no look first): `kind`
+        "file"/"dir" for one SRC named `name` on top of the tar, "into" for several or
+        one's contents. Where it landed, and the bytes it took."""
+        if kind == "into":
+            if name:
+                raise InvalidRequest("a copy into a folder takes no name")
+        elif not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise InvalidRequest(f"the copy's name must be one path component, not {name!r}")
+        elif len(name.encode(errors="surrogateescape")) > 255:
+            raise InvalidRequest("the copy's name is longer than 255 bytes")
+        return await self.push(ref, dest, owner, chunks, caller, Placement(kind, name))
+
     async def push(
         self,
         ref: str,
@@ -660,10 +684,15 @@ class BoxService:
         owner: tuple[int, int],
         chunks: AsyncIterator[bytes],
         caller: User | None = None,
+        place: Placement | None = None,
     ) -> tuple[str, int]:
+        """Unpack a tar into the folder `dest` (made when missing), or with `place` copy it
+        to `dest` by docker cp's rules; where it landed, and the bytes it took."""
         box = await self._running(ref, caller)
         assert box.container_id is not None
-        dest = box_path(dest)
+        path = box_path(dest)
+        if place is not None and dest.endswith("/") and path != "/":
+            path += "/"  # by the copy's rules, a DEST ending in / names a folder
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:
@@ -685,8 +714,8 @@ class BoxService:
 
         # Each missing folder the box user's, so a push into a new folder under /config
         # leaves them owning all of it; existing folders are left as they are.
-        await self._rt.put_archive(box.container_id, dest, owner, counted())
-        return dest, total
+        landed = await self._rt.put_archive(box.container_id, path, owner, counted(), place)
+        return landed, total
 
     # -- a running box's files, as one of its users (runtime/inbox.py does them) ----------
     async def _files_of(self, ref: str, user: str | None, caller: User | None) -> tuple[str, str]:

@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -149,6 +150,31 @@ def test_push_and_pull(api: TestClient, world: World) -> None:
         assert tar.getnames() == ["a.txt"]
     bad = api.put("/v1/boxes/b/files", params={"path": "p", "owner": "root"}, content=b"")
     assert bad.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_copy_is_placed_by_the_box(api: TestClient) -> None:
+    """PUT /files/copy: the box decides where the tar lands (docker cp's rules), and says."""
+    api.post("/v1/boxes", json={"name": "b"})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("notes.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    body = buf.getvalue()
+
+    def copy(path: str, kind: str, name: str) -> dict[str, Any]:
+        params = {"path": path, "kind": kind, "name": name}
+        return dict(api.put("/v1/boxes/b/files/copy", params=params, content=body).json())
+
+    assert copy("/config/renamed.txt", "file", "notes.txt")["path"] == "/config/renamed.txt"
+    assert copy("/config", "file", "notes.txt") == {"path": "/config/notes.txt", "bytes": len(body)}
+    assert copy("/config/new", "into", "")["path"] == "/config/new"
+    got = api.get("/v1/boxes/b/files/stat", params={"path": "/config/new/notes.txt"}).json()
+    assert got["exists"] and got["size"] == 2
+    assert copy("/no/such/x", "file", "notes.txt")["error"]["code"] == "not_found"
+    for kind, name in [("file", "a/b"), ("file", ".."), ("file", ""), ("into", "x"), ("dir", "\0")]:
+        assert copy("/config/x", kind, name)["error"]["code"] == "invalid_request", (kind, name)
+    assert "error" in copy("/config/x", "folder", "notes.txt")
 
 
 def test_stat(api: TestClient) -> None:

@@ -17,6 +17,7 @@ from paddockd.domain.accounts import User
 from paddockd.domain.dockerfile import plan
 from paddockd.domain.errors import InvalidRequest, NotFound
 from paddockd.domain.templates import Defaults
+from paddockd.runtime.base import Placement
 from paddockd.services.templates import BuildOptions, Given
 
 from ..conftest import People, World
@@ -115,11 +116,15 @@ async def test_copy_puts_files_where_dockers_rules_say(world: World) -> None:
     put = world.runtime.put_archive
 
     async def recorded(
-        cid: str, path: str, owner: tuple[int, int], chunks: AsyncIterator[bytes]
-    ) -> None:
+        cid: str,
+        path: str,
+        owner: tuple[int, int],
+        chunks: AsyncIterator[bytes],
+        place: Placement | None = None,
+    ) -> str:
         data = b"".join([c async for c in chunks])
         tars.append(data)
-        await put(cid, path, owner, body(data))
+        return await put(cid, path, owner, body(data), place)
 
     world.runtime.put_archive = recorded  # type: ignore[method-assign]
     await built(world, "copies", files)

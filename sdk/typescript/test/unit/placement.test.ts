@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 
 import { InvalidRequest, NotFound, type PaddockError } from "../../src/errors.js";
-import { type Dest, type Kind, land, landAll, parentOf, type Source } from "../../src/placement.js";
+import { type Dest, type Kind, land, parentOf, type Source } from "../../src/placement.js";
 
 interface SourceCase {
   path: string;
@@ -56,16 +56,6 @@ describe("placement (docker cp's rules)", () => {
   test("what is refused, and why", () => {
     for (const c of CASES.refused) {
       refuses(() => land(src(c.source), box(c.dest)), c.error, c.message);
-    }
-  });
-
-  test("several sources go into a folder", () => {
-    const s = CASES.several;
-    const sources = s.sources.map(src);
-    assert.deepEqual(landAll(sources, box(s.into_missing)), s.expected);
-    assert.deepEqual(landAll(sources, box(s.into_folder)), s.expected);
-    for (const [dest, error, message] of [s.onto_file, s.missing_parent]) {
-      refuses(() => landAll(sources, box(dest)), error, message);
     }
   });
 

@@ -12,7 +12,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from paddock.wire.models import FileList, PushResult
+from paddock.wire.models import CopyKind, FileList, PushResult
 
 from ...domain.errors import InvalidRequest
 from ..deps import Caller, Svc
@@ -41,15 +41,47 @@ async def push_files(
     owner: str = "1000:1000",
     wake: bool = False,
 ) -> PushResult:
+    ids = _owner(owner)
+    if wake:
+        await svc.boxes.wake(ref, caller)
+    dest, size = await svc.boxes.push(ref, path, ids, request.stream(), caller)
+    return PushResult(path=dest, bytes=size)
+
+
+def _owner(owner: str) -> tuple[int, int]:
     match = _OWNER_RE.match(owner)
     if not match:
         raise InvalidRequest(f"owner must be UID:GID, not {owner!r}")
+    return int(match[1]), int(match[2])
+
+
+@router.put(
+    "/{ref}/files/copy",
+    response_model=PushResult,
+    summary="Copy a tar into the box by docker cp's rules: the box decides where it lands",
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+            "required": True,
+        }
+    },
+)
+async def copy_files(
+    ref: str,
+    path: str,
+    kind: CopyKind,
+    request: Request,
+    svc: Svc,
+    caller: Caller,
+    name: str = "",
+    owner: str = "1000:1000",
+    wake: bool = False,
+) -> PushResult:
+    ids = _owner(owner)
     if wake:
         await svc.boxes.wake(ref, caller)
-    dest, size = await svc.boxes.push(
-        ref, path, (int(match[1]), int(match[2])), request.stream(), caller
-    )
-    return PushResult(path=dest, bytes=size)
+    landed, size = await svc.boxes.copy(ref, path, ids, kind, name, request.stream(), caller)
+    return PushResult(path=landed, bytes=size)
 
 
 @router.get(

@@ -123,15 +123,20 @@ def test_exec_session_refuses_a_bad_token(api: TestClient) -> None:
     assert kind == _frames.ERROR and json.loads(payload)["error"]["code"] == "unauthorized"
 
 
-def test_push_and_pull(api: TestClient, world: World) -> None:
-    api.post("/v1/boxes", json={"name": "b"})
+def _one_file(name: str, data: bytes) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("a.txt")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
-    resp = api.put("/v1/boxes/b/files", params={"path": "project"}, content=buf.getvalue())
-    assert resp.json() == {"path": "/config/project", "bytes": len(buf.getvalue())}
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_push_and_pull(api: TestClient, world: World) -> None:
+    api.post("/v1/boxes", json={"name": "b"})
+    body = _one_file("a.txt", b"hi")
+    resp = api.put("/v1/boxes/b/files", params={"path": "project"}, content=body)
+    assert resp.json() == {"path": "/config/project", "bytes": len(body)}
     assert any(path == "/config/project" for (_, path) in world.runtime.files)
     pulled = api.get("/v1/boxes/b/files", params={"path": "/config/project/a.txt"})
     assert pulled.headers["content-type"] == "application/x-tar"
@@ -155,12 +160,7 @@ def test_push_and_pull(api: TestClient, world: World) -> None:
 def test_a_copy_is_placed_by_the_box(api: TestClient) -> None:
     """PUT /files/copy: the box decides where the tar lands (docker cp's rules), and says."""
     api.post("/v1/boxes", json={"name": "b"})
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("notes.txt")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
-    body = buf.getvalue()
+    body = _one_file("notes.txt", b"hi")
 
     def copy(path: str, kind: str, name: str) -> dict[str, Any]:
         params = {"path": path, "kind": kind, "name": name}

@@ -19,18 +19,19 @@ from ..deps import Caller, Svc
 
 router = APIRouter(prefix="/boxes", tags=["files"])
 _OWNER_RE = re.compile(r"^(\d{1,10}):(\d{1,10})$")
+_TAR_BODY = {
+    "requestBody": {
+        "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+        "required": True,
+    }
+}
 
 
 @router.put(
     "/{ref}/files",
     response_model=PushResult,
     summary="Extract a tar stream into a folder in the box (created if missing)",
-    openapi_extra={
-        "requestBody": {
-            "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
-            "required": True,
-        }
-    },
+    openapi_extra=_TAR_BODY,
 )
 async def push_files(
     ref: str,
@@ -59,12 +60,7 @@ def _owner(owner: str) -> tuple[int, int]:
     "/{ref}/files/copy",
     response_model=PushResult,
     summary="Copy a tar into the box by docker cp's rules: the box decides where it lands",
-    openapi_extra={
-        "requestBody": {
-            "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
-            "required": True,
-        }
-    },
+    openapi_extra=_TAR_BODY,
 )
 async def copy_files(
     ref: str,

@@ -107,6 +107,17 @@ def box_path(path: str) -> str:
     return posixpath.normpath(path if path.startswith("/") else posixpath.join(HOME, path))
 
 
+def _check_place(place: Placement) -> None:
+    name = place.name
+    if place.kind == "into":
+        if name:
+            raise InvalidRequest("a copy into a folder takes no name")
+    elif not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise InvalidRequest(f"the copy's name must be one path component, not {name!r}")
+    elif len(name.encode(errors="surrogateescape")) > 255:
+        raise InvalidRequest("the copy's name is longer than 255 bytes")
+
+
 def _described(path: str, st: FileInfo) -> dict[str, Any]:
     """The files API's stat of `path`: type, size, permission bits, the box's own owner
     ids, and a link's target (resolved in the box)."""
@@ -668,13 +679,6 @@ class BoxService:
         """A tar placed at `dest` by docker cp's rules, in the box (no look first): `kind`
         "file"/"dir" for one SRC named `name` on top of the tar, "into" for several or
         one's contents. Where it landed, and the bytes it took."""
-        if kind == "into":
-            if name:
-                raise InvalidRequest("a copy into a folder takes no name")
-        elif not name or name in (".", "..") or "/" in name or "\0" in name:
-            raise InvalidRequest(f"the copy's name must be one path component, not {name!r}")
-        elif len(name.encode(errors="surrogateescape")) > 255:
-            raise InvalidRequest("the copy's name is longer than 255 bytes")
         return await self.push(ref, dest, owner, chunks, caller, Placement(kind, name))
 
     async def push(
@@ -688,11 +692,13 @@ class BoxService:
     ) -> tuple[str, int]:
         """Unpack a tar into the folder `dest` (made when missing), or with `place` copy it
         to `dest` by docker cp's rules; where it landed, and the bytes it took."""
-        box = await self._running(ref, caller)
+        box = await self._running(ref, caller)  # first: another's box is not found
         assert box.container_id is not None
         path = box_path(dest)
-        if place is not None and dest.endswith("/") and path != "/":
-            path += "/"  # by the copy's rules, a DEST ending in / names a folder
+        if place is not None:
+            _check_place(place)
+            if dest.endswith("/") and path != "/":
+                path += "/"  # by the copy's rules, a DEST ending in / names a folder
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:

@@ -391,7 +391,7 @@ async def copy(
     landed, ended, _ = out.partition(b"\0")
     if not ended or not landed.startswith(b"/"):
         raise PaddockError(f"the box answered a copy to {dest} with something else")
-    return landed.decode("utf-8", "surrogateescape")
+    return landed.decode(errors="replace")  # the box's to say: never an unencodable answer
 
 
 async def _unpacked(

@@ -284,6 +284,10 @@ class Server:
                     # Best effort; the check in the `server` fixture reports leftovers.
                     with contextlib.suppress(Exception):
                         c.delete_box(box.id, force=True)
+            # rm answers before the engine's removal, which paddockd finishes before it
+            # exits: waited for here, so that its exit is not timed against a busy engine.
+            with contextlib.suppress(Exception):
+                self.deleted()
             self.proc.terminate()
             self.proc.wait(timeout=20)
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")

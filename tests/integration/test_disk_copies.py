@@ -207,7 +207,8 @@ def test_many_forks_at_once_are_all_or_nothing(copies: Server, tiny: str) -> Non
     refused = copies.cli("fork", tiny, "--count", "6", "--name-prefix", "nope")
     assert refused.returncode != 0 and "server is full" in refused.stderr
     assert not [b for b in _boxes(copies) if b.startswith("nope")]
-    assert _saved(copies) == before
+    # Nothing new: the last test's box's saved disks may be swept meanwhile.
+    assert _saved(copies) - before == set()
     made = copies.cli("fork", tiny, "--count", "5", "--name-prefix", "m", "--json", check=True)
     names = [b["name"] for b in json.loads(made.stdout)]
     try:

@@ -281,7 +281,9 @@ class Runtime(Protocol):
         """Images carrying all these labels (a commit keeps its container's labels)."""
         ...
 
-    async def create(self, spec: ContainerSpec) -> str: ...
+    async def create(self, spec: ContainerSpec) -> str:
+        """A new container for the box; Conflict where one holds its name already."""
+        ...
 
     async def start(self, cid: str) -> None:
         """Start the container, on the least busy host CPUs its share allows."""

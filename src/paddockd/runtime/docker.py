@@ -412,8 +412,13 @@ class DockerRuntime:
             if self._lxcfs is not None and profile != "sysbox" and not views:
                 log.warning("LXCFS is not answering: box %s sees the host's CPUs", spec.box_id)
             binds.update({host: {"bind": box, "mode": "ro"} for host, box in views.items()})
+            with self._placing:
+                # Chosen now as well as at every start: a new box's start need not ask
+                # the engine for an update of its config (20 ms) when nothing moved since.
+                chosen = self._choose("", int(spec.cpus * 1e9))
             host_config = self.api.create_host_config(
                 nano_cpus=int(spec.cpus * 1e9),
+                cpuset_cpus=cpuset.render(chosen),
                 # CPU is shared, not reserved (services/capacity.py): under contention each
                 # box gets a share weighted by its type's CPUs, up to its own cap above.
                 cpu_shares=max(2, int(spec.cpus * 1024)),
@@ -441,6 +446,14 @@ class DockerRuntime:
             )
 
             def create(config: dict[str, Any]) -> str:
+                try:
+                    return made(config)
+                except docker.errors.APIError as exc:
+                    if exc.status_code == 409:  # the box's name: a container holds it
+                        raise Conflict(str(exc.explanation or exc)) from exc
+                    raise
+
+            def made(config: dict[str, Any]) -> str:
                 created = self.api.create_container(
                     spec.image,
                     name=f"paddock-{spec.box_id}",
@@ -613,26 +626,30 @@ class DockerRuntime:
         """Give the box its cpuset (see cpuset.py), again at every start: the CPUs that were
         quiet when it last ran may not be now. `mine`: its host config."""
         with self._placing:
-            self._cpusets.pop(cid, None)
-            if time.monotonic() >= self._placed_listing:
-                # The engine's listing grows with its containers (50 ms at 200): taken at
-                # most every PLACE_LISTING_SECONDS; in between, the boxes paddockd starts,
-                # stops and removes keep the cpusets current, and one that stopped on its
-                # own only weighs on the choice until the next listing.
-                running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
-                ids = {str(c["Id"]) for c in running} - {cid}
-                for gone in set(self._cpusets) - ids:
-                    del self._cpusets[gone]
-                for other in ids - set(self._cpusets):
-                    with contextlib.suppress(docker.errors.NotFound):
-                        text = self.api.inspect_container(other)["HostConfig"].get("CpusetCpus")
-                        self._cpusets[other] = cpuset.parse(text or "")
-                self._placed_listing = time.monotonic() + PLACE_LISTING_SECONDS
-            cpus = (mine.get("NanoCpus") or 0) / 1e9 or len(os.sched_getaffinity(0))
-            chosen = cpuset.pick(cpus, os.sched_getaffinity(0), self._cpusets.values())
+            chosen = self._choose(cid, int(mine.get("NanoCpus") or 0))
             if cpuset.parse(mine.get("CpusetCpus") or "") != chosen:
                 self.api.update_container(cid, cpuset_cpus=cpuset.render(chosen))
             self._cpusets[cid] = chosen
+
+    def _choose(self, cid: str, nano_cpus: int) -> set[int]:
+        """The CPUs the least used by the other running boxes (under `_placing`)."""
+        self._cpusets.pop(cid, None)
+        if time.monotonic() >= self._placed_listing:
+            # The engine's listing grows with its containers (50 ms at 200): taken at
+            # most every PLACE_LISTING_SECONDS; in between, the boxes paddockd starts,
+            # stops and removes keep the cpusets current, and one that stopped on its
+            # own only weighs on the choice until the next listing.
+            running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
+            ids = {str(c["Id"]) for c in running} - {cid}
+            for gone in set(self._cpusets) - ids:
+                del self._cpusets[gone]
+            for other in ids - set(self._cpusets):
+                with contextlib.suppress(docker.errors.NotFound):
+                    text = self.api.inspect_container(other)["HostConfig"].get("CpusetCpus")
+                    self._cpusets[other] = cpuset.parse(text or "")
+            self._placed_listing = time.monotonic() + PLACE_LISTING_SECONDS
+        cpus = nano_cpus / 1e9 or len(os.sched_getaffinity(0))
+        return cpuset.pick(cpus, os.sched_getaffinity(0), self._cpusets.values())
 
     async def start(self, cid: str) -> None:
         def work() -> None:

@@ -150,7 +150,7 @@ class FakeRuntime:
             raise NotFound(f"no saved disk {spec.disk}")
         if any(c.get("name") == f"paddock-{spec.box_id}" for c in self.by_id.values()):
             # The engine's container names are per box (paddock-<box id>).
-            raise InvalidRequest(f'the container name "/paddock-{spec.box_id}" is already in use')
+            raise Conflict(f'the container name "/paddock-{spec.box_id}" is already in use')
         self._n += 1
         cid = f"c{self._n:04d}"
         self.by_id[cid] = {

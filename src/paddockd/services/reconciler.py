@@ -274,8 +274,14 @@ class Reconciler:
             state = BoxState.STARTING if box.container_id else BoxState.CREATING
             if box.state != state:
                 box = await self._save(box, state=state)
-            await self._remove_unrecorded(box)
-            created = await self._rt.create(await self._spec(box, image))
+            spec = await self._spec(box, image)
+            try:
+                created = await self._rt.create(spec)
+            except Conflict:
+                # Its name is taken: by a container the row never recorded, asked of the
+                # engine only now (a listing on every create cost every box 10 ms).
+                await self._remove_unrecorded(box)
+                created = await self._rt.create(spec)
             faults.point("container.created")
             box = await self._save(box, container_id=created)
             info = None  # just created: not running yet

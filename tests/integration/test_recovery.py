@@ -19,7 +19,7 @@ import pytest
 from paddockd.domain.runs import Run
 from paddockd.runtime.base import LABEL_INSTANCE
 
-from ..harness import ENGINE_SOCKET, IMAGE
+from ..harness import DRIVES, ENGINE_SOCKET, IMAGE
 from .conftest import Server
 
 
@@ -174,3 +174,25 @@ def test_a_restart_finishes_the_calls_under_way_and_keeps_running_boxes(make_ser
         )
         alive = c.exec("stays", "kill -0 $(cat /tmp/kept) && echo alive")
         assert alive.stdout.strip() == "alive", alive
+
+
+def test_a_box_volume_recorded_without_its_filesystem_gets_one(make_server) -> None:  # type: ignore[no-untyped-def]
+    """A create records the box's Docker volume with the engine, then makes its sized
+    filesystem beside the container: a crash between the two leaves a record whose folder
+    holds nothing. The box's next container gets the filesystem, not the bare folder."""
+    srv: Server = make_server()
+    with srv.client() as c:
+        c.create_box("vol", ttl=900)
+        box_id = c.get_box("vol").id
+        c.stop_box("vol")
+        volume = f"paddock-box-{box_id}-docker"
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        api.remove_container(f"paddock-{box_id}", force=True)  # its container is lost...
+        DRIVES.remove(volume)  # ...and the volume's filesystem never made
+        assert api.inspect_volume(volume)["Labels"]
+        assert not DRIVES.has(volume)
+        c.resume_box("vol")
+        assert DRIVES.has(volume)
+        seen = c.exec("vol", "stat -f -c %T /var/lib/docker; df -m --output=size /var/lib/docker")
+        assert seen.stdout.split()[0] == "ext2/ext3", seen.stdout
+        assert int(seen.stdout.split()[-1]) < 64 * 1024  # the box's size, not the host's disk

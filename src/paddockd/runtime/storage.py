@@ -55,27 +55,34 @@ class BoxStorage:
     def can_size(self) -> bool:
         return self._drives is not None and self._disks_root is not None and not drivefs.available()
 
-    def sized_volume(self, name: str, size_mb: int) -> bool:
-        """Make the volume `name` a filesystem of `size_mb` MiB, unless the engine has it
-        (a box's volume made before sizes existed keeps working, unsized) or sizes cannot
-        be made here; whether it was made now."""
+    def record_sized_volume(self, name: str, size_mb: int) -> bool:
+        """Record the volume `name` with the engine as a filesystem of `size_mb` MiB,
+        unless the engine has it (a box's volume made before sizes existed keeps working,
+        unsized) or sizes cannot be made here; whether its filesystem is to be made
+        (`make_sized_volume`), which may be done beside the container's create: the engine
+        mounts a volume at a container's start, not before."""
         if not self.can_size():
-            return False
-        with contextlib.suppress(docker.errors.NotFound):
-            self._api().inspect_volume(name)
             return False
         assert self._drives is not None
         try:
-            device = self._drives.create(name, size_mb << 20, owner=0)  # box root's
+            labels = self._api().inspect_volume(name).get("Labels") or {}
+        except docker.errors.NotFound:
+            self._api().create_volume(
+                name=name,
+                driver="local",
+                driver_opts={"type": "none", "o": "bind", "device": self._drives.point(name)},
+                labels={LABEL_SIZE: str(size_mb)},
+            )
+            return True
+        # One recorded by a create that a crash cut short has no filesystem yet.
+        return LABEL_SIZE in labels and not self._drives.has(name)
+
+    def make_sized_volume(self, name: str, size_mb: int) -> None:
+        assert self._drives is not None
+        try:
+            self._drives.create(name, size_mb << 20, owner=0)  # box root's
         except (OSError, ValueError) as exc:
             raise PaddockError(f"could not make the box's volume {name}: {exc}") from exc
-        self._api().create_volume(
-            name=name,
-            driver="local",
-            driver_opts={"type": "none", "o": "bind", "device": device},
-            labels={LABEL_SIZE: str(size_mb)},
-        )
-        return True
 
     def drop_volumes(self, names: list[str]) -> None:
         for name in names:

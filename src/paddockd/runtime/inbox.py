@@ -81,7 +81,7 @@ folders() {  # PATH UID GID: PATH and the folders on the way, new ones UID:GID's
 }
 unpack() {  # FOLDER [FEED]: the tar unpacked into FOLDER, read from FEED or else stdin
   if command -v python3 >/dev/null 2>&1; then
-    python3 -c "$PADDOCK_INBOX" "$1" ${2:+"$2"}; return; fi
+    python3 -I -S -c "$PADDOCK_INBOX" "$1" ${2:+"$2"}; return; fi
   [ -z "$2" ] || return @NO_PROGRAM@
   (cd "$1" && exec tar -x -f - -p --same-owner --numeric-owner)
 }

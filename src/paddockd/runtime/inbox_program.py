@@ -1,5 +1,5 @@
 """The part of paddockd's in-box helper (runtime/inbox.py) that needs more than a shell: an
-archive unpacked by `docker cp`'s rules. Run as `python3 -c PROGRAM DEST [SOCKET]` by the
+archive unpacked by `docker cp`'s rules. Run as `python3 -I -S -c PROGRAM DEST [SOCKET]` by the
 box's own python3, the tar on stdin or, given SOCKET, read from paddockd's socket there
 (runtime/feed.py). Where the box has no python3, plain GNU tar unpacks stdin instead.
 
@@ -13,14 +13,14 @@ The exit codes below are every in-box operation's (runtime/inbox.py's shell uses
 
 from __future__ import annotations
 
-import io
-import json
+import contextlib
+import errno
+import fcntl
 import os
 import socket
 import stat
 import subprocess
 import sys
-import tarfile
 import threading
 
 OK = 0
@@ -41,22 +41,21 @@ NO_FOLDER = 22  # `copy`: the folder it would land in is missing
 
 _BLOCK = 512
 _PIECE = 1 << 20
+# A member's data past what is read ahead goes to tar by splice(2) from this size on:
+# the kernel moves it from the socket to tar's pipe, not through this process.
+_SPLICE_FROM = 64 << 10
+_F_SETPIPE_SZ = 1031  # fcntl's, named in Python only from 3.10
+
+# tar's member types (tarfile's, which costs this program's start more than its use here).
+_AREGTYPE, _DIRTYPE, _SPARSE = b"\0", b"5", b"S"
+_LONGNAME, _LONGLINK, _PAX, _GLOBAL_PAX = b"L", b"K", b"x", b"g"
+_GNU_TYPES = (_LONGNAME, _LONGLINK, _SPARSE)
 
 
 class Failure(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _read(stream: object, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        piece = stream.read(n - len(data))  # type: ignore[attr-defined]
-        if not piece:
-            raise Failure(BAD_ARCHIVE, "the archive ends in the middle of a member")
-        data += piece
-    return data
 
 
 def _member(header: bytes) -> tuple[str, int, bytes, bool]:
@@ -74,14 +73,16 @@ def _member(header: bytes) -> tuple[str, int, bytes, bool]:
             kind = header[156:157]
             name = header[:100].split(b"\0", 1)[0]
             prefix = header[345:500].split(b"\0", 1)[0]
-            if prefix and kind not in tarfile.GNU_TYPES:
+            if prefix and kind not in _GNU_TYPES:
                 name = prefix + b"/" + name
-            if kind == tarfile.AREGTYPE and name.endswith(b"/"):
-                kind = tarfile.DIRTYPE  # an old (V7) tar's folder
-            is_dir = kind == tarfile.DIRTYPE
+            if kind == _AREGTYPE and name.endswith(b"/"):
+                kind = _DIRTYPE  # an old (V7) tar's folder
+            is_dir = kind == _DIRTYPE
             if is_dir:
                 name = name.rstrip(b"/")
             return name.decode("utf-8", "surrogateescape"), size, kind, is_dir
+    import tarfile  # the rare header that is not plain ustar
+
     try:
         info = tarfile.TarInfo.frombuf(header, "utf-8", "surrogateescape")
     except tarfile.TarError as exc:
@@ -110,22 +111,89 @@ def _conflict(dest: str, name: str, is_dir: bool) -> str | None:
         return None
     there = stat.S_ISDIR(st.st_mode)
     if there and not is_dir:
-        return f"cannot overwrite directory {json.dumps(target)} with non-directory"
+        return f"cannot overwrite directory {_quoted(target)} with non-directory"
     if not there and is_dir:
-        return f"cannot overwrite non-directory {json.dumps(target)} with directory"
+        return f"cannot overwrite non-directory {_quoted(target)} with directory"
     return None
 
 
-def _source(feed: str | None) -> io.BufferedReader:
-    # Reads of a MiB, not of 8 KiB: a tree of small files is thousands of headers.
+def _quoted(path: str) -> str:
+    """In double quotes, as the engine's messages quote paths (runtime/inbox.py reads
+    them): a JSON string, with quotes, backslashes and control characters as \\u escapes."""
+    return '"' + "".join(f"\\u{ord(c):04x}" if c < " " or c in '"\\\x7f' else c for c in path) + '"'
+
+
+class _Archive:
+    """The archive as it arrives on `fd`: read ahead a MiB at a time (a tree of small
+    files is thousands of headers), and a large member's data passed to tar by the kernel."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buf = bytearray()
+        self._at = 0  # what of _buf is read already
+        self._splice = hasattr(os, "splice")  # Python 3.10 on
+
+    def _fill(self, n: int) -> int:
+        """At least n bytes ahead, or all that is left; how many are ahead."""
+        while len(self._buf) - self._at < n:
+            if self._at:
+                del self._buf[: self._at]
+                self._at = 0
+            piece = os.read(self._fd, _PIECE)
+            if not piece:
+                break
+            self._buf += piece
+        return len(self._buf) - self._at
+
+    def read(self, n: int) -> bytes:
+        """n bytes; fewer only where the archive ends."""
+        have = min(n, self._fill(n))
+        out = bytes(self._buf[self._at : self._at + have])
+        self._at += have
+        return out
+
+    def exactly(self, n: int) -> bytes:
+        out = self.read(n)
+        if len(out) < n:
+            raise Failure(BAD_ARCHIVE, "the archive ends in the middle of a member")
+        return out
+
+    def pass_on(self, out: int, n: int) -> None:
+        """The next n bytes to the descriptor `out` (a pipe)."""
+        while n:
+            ahead = len(self._buf) - self._at
+            if not ahead and self._splice and n >= _SPLICE_FROM:
+                try:
+                    moved = os.splice(self._fd, out, n)
+                except OSError as exc:
+                    if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                        raise
+                    self._splice = False  # a source the kernel cannot splice from
+                    continue
+                if not moved:
+                    raise Failure(BAD_ARCHIVE, "the archive ends in the middle of a member")
+                n -= moved
+                continue
+            _write(out, self.exactly(min(n, ahead or _PIECE)))
+            n -= min(n, ahead or _PIECE)
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _source(feed: str | None) -> tuple[_Archive, socket.socket | None]:
     if feed is None:
-        return io.BufferedReader(sys.stdin.buffer.raw, _PIECE)  # type: ignore[union-attr]
+        return _Archive(sys.stdin.fileno()), None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(feed)
     except OSError as exc:
+        conn.close()
         raise Failure(FAILED, f"cannot read the archive from paddockd ({exc})") from None
-    return io.BufferedReader(socket.SocketIO(conn, "rb"), _PIECE)
+    return _Archive(conn.fileno()), conn
 
 
 def put(dest: str, feed: str | None = None) -> None:
@@ -135,14 +203,17 @@ def put(dest: str, feed: str | None = None) -> None:
         ["tar", "-x", "-f", "-", "-p", "--same-owner", "--numeric-owner", "-C", dest],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        bufsize=_PIECE,
+        bufsize=0,
     )
     assert tar.stdin is not None and tar.stderr is not None
+    into = tar.stdin.fileno()
+    with contextlib.suppress(OSError):  # else the kernel's default size
+        fcntl.fcntl(into, _F_SETPIPE_SZ, _PIECE)  # fewer, larger moves into tar
     # Drained all along: tar blocks once a pipe it writes is full, and so would this.
     said = bytearray()
     drain = threading.Thread(target=_keep, args=(tar.stderr, said), daemon=True)
     drain.start()
-    src = _source(feed)
+    src, conn = _source(feed)
     name: str | None = None
     try:
         while True:
@@ -150,35 +221,29 @@ def put(dest: str, feed: str | None = None) -> None:
             if not header:
                 break
             if len(header) < _BLOCK:
-                header += _read(src, _BLOCK - len(header))
+                raise Failure(BAD_ARCHIVE, "the archive ends in the middle of a member")
             if header == bytes(_BLOCK):
-                tar.stdin.write(header)
+                _write(into, header)
                 continue
             member, size, kind, is_dir = _member(header)
             padded = -(-size // _BLOCK) * _BLOCK
-            if kind in (tarfile.XHDTYPE, tarfile.GNUTYPE_LONGNAME):
-                data = _read(src, padded)
-                if kind == tarfile.XHDTYPE:
+            if kind in (_PAX, _LONGNAME):
+                data = src.exactly(padded)
+                if kind == _PAX:
                     name = _pax_path(data[:size]) or name
                 else:
                     name = data[:size].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-                tar.stdin.write(header + data)
+                _write(into, header + data)
                 continue
-            if kind == tarfile.GNUTYPE_SPARSE:
+            if kind == _SPARSE:
                 raise Failure(BAD_ARCHIVE, "sparse members are not taken; send them whole")
-            if kind not in (tarfile.XGLTYPE, tarfile.GNUTYPE_LONGLINK):
+            if kind not in (_GLOBAL_PAX, _LONGLINK):
                 why = _conflict(dest, name or member, is_dir)
                 if why:
                     raise Failure(CONFLICT, why)
                 name = None
-            tar.stdin.write(header)
-            left = padded
-            while left:
-                piece = src.read(min(left, _PIECE))
-                if not piece:
-                    raise Failure(BAD_ARCHIVE, "the archive ends in the middle of a member")
-                tar.stdin.write(piece)
-                left -= len(piece)
+            _write(into, header)
+            src.pass_on(into, padded)
         tar.stdin.close()
     except BrokenPipeError:
         pass  # tar stopped reading: what it said is below
@@ -186,6 +251,9 @@ def put(dest: str, feed: str | None = None) -> None:
         tar.kill()
         tar.wait()
         raise
+    finally:
+        if conn is not None:
+            conn.close()
     code = tar.wait()
     drain.join()
     text = said.decode("utf-8", "replace")

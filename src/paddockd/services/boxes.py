@@ -702,21 +702,11 @@ class BoxService:
         total = 0
 
         async def counted() -> AsyncIterator[bytes]:
-            # The server receives the body in socket-sized pieces; gathered into ~1 MiB
-            # they cost the engine's socket fewer writes.
             nonlocal total
-            parts: list[bytes] = []
-            size = 0
             async for chunk in chunks:
                 total += len(chunk)
-                parts.append(chunk)
-                size += len(chunk)
-                if size >= 1 << 20:
-                    yield b"".join(parts)
-                    parts, size = [], 0
-                    faults.point("push.streaming")
-            if parts:
-                yield b"".join(parts)
+                yield chunk
+                faults.point("push.streaming")
 
         # Each missing folder the box user's, so a push into a new folder under /config
         # leaves them owning all of it; existing folders are left as they are.

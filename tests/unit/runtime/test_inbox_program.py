@@ -4,11 +4,15 @@ of tar headers says what tarfile says of every header, and refuses what tarfile 
 from __future__ import annotations
 
 import io
+import json
+import os
+import socket
 import tarfile
+import threading
 
 import pytest
 
-from paddockd.runtime.inbox_program import BAD_ARCHIVE, Failure, _member
+from paddockd.runtime.inbox_program import BAD_ARCHIVE, Failure, _Archive, _member, _quoted
 
 
 def _header(info: tarfile.TarInfo, fmt: int = tarfile.USTAR_FORMAT) -> bytes:
@@ -92,3 +96,71 @@ def test_a_ustar_header_is_read_without_tarfile(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(tarfile.TarInfo, "frombuf", unused)
     assert [_member(h) for h in headers] == expected
+
+
+def _through(archive: bytes, splice: bool, reads: list[int]) -> bytes:
+    """What `_Archive` hands on to a pipe: `reads` bytes read here, then the rest passed."""
+    src, feed = socket.socketpair()
+    out_r, out_w = os.pipe()
+    got = bytearray()
+    writer = threading.Thread(target=lambda: (feed.sendall(archive), feed.close()))
+
+    def read() -> None:
+        while piece := os.read(out_r, 1 << 16):
+            got.extend(piece)
+
+    reader = threading.Thread(target=read)
+    writer.start()
+    reader.start()
+    try:
+        arc = _Archive(src.fileno())
+        arc._splice = splice
+        for n in reads:
+            os.write(out_w, arc.exactly(n))
+        arc.pass_on(out_w, len(archive) - sum(reads))
+        assert arc.read(1) == b""  # nothing was read past what was asked
+    finally:
+        os.close(out_w)
+        reader.join()
+        writer.join()
+        os.close(out_r)
+        src.close()
+    return bytes(got)
+
+
+@pytest.mark.parametrize("splice", [True, False])
+def test_a_members_data_is_handed_on_whole_by_splice_or_by_copy(
+    splice: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spliced = []
+    real = os.splice
+    monkeypatch.setattr(os, "splice", lambda *a: spliced.append(real(*a)) or spliced[-1])
+    data = os.urandom(3 * 1024 * 1024 + 77)
+    assert _through(data, splice, [512, 3]) == data
+    assert _through(data, splice, []) == data
+    small = os.urandom(1000)
+    assert _through(small, splice, [512]) == small
+    assert (sum(spliced) > 2 * 1024 * 1024) == splice  # the kernel moved the bulk of it
+
+
+def test_an_archive_that_ends_in_a_member_is_refused() -> None:
+    src, feed = socket.socketpair()
+    feed.sendall(os.urandom(100_000))
+    feed.close()
+    out_r, out_w = os.pipe()
+    drain = threading.Thread(target=lambda: [*iter(lambda: os.read(out_r, 1 << 16), b"")])
+    drain.start()
+    with pytest.raises(Failure) as refused:
+        _Archive(src.fileno()).pass_on(out_w, 200_000)
+    os.close(out_w)
+    drain.join()
+    os.close(out_r)
+    src.close()
+    assert refused.value.code == BAD_ARCHIVE
+
+
+@pytest.mark.parametrize("path", ["/config/x", 'a"b', "a\\b", "new\nline", "é/ü", "\x7f"])
+def test_a_path_in_a_message_is_a_json_string_without_a_bare_quote(path: str) -> None:
+    quoted = _quoted(path)
+    assert json.loads(quoted) == path
+    assert '"' not in quoted[1:-1]

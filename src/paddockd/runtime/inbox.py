@@ -40,6 +40,7 @@ in a log, the exec done once it started) and `ssh_session` (one SSH session's ss
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -233,6 +234,8 @@ def failure(code: int, said: str, path: str) -> PaddockError:
         return NotFound(f"no such file or directory in the box: {path}")
     if code == codes.CONFLICT and (found := _DIR_NON_DIR.search(said)):
         is_file, where = found.groups()
+        with contextlib.suppress(ValueError):  # a JSON string (inbox_program._quoted)
+            where = str(json.loads(f'"{where}"'))
         there, other = ("a file", "a folder") if is_file else ("a folder", "a file")
         return InvalidRequest(
             f"{where} in the box is {there}: {other} cannot replace it (remove it first)"

@@ -12,7 +12,15 @@ import threading
 
 import pytest
 
-from paddockd.runtime.inbox_program import BAD_ARCHIVE, Failure, _Archive, _member, _quoted
+from paddockd.runtime.inbox import failure
+from paddockd.runtime.inbox_program import (
+    BAD_ARCHIVE,
+    CONFLICT,
+    Failure,
+    _Archive,
+    _member,
+    _quoted,
+)
 
 
 def _header(info: tarfile.TarInfo, fmt: int = tarfile.USTAR_FORMAT) -> bytes:
@@ -164,3 +172,13 @@ def test_a_path_in_a_message_is_a_json_string_without_a_bare_quote(path: str) ->
     quoted = _quoted(path)
     assert json.loads(quoted) == path
     assert '"' not in quoted[1:-1]
+
+
+@pytest.mark.parametrize("path", ["/config/x", '/config/we"ird', "/config/new\nline"])
+def test_a_refusal_names_the_path_as_it_is(path: str) -> None:
+    said = f"cannot overwrite directory {_quoted(path)} with non-directory"
+    refused = failure(CONFLICT, said, "/config")
+    assert (
+        refused.message
+        == f"{path} in the box is a folder: a file cannot replace it (remove it first)"
+    )

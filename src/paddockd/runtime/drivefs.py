@@ -181,10 +181,6 @@ class DriveFs:
     def has(self, volume: str) -> bool:
         return self._paths(volume)[0].exists()
 
-    def point(self, volume: str) -> str:
-        """Where `create` mounts the volume's filesystem."""
-        return str(self._paths(volume)[1])
-
     def mountpoint(self, volume: str) -> str:
         return str(self._paths(volume)[1])
 

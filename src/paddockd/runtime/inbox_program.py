@@ -174,8 +174,9 @@ class _Archive:
                     raise Failure(BAD_ARCHIVE, "the archive ends in the middle of a member")
                 n -= moved
                 continue
-            _write(out, self.exactly(min(n, ahead or _PIECE)))
-            n -= min(n, ahead or _PIECE)
+            size = min(n, ahead or _PIECE)
+            _write(out, self.exactly(size))
+            n -= size
 
 
 def _write(fd: int, data: bytes) -> None:

@@ -70,7 +70,7 @@ class BoxStorage:
             self._api().create_volume(
                 name=name,
                 driver="local",
-                driver_opts={"type": "none", "o": "bind", "device": self._drives.point(name)},
+                driver_opts={"type": "none", "o": "bind", "device": self._drives.mountpoint(name)},
                 labels={LABEL_SIZE: str(size_mb)},
             )
             return True

@@ -4,6 +4,7 @@ handing in their own adapters."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -15,7 +16,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from fastapi import FastAPI
 
-from . import __version__, config, frontdoor
+from . import __version__, config, frontdoor, stacks
 from .api.app import create_app
 from .api.deps import Services
 from .desktop.links import DesktopLinks
@@ -459,6 +460,7 @@ def app(wired: Wired) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        stacks.enable(asyncio.get_running_loop())
         await wired.background.start()
         log.info(
             "paddockd %s listening on %s (instance %s)", __version__, cfg.base_url, cfg.instance

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import docker
@@ -107,3 +109,25 @@ def hostname() -> Iterator[str]:
         f.write(line)
     yield name
     hosts.write_text(hosts.read_text().replace(line, ""))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    """A failed test against the session's server carries what that server was doing: its
+    threads' and tasks' stacks (paddockd's SIGUSR1/SIGUSR2, src/paddockd/stacks.py) and
+    its log's last lines, which go with the server at the end of the run."""
+    outcome = yield
+    report = outcome.get_result()
+    srv = getattr(item, "funcargs", {}).get("server")
+    if report.when != "call" or not report.failed or not isinstance(srv, Server):
+        return
+    if srv.proc is not None and srv.proc.poll() is None:
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):
+            with contextlib.suppress(OSError):
+                srv.proc.send_signal(sig)
+        time.sleep(1)
+    with contextlib.suppress(OSError):
+        lines = (srv.dir / "paddockd.log").read_text(errors="replace").splitlines()
+        report.sections.append(("paddockd's log (last 400 lines)", "\n".join(lines[-400:])))

@@ -76,6 +76,8 @@ T = TypeVar("T")
 # boxes asked about at once (`docker stats` waits 1 s per box).
 CPU_WINDOW = 0.25
 log = logging.getLogger("paddockd.runtime")
+# An exec's create and start longer than this is logged (seconds).
+SLOW_EXEC_START = 5.0
 USERNS_RUNTIME = "paddock-runc"  # the name engine.py registers the OCI wrapper under
 
 
@@ -926,6 +928,7 @@ class DockerRuntime:
     # -- exec -------------------------------------------------------------------------
     async def exec(self, cid: str, spec: ExecSpec) -> StartChecked:
         def work(spec: ExecSpec) -> _DockerExec:
+            began = time.monotonic()
             created = self.api.exec_create(
                 cid,
                 spec.cmd,
@@ -938,7 +941,18 @@ class DockerRuntime:
                 user=spec.user,
             )
             exec_id = created["Id"]
+            made = time.monotonic()
             sock = self.api.exec_start(exec_id, tty=spec.tty, socket=True)
+            if (done := time.monotonic()) - began > SLOW_EXEC_START:
+                # The caller waits on this with nothing to show; the engine's side is the
+                # only place to look for why (an operator's first clue).
+                log.warning(
+                    "the engine took %.1fs to start a command in %s (create %.1fs, start %.1fs)",
+                    done - began,
+                    cid[:12],
+                    made - began,
+                    done - made,
+                )
             return _DockerExec(self, exec_id, sock, spec.tty)
 
         async def diagnose() -> tuple[int, str] | None:

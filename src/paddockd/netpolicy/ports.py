@@ -12,7 +12,6 @@ the one Docker attached for it.
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 import struct
 import subprocess
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..domain.errors import IsolationFailed
+from . import rtnetlink
 
 # linux/rtnetlink.h and linux/net_namespace.h
 _RTM_GETNSID = 90
@@ -43,21 +43,11 @@ def _ip(*args: str) -> subprocess.CompletedProcess[str]:
 def bridge_ports(bridge: str) -> list[Port]:
     """The bridge's ports. Listing them also makes the kernel number the far ends'
     namespaces, which `netns_id` then reads."""
-    listed = _ip("-j", "-d", "link", "show", "master", bridge)
-    if listed.returncode != 0:
-        raise IsolationFailed(f"cannot list the ports of bridge {bridge}: {listed.stderr.strip()}")
-    ports = []
-    for row in json.loads(listed.stdout or "[]"):
-        slave = (row.get("linkinfo") or {}).get("info_slave_data") or {}
-        nsid = row.get("link_netnsid")
-        ports.append(
-            Port(
-                str(row["ifname"]),
-                int(nsid) if nsid is not None else None,
-                bool(slave.get("isolated")),
-            )
-        )
-    return ports
+    try:
+        links = rtnetlink.ports_of(socket.if_nametoindex(bridge))
+    except OSError as exc:
+        raise IsolationFailed(f"cannot list the ports of bridge {bridge}: {exc}") from None
+    return [Port(link.name, link.netnsid, link.isolated) for link in links]
 
 
 def netns_id(pid: int) -> int | None:
@@ -72,21 +62,21 @@ def netns_id(pid: int) -> int | None:
     length, kind = struct.unpack_from("=IH", data)
     if kind == _NLMSG_ERROR:
         return None
-    offset = 20  # header + rtgenmsg
-    while offset + 4 <= length:
-        size, attr = struct.unpack_from("=HH", data, offset)
-        if attr == _NETNSA_NSID:
-            (nsid,) = struct.unpack_from("=i", data, offset + 4)
-            return int(nsid) if nsid >= 0 else None
-        offset += (size + 3) & ~3
-    return None
+    # Its attributes follow the header and rtgenmsg (20 bytes).
+    found = rtnetlink.attributes(data, 20, min(length, len(data))).get(_NETNSA_NSID)
+    if found is None or len(found) < 4:
+        return None
+    (nsid,) = struct.unpack_from("=i", found)
+    return int(nsid) if nsid >= 0 else None
 
 
 def isolate(port: str) -> None:
-    """Bridge port isolation: isolated ports never exchange frames with each other."""
-    done = _ip("link", "set", "dev", port, "type", "bridge_slave", "isolated", "on")
-    if done.returncode != 0:
-        raise IsolationFailed(f"cannot isolate bridge port {port}: {done.stderr.strip()}")
+    """Bridge port isolation: isolated ports never exchange frames with each other. (The
+    name is the kernel's, of a link in the host's namespace: no box chooses it.)"""
+    try:
+        (Path("/sys/class/net") / port / "brport" / "isolated").write_text("1\n")
+    except OSError as exc:
+        raise IsolationFailed(f"cannot isolate bridge port {port}: {exc}") from None
 
 
 def stable_mac(bridge: str) -> str:
@@ -118,11 +108,8 @@ def pin_bridge(bridge: str) -> str:
 def host_networks(bridge: str) -> list[str]:
     """The host's own IPv4 addresses' networks, except the boxes' bridge (its own rules
     guard it)."""
-    listed = _ip("-j", "-4", "addr", "show")
-    found = []
-    for row in json.loads(listed.stdout or "[]"):
-        if row.get("ifname") == bridge:
-            continue
-        for addr in row.get("addr_info") or []:
-            found.append(f"{addr['local']}/{addr['prefixlen']}")
-    return found
+    try:
+        skip: int | None = socket.if_nametoindex(bridge)
+    except OSError:
+        skip = None
+    return rtnetlink.ipv4_networks(skip)

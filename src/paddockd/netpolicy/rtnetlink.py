@@ -1,0 +1,143 @@
+"""The few rtnetlink questions the network guard asks the kernel, asked directly: a box's
+network sync asked them of `ip` (two program starts, 5-10 ms, on every box's claim and
+create). Only what is read here is parsed; the kernel's answers are trusted (they are
+the host namespace's own links and addresses, which no box can add to)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# linux/netlink.h, linux/rtnetlink.h, linux/if_link.h, linux/if_addr.h
+_NLMSG_ERROR = 2
+_NLMSG_DONE = 3
+_NLM_F_REQUEST = 0x1
+_NLM_F_DUMP = 0x300
+_RTM_NEWLINK = 16
+_RTM_GETLINK = 18
+_RTM_NEWADDR = 20
+_RTM_GETADDR = 22
+_IFLA_IFNAME = 3
+_IFLA_MASTER = 10
+_IFLA_LINKINFO = 18
+_IFLA_LINK_NETNSID = 37
+_IFLA_INFO_SLAVE_DATA = 5
+_IFLA_BRPORT_ISOLATED = 33
+_IFA_ADDRESS = 1
+_IFA_LOCAL = 2
+_NLA_TYPE_MASK = 0x3FFF  # without the nested / byte-order flags
+_HEADER = struct.Struct("=IHHII")  # nlmsghdr
+_IFINFO = struct.Struct("=BxHiII")  # ifinfomsg
+_IFADDR = struct.Struct("=BBBBI")  # ifaddrmsg
+_ATTR = struct.Struct("=HH")  # nlattr
+
+
+class NetlinkError(OSError):
+    pass
+
+
+@dataclass(frozen=True)
+class Link:
+    index: int
+    name: str
+    netnsid: int | None  # the far end's namespace (a veth's), in this namespace's numbering
+    isolated: bool  # a bridge port's isolation flag
+
+
+def attributes(data: bytes | memoryview, offset: int, end: int) -> dict[int, memoryview]:
+    """A message's attributes from `offset` to `end`, by type (the last of each wins)."""
+    view = memoryview(data)
+    found: dict[int, memoryview] = {}
+    while offset + _ATTR.size <= end:
+        size, kind = _ATTR.unpack_from(view, offset)
+        if size < _ATTR.size or offset + size > end:
+            break
+        found[kind & _NLA_TYPE_MASK] = view[offset + _ATTR.size : offset + size]
+        offset += (size + 3) & ~3
+    return found
+
+
+def _messages(request: bytes) -> Iterator[tuple[int, memoryview]]:
+    """Each (type, body) the kernel answers a dump request with."""
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
+        nl.settimeout(2)
+        nl.send(request)
+        while True:
+            data = memoryview(nl.recv(1 << 16))
+            offset = 0
+            while offset + _HEADER.size <= len(data):
+                length, kind, _, _, _ = _HEADER.unpack_from(data, offset)
+                if length < _HEADER.size:
+                    return
+                body = data[offset + _HEADER.size : offset + length]
+                if kind == _NLMSG_DONE:
+                    return
+                if kind == _NLMSG_ERROR:
+                    (errno,) = struct.unpack_from("=i", body)
+                    if errno:
+                        raise NetlinkError(-errno, "the kernel refused a netlink request")
+                    return
+                yield kind, body
+                offset += (length + 3) & ~3
+
+
+def _request(kind: int, body: bytes) -> bytes:
+    return _HEADER.pack(_HEADER.size + len(body), kind, _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0) + body
+
+
+def _attr(kind: int, value: bytes) -> bytes:
+    size = _ATTR.size + len(value)
+    return _ATTR.pack(size, kind) + value + b"\0" * (-size % 4)
+
+
+def ports_of(master: int) -> list[Link]:
+    """The links enslaved to link `master` (a bridge's ports). Dumping them also makes the
+    kernel number the namespaces their far ends are in."""
+    body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
+    body += _attr(_IFLA_MASTER, struct.pack("=I", master))
+    links = []
+    for kind, msg in _messages(_request(_RTM_GETLINK, body)):
+        if kind != _RTM_NEWLINK or len(msg) < _IFINFO.size:
+            continue
+        index = _IFINFO.unpack_from(msg)[2]
+        attrs = attributes(msg, _IFINFO.size, len(msg))
+        if _IFLA_IFNAME not in attrs:
+            continue
+        if (up := attrs.get(_IFLA_MASTER)) is None or struct.unpack("=I", up[:4])[0] != master:
+            continue  # a kernel that ignored the filter
+        nsid = attrs.get(_IFLA_LINK_NETNSID)
+        isolated = False
+        if (info := attrs.get(_IFLA_LINKINFO)) is not None:
+            slave = attributes(info, 0, len(info)).get(_IFLA_INFO_SLAVE_DATA)
+            if slave is not None:
+                flag = attributes(slave, 0, len(slave)).get(_IFLA_BRPORT_ISOLATED)
+                isolated = flag is not None and bool(flag[0])
+        links.append(
+            Link(
+                index,
+                bytes(attrs[_IFLA_IFNAME]).split(b"\0", 1)[0].decode(),
+                struct.unpack("=i", nsid[:4])[0] if nsid is not None else None,
+                isolated,
+            )
+        )
+    return links
+
+
+def ipv4_networks(skip: int | None = None) -> list[str]:
+    """Every IPv4 address of this namespace as `address/prefix`, but those of link `skip`."""
+    body = _IFADDR.pack(socket.AF_INET, 0, 0, 0, 0)
+    found = []
+    for kind, msg in _messages(_request(_RTM_GETADDR, body)):
+        if kind != _RTM_NEWADDR or len(msg) < _IFADDR.size:
+            continue
+        family, prefix, _, _, index = _IFADDR.unpack_from(msg)
+        if family != socket.AF_INET or index == skip:
+            continue
+        attrs = attributes(msg, _IFADDR.size, len(msg))
+        addr = attrs.get(_IFA_LOCAL, attrs.get(_IFA_ADDRESS))
+        if addr is not None and len(addr) == 4:
+            found.append(f"{ipaddress.IPv4Address(bytes(addr))}/{prefix}")
+    return found

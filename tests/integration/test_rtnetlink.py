@@ -1,0 +1,73 @@
+"""The network guard's netlink questions against the real kernel, on links of the test's
+own (a bridge with two veth ports, one's far end in a namespace of its own), compared
+with what `ip` says of the same links."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from paddockd.domain.errors import IsolationFailed
+from paddockd.netpolicy import ports
+
+
+def ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def bridge() -> Iterator[str]:
+    tag = uuid.uuid4().hex[:6]
+    br, ns = f"pdtbr{tag}", f"pdtest-ns-{tag}"
+    ip("link", "add", br, "type", "bridge")
+    ip("netns", "add", ns)
+    try:
+        for i in (0, 1):
+            ip("link", "add", f"pdth{i}{tag}", "type", "veth", "peer", "name", f"pdtb{i}{tag}")
+            ip("link", "set", f"pdth{i}{tag}", "master", br)
+        ip("link", "set", f"pdtb1{tag}", "netns", ns)
+        ip("addr", "add", "10.250.77.1/28", "dev", br)
+        yield br
+    finally:
+        for i in (0, 1):
+            subprocess.run(["ip", "link", "del", f"pdth{i}{tag}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", br], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_bridge_ports_and_their_far_namespaces_as_ip_says(bridge: str) -> None:
+    found = ports.bridge_ports(bridge)
+    said = json.loads(ip("-j", "-d", "link", "show", "master", bridge))
+    assert sorted((p.name, p.netnsid, p.isolated) for p in found) == sorted(
+        (
+            r["ifname"],
+            r.get("link_netnsid"),
+            bool(r["linkinfo"]["info_slave_data"].get("isolated")),
+        )
+        for r in said
+    )
+    assert len(found) == 2 and sum(p.netnsid is not None for p in found) == 1
+    port = found[0].name
+    ports.isolate(port)
+    assert {p.name: p.isolated for p in ports.bridge_ports(bridge)}[port] is True
+
+
+def test_host_networks_skip_the_bridge_alone(bridge: str) -> None:
+    said = [
+        f"{a['local']}/{a['prefixlen']}"
+        for row in json.loads(ip("-j", "-4", "addr", "show"))
+        if row["ifname"] != bridge
+        for a in row.get("addr_info", [])
+    ]
+    assert sorted(ports.host_networks(bridge)) == sorted(said)
+    assert "10.250.77.1/28" not in said
+    assert "10.250.77.1/28" in ports.host_networks("pdt-none")
+
+
+def test_a_missing_bridge_is_a_clear_failure() -> None:
+    with pytest.raises(IsolationFailed, match="pdt-none"):
+        ports.bridge_ports("pdt-none")

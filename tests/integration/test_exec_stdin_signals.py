@@ -47,7 +47,19 @@ def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.2)
     proc.send_signal(sig)
-    assert proc.wait(timeout=20) == 128 + sig
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        # Rare under the full suite: what each CLI process (the launcher, the resident and
+        # its children) was doing, for the report.
+        ps = ["ps", "-eo", "pid,ppid,stat,wchan:24,etime,args", "--sort", "pid"]
+        listing = subprocess.run(ps, capture_output=True, text=True).stdout
+        mine = [
+            line for line in listing.splitlines() if "paddock" in line and "paddockd" not in line
+        ]
+        proc.kill()
+        pytest.fail(f"paddock exec outlived its {sig!r} by 20 s:\n" + "\n".join(mine))
+    assert code == 128 + sig
     deadline = time.monotonic() + 10
     while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode == 0:
         assert time.monotonic() < deadline, "the command outlived paddock exec"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -196,3 +197,24 @@ def test_a_box_volume_recorded_without_its_filesystem_gets_one(make_server) -> N
         seen = c.exec("vol", "stat -f -c %T /var/lib/docker; df -m --output=size /var/lib/docker")
         assert seen.stdout.split()[0] == "ext2/ext3", seen.stdout
         assert int(seen.stdout.split()[-1]) < 64 * 1024  # the box's size, not the host's disk
+
+
+def test_a_box_whose_container_was_removed_by_hand_leaves_no_mount(make_server) -> None:  # type: ignore[no-untyped-def]
+    """A box's run folder is a tmpfs of its own on the host (runtime/runfs.py), let go of
+    when the engine removes the container through paddockd. One removed by hand left it
+    mounted, and its folder with it, once the box was deleted."""
+    srv: Server = make_server()
+    with srv.client() as c:
+        c.create_box("lost", ttl=900)
+        box_id = c.get_box("lost").id
+        run = srv.dir / "data" / "boxes" / box_id / "run"
+        assert os.path.ismount(run)
+        api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+        api.remove_container(f"paddock-{box_id}", force=True)
+        c.delete_box("lost", force=True)
+    srv.deleted()
+    deadline = time.monotonic() + 20  # the box's files go behind its removal
+    while run.parent.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.ismount(run)
+    assert not run.parent.exists()

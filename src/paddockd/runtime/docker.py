@@ -35,7 +35,7 @@ from ..domain.errors import (
     NotFound,
     PaddockError,
 )
-from . import attach, cgroups, cpuset, drivefs, inbox, seccomp, upload
+from . import attach, cgroups, cpuset, drivefs, inbox, runfs, seccomp, upload
 from .base import (
     LABEL_BOX,
     LABEL_DISK,
@@ -885,6 +885,9 @@ class DockerRuntime:
             return VolumeInfo(name, dict(data.get("Labels") or {}), mountpoint)
 
         return await self._run(work)
+
+    async def release_run_folder(self, folder: Path) -> None:
+        await anyio.to_thread.run_sync(runfs.release, folder)
 
     async def remove_volume(self, name: str) -> None:
         with contextlib.suppress(NotFound):

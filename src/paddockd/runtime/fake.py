@@ -90,6 +90,7 @@ class FakeRuntime:
         self.created: dict[str, float] = {}  # image -> Unix time; absent: long ago
         self.calls: list[str] = []
         self.volume_by_name: dict[str, VolumeInfo] = {}
+        self.released_run_folders: list[Path] = []
         self.volume_sizes: dict[str, int | None] = {}
         self.swept = 0
         self._fs: dict[str, FakeFiles] = {}
@@ -323,6 +324,9 @@ class FakeRuntime:
 
     async def remove_volume(self, name: str) -> None:
         self.volume_by_name.pop(name, None)
+
+    async def release_run_folder(self, folder: Path) -> None:
+        self.released_run_folders.append(folder)
 
     async def volumes(self, labels: dict[str, str]) -> list[VolumeInfo]:
         return [

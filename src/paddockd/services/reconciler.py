@@ -570,6 +570,7 @@ class Reconciler:
     async def _remove_files(self, box_id: str) -> None:
         """The box's Docker volume and its folder (run folder, egress log)."""
         await self._rt.remove_volume(docker_volume(box_id))
+        await self._rt.release_run_folder(self.run_dir(box_id))
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(self._boxes_dir / box_id, ignore_errors=True)
         )

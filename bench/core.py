@@ -168,6 +168,9 @@ def main() -> None:
         # -- push / pull throughput ----------------------------------------------------
         tree = work / "tree"
         make_tree(tree)
+        # A copy's time here swings 2x from run to run on either side (the host's writeback
+        # of the run before): five runs at least, so the median is not one slow run's.
+        copies = max(5, runs)
         mb = tree_bytes(tree) / 1e6
         clean_box = "rm -rf /config/tree && mkdir -p /config/tree && sync"
 
@@ -177,12 +180,12 @@ def main() -> None:
 
         p = median_seconds(
             lambda: sh(PADDOCK, "push", "warm", str(tree), "--to", "/config/tree", env=srv.env),
-            max(3, runs // 2),
+            copies,
             setup=clear,
         )
         r = median_seconds(
             lambda: sh(DOCKER, "cp", f"{tree}/.", f"{raw_name}:/config/tree", env=DOCKER_ENV),
-            max(3, runs // 2),
+            copies,
             setup=clear,
         )
         rows.append(
@@ -197,12 +200,12 @@ def main() -> None:
 
         p = median_seconds(
             lambda: sh(PADDOCK, "pull", "warm", "/config/tree", "--to", str(out), env=srv.env),
-            max(3, runs // 2),
+            copies,
             setup=clear_out,
         )
         r = median_seconds(
             lambda: sh(DOCKER, "cp", f"{raw_name}:/config/tree", str(out), env=DOCKER_ENV),
-            max(3, runs // 2),
+            copies,
             setup=clear_out,
         )
         rows.append(

@@ -13,8 +13,10 @@ import signal
 import sys
 
 log = logging.getLogger("paddockd.stacks")
-# A server with thousands of streams open would write megabytes; the first ones suffice.
+# A server with thousands of streams open would write megabytes into its log (and the
+# dashboard's live log): the first tasks, and so many characters, suffice.
 _MAX_TASKS = 500
+_MAX_CHARS = 256 << 10
 
 
 def _chain(task: asyncio.Task[object]) -> list[str]:
@@ -23,20 +25,30 @@ def _chain(task: asyncio.Task[object]) -> list[str]:
     where: list[str] = []
     step: object = task.get_coro()
     while step is not None and len(where) < 40:
-        frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
+        frame = next(
+            (f for k in ("cr_frame", "ag_frame", "gi_frame") if (f := getattr(step, k, None))),
+            None,
+        )
         if frame is None:
             break
         where.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
-        step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+        step = next(
+            (a for k in ("cr_await", "ag_await", "gi_yieldfrom") if (a := getattr(step, k, None))),
+            None,
+        )
     return where
 
 
 def _tasks() -> None:
     tasks = list(asyncio.all_tasks())
     out = io.StringIO()
+    shown = 0
     for task in tasks[:_MAX_TASKS]:
+        if out.tell() > _MAX_CHARS:
+            break
         out.write(f"{task.get_name()}:\n" + "\n".join(_chain(task)) + "\n")
-    log.warning("%d asyncio tasks (first %d):\n%s", len(tasks), _MAX_TASKS, out.getvalue())
+        shown += 1
+    log.warning("%d asyncio tasks, %d shown:\n%s", len(tasks), shown, out.getvalue())
 
 
 def enable(loop: asyncio.AbstractEventLoop) -> None:

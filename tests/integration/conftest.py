@@ -111,23 +111,32 @@ def hostname() -> Iterator[str]:
     hosts.write_text(hosts.read_text().replace(line, ""))
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, None]:
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failed test against the session's server carries what that server was doing: its
-    threads' and tasks' stacks (paddockd's SIGUSR1/SIGUSR2, src/paddockd/stacks.py) and
-    its log's last lines, which go with the server at the end of the run."""
-    outcome = yield
-    report = outcome.get_result()
+    log's last lines up to the failure, then its threads' and tasks' stacks (paddockd's
+    SIGUSR1/SIGUSR2, src/paddockd/stacks.py), each a section of its own. The log goes with
+    the server at the end of the run."""
+    report = yield
     srv = getattr(item, "funcargs", {}).get("server")
     if report.when != "call" or not report.failed or not isinstance(srv, Server):
-        return
+        return report
+    log = srv.dir / "paddockd.log"
+    try:
+        before = log.read_bytes()
+    except OSError:
+        return report
+    lines = before.decode(errors="replace").splitlines()
+    report.sections.append(("paddockd's log (last 200 lines)", "\n".join(lines[-200:])))
     if srv.proc is not None and srv.proc.poll() is None:
         for sig in (signal.SIGUSR1, signal.SIGUSR2):
             with contextlib.suppress(OSError):
                 srv.proc.send_signal(sig)
         time.sleep(1)
-    with contextlib.suppress(OSError):
-        lines = (srv.dir / "paddockd.log").read_text(errors="replace").splitlines()
-        report.sections.append(("paddockd's log (last 400 lines)", "\n".join(lines[-400:])))
+        with contextlib.suppress(OSError), log.open("rb") as f:
+            f.seek(len(before))
+            stacks = f.read(1 << 20).decode(errors="replace")
+            report.sections.append(("paddockd's threads and tasks at the failure", stacks))
+    return report

@@ -58,7 +58,9 @@ def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int
             line for line in listing.splitlines() if "paddock" in line and "paddockd" not in line
         ]
         proc.kill()
-        pytest.fail(f"paddock exec outlived its {sig!r} by 20 s:\n" + "\n".join(mine))
+        pytest.fail(
+            f"paddock exec outlived its {signal.Signals(sig).name} by 20 s:\n" + "\n".join(mine)
+        )
     assert code == 128 + sig
     deadline = time.monotonic() + 10
     while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode == 0:

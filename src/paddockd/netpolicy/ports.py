@@ -75,6 +75,8 @@ def isolate(port: str) -> None:
     name is the kernel's, of a link in the host's namespace: no box chooses it.)"""
     try:
         (Path("/sys/class/net") / port / "brport" / "isolated").write_text("1\n")
+    except FileNotFoundError:
+        return  # gone since it was listed (its box deleted its end of the pair): no port
     except OSError as exc:
         raise IsolationFailed(f"cannot isolate bridge port {port}: {exc}") from None
 
@@ -112,4 +114,8 @@ def host_networks(bridge: str) -> list[str]:
         skip: int | None = socket.if_nametoindex(bridge)
     except OSError:
         skip = None
-    return rtnetlink.ipv4_networks(skip)
+    try:
+        return rtnetlink.ipv4_networks(skip)
+    except OSError as exc:
+        # Not an empty list: the networks left out would be left open to the boxes.
+        raise IsolationFailed(f"cannot list the host's addresses: {exc}") from None

@@ -5,10 +5,11 @@ the host namespace's own links and addresses, which no box can add to)."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import os
 import socket
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 # linux/netlink.h, linux/rtnetlink.h, linux/if_link.h, linux/if_addr.h
@@ -16,6 +17,7 @@ _NLMSG_ERROR = 2
 _NLMSG_DONE = 3
 _NLM_F_REQUEST = 0x1
 _NLM_F_DUMP = 0x300
+_NLM_F_DUMP_INTR = 0x10  # set on a dump's messages when it was interrupted
 _RTM_NEWLINK = 16
 _RTM_GETLINK = 18
 _RTM_NEWADDR = 20
@@ -29,6 +31,9 @@ _IFLA_BRPORT_ISOLATED = 33
 _IFA_ADDRESS = 1
 _IFA_LOCAL = 2
 _NLA_TYPE_MASK = 0x3FFF  # without the nested / byte-order flags
+# A dump's datagrams are at most 32 KiB (the kernel's own cap), whatever their count.
+_RECV = 1 << 16
+_DUMP_TRIES = 3
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr
 _IFINFO = struct.Struct("=BxHiII")  # ifinfomsg
 _IFADDR = struct.Struct("=BBBBI")  # ifaddrmsg
@@ -41,7 +46,6 @@ class NetlinkError(OSError):
 
 @dataclass(frozen=True)
 class Link:
-    index: int
     name: str
     netnsid: int | None  # the far end's namespace (a veth's), in this namespace's numbering
     isolated: bool  # a bridge port's isolation flag
@@ -60,27 +64,40 @@ def attributes(data: bytes | memoryview, offset: int, end: int) -> dict[int, mem
     return found
 
 
-def _messages(request: bytes) -> Iterator[tuple[int, memoryview]]:
-    """Each (type, body) the kernel answers a dump request with."""
+def _messages(request: bytes) -> list[tuple[int, memoryview]]:
+    """Each (type, body) of the kernel's whole answer to a dump request. A dump the kernel
+    marks interrupted (links came or went while it was being made: one may be missing) is
+    asked again; an answer that is not whole raises NetlinkError."""
+    for _ in range(_DUMP_TRIES):
+        answer, interrupted = _dump(request)
+        if not interrupted:
+            return answer
+    raise NetlinkError(errno.EAGAIN, "the kernel's answer kept changing while it was read")
+
+
+def _dump(request: bytes) -> tuple[list[tuple[int, memoryview]], bool]:
+    answer: list[tuple[int, memoryview]] = []
+    interrupted = False
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
         nl.settimeout(2)
         nl.send(request)
         while True:
-            data = memoryview(nl.recv(1 << 16))
+            data = memoryview(nl.recv(_RECV))
             offset = 0
-            while offset + _HEADER.size <= len(data):
-                length, kind, _, _, _ = _HEADER.unpack_from(data, offset)
-                if length < _HEADER.size:
-                    return
+            while offset < len(data):
+                if offset + _HEADER.size > len(data):
+                    raise NetlinkError(errno.EPROTO, "a netlink message cut short")
+                length, kind, flags, _, _ = _HEADER.unpack_from(data, offset)
+                if length < _HEADER.size or offset + length > len(data):
+                    raise NetlinkError(errno.EPROTO, "a netlink message of a wrong length")
                 body = data[offset + _HEADER.size : offset + length]
-                if kind == _NLMSG_DONE:
-                    return
-                if kind == _NLMSG_ERROR:
-                    (errno,) = struct.unpack_from("=i", body)
-                    if errno:
-                        raise NetlinkError(-errno, "the kernel refused a netlink request")
-                    return
-                yield kind, body
+                interrupted = interrupted or bool(flags & _NLM_F_DUMP_INTR)
+                if kind in (_NLMSG_DONE, _NLMSG_ERROR):
+                    (code,) = struct.unpack_from("=i", body) if len(body) >= 4 else (0,)
+                    if code:
+                        raise NetlinkError(-code, os.strerror(-code))
+                    return answer, interrupted
+                answer.append((kind, body))
                 offset += (length + 3) & ~3
 
 
@@ -102,26 +119,26 @@ def ports_of(master: int) -> list[Link]:
     for kind, msg in _messages(_request(_RTM_GETLINK, body)):
         if kind != _RTM_NEWLINK or len(msg) < _IFINFO.size:
             continue
-        index = _IFINFO.unpack_from(msg)[2]
         attrs = attributes(msg, _IFINFO.size, len(msg))
         if _IFLA_IFNAME not in attrs:
             continue
-        if (up := attrs.get(_IFLA_MASTER)) is None or struct.unpack("=I", up[:4])[0] != master:
+        up = attrs.get(_IFLA_MASTER)
+        if up is None or len(up) < 4 or struct.unpack_from("=I", up)[0] != master:
             continue  # a kernel that ignored the filter
         nsid = attrs.get(_IFLA_LINK_NETNSID)
+        if nsid is not None and len(nsid) < 4:
+            nsid = None
         isolated = False
         if (info := attrs.get(_IFLA_LINKINFO)) is not None:
             slave = attributes(info, 0, len(info)).get(_IFLA_INFO_SLAVE_DATA)
             if slave is not None:
                 flag = attributes(slave, 0, len(slave)).get(_IFLA_BRPORT_ISOLATED)
-                isolated = flag is not None and bool(flag[0])
+                isolated = flag is not None and len(flag) > 0 and bool(flag[0])
+        # A link's name may be any bytes but '/' and NUL: kept as the kernel gave it, so
+        # that it still names the link's sysfs folder.
+        name = bytes(attrs[_IFLA_IFNAME]).split(b"\0", 1)[0].decode(errors="surrogateescape")
         links.append(
-            Link(
-                index,
-                bytes(attrs[_IFLA_IFNAME]).split(b"\0", 1)[0].decode(),
-                struct.unpack("=i", nsid[:4])[0] if nsid is not None else None,
-                isolated,
-            )
+            Link(name, struct.unpack_from("=i", nsid)[0] if nsid is not None else None, isolated)
         )
     return links
 

@@ -212,6 +212,16 @@ async def test_delete_removes_container_snapshots_and_row(world: World) -> None:
         await world.boxes.resolve(box.id)
 
 
+async def test_delete_lets_go_of_the_run_folder_of_a_container_removed_by_hand(
+    world: World,
+) -> None:
+    box = await world.boxes.create("b", None, None, None)
+    del world.runtime.by_id[box.container_id or ""]  # `docker rm -f` behind paddockd's back
+    await world.boxes.delete("b", force=True)
+    await world.reconciler.drain()
+    assert world.runtime.released_run_folders == [world.reconciler.run_dir(box.id)]
+
+
 async def test_delete_answers_before_the_engine_has_removed_the_container(world: World) -> None:
     """`rm` is done for its user at once: the name is free and the box out of the listing
     and of the network rules while the engine's removal finishes behind. A drive the box

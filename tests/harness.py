@@ -278,6 +278,7 @@ class Server:
         wait_for(done, timeout, "the deleted boxes' containers to go")
 
     def close(self) -> None:
+        hung = False
         if self.proc and self.proc.poll() is None:
             with self.client() as c:
                 for box in c.list_boxes():
@@ -289,7 +290,13 @@ class Server:
             with contextlib.suppress(Exception):
                 self.deleted()
             self.proc.terminate()
-            self.proc.wait(timeout=20)
+            try:
+                # paddockd's own shutdown is bounded (connections 10 s, cleanups 2 x 20 s).
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                hung = True
         api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
         volumes = []
         for c in self.containers():
@@ -320,3 +327,6 @@ class Server:
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_volume(volume["Name"], force=True)
                 self.drives.remove(volume["Name"])  # a sized drive's filesystem
+        if hung:
+            # Cleaned up all the same, then said: a shutdown past its bounds is a defect.
+            raise RuntimeError(f"paddockd ({self.dir}) did not exit within 60 s of SIGTERM")

@@ -175,6 +175,20 @@ def changes(
     return "".join(lines)
 
 
+def forgotten(table: str, dropped: dict[str, set[tuple[str, str]]]) -> str:
+    """The lines that delete these timed elements (set name -> (box address, admitted
+    address)) whether or not each is still there: one that timed out meanwhile would
+    fail a plain delete, and with it the whole transaction; added again first (with the
+    shortest timeout), it is there to delete."""
+    lines = []
+    for name, keys in sorted(dropped.items()):
+        for box_ip, address in sorted(keys):
+            element = f"{box_ip} . {address}"
+            lines.append(f"add element inet {table} {name} {{ {element} timeout 1s }}\n")
+            lines.append(f"delete element inet {table} {name} {{ {element} }}\n")
+    return "".join(lines)
+
+
 def ruleset(
     table: str,
     bridge: Bridge,
@@ -416,7 +430,10 @@ class NftablesPolicy:
             for name, timed in self._timed.items():
                 timed.update(self._read_timed(name))
             self._restored = True
+        held = {name: set(timed) for name, timed in self._timed.items()}
         left = self._carried(boxes)
+        # What the kernel may still hold that no box may keep: a leaving box's admissions.
+        dropped = {name: keys - set(self._timed[name]) for name, keys in held.items()}
         mac = pin_bridge(self._bridge)
         ports = bridge_ports(self._bridge)
         bound, failed = self._bind(boxes, ports)
@@ -427,7 +444,7 @@ class NftablesPolicy:
         builds = self._builds[1] if self._builds else None
         shape = (bridge, tuple(boxes), tuple(sorted(bound.items())), refused, builds, shut)
         stale = time.monotonic() >= self._rewrite_due or self._tables() != self._written
-        if stale or (shape != self._applied and not self._changed(shape)):
+        if stale or (shape != self._applied and not self._changed(shape, dropped)):
             self._rewrite(shape, left, spoofed=self.spoofed())
         for port in ports:
             if not port.isolated:
@@ -489,24 +506,29 @@ class NftablesPolicy:
         self._boxes = {b.ip: b for b in boxes}
         self._written_once = True
 
-    def _changed(self, shape: RulesShape) -> bool:
+    def _changed(
+        self, shape: RulesShape, dropped: dict[str, set[tuple[str, str]]] | None = None
+    ) -> bool:
         """Take the kernel's rules from the last shape to `shape` element by element, where
-        boxes only came or changed (a create, a claim, a policy change): no rewrite, so
-        nothing a rewrite resets is read first, and the cost does not grow with the
-        boxes. False where a rewrite must do it: anything but the boxes changed, or a box
-        left its address (the address's admissions go with the table; another box may
-        take it next), or the kernel refused the change."""
+        boxes only came, changed or went (a create, a claim, a policy change, a delete): no
+        rewrite, so nothing a rewrite resets is read first, and the cost does not grow with
+        the boxes. `dropped`: the admissions (timed elements) no box may keep, among them
+        those of a box that left its address, which go in the same transaction (another
+        box may take the address next). False where a rewrite must do it: anything but the
+        boxes changed, two boxes at one address, or the kernel refused the change."""
         if self._applied is None:
             return False
         before, after = self._applied, shape
         if before[0] != after[0] or before[3:] != after[3:]:
             return False
-        staying = {(b.ip, b.box_id) for b in after[1]}
-        if any((b.ip, b.box_id) not in staying for b in before[1]) or len(staying) != len(
-            {b.ip for b in after[1]}
-        ):
+        if len({b.ip for b in after[1]}) != len(after[1]):
             return False
-        script = changes(
+        staying = {(b.ip, b.box_id) for b in after[1]}
+        if any((b.ip, b.box_id) not in staying for b in before[1]):
+            # A box left its address: its last flows are read while the address is still
+            # its own, as a rewrite reads them before it empties the sets.
+            self._pending.extend(self._read_flows())
+        script = forgotten(self.table, dropped or {}) + changes(
             self.table,
             box_elements(before[1], dict(before[2])),
             box_elements(after[1], dict(after[2])),

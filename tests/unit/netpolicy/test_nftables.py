@@ -22,6 +22,7 @@ from paddockd.netpolicy.nftables import (
     RulesShape,
     box_elements,
     changes,
+    forgotten,
     ruleset,
     without,
 )
@@ -137,6 +138,9 @@ class _Recorder:
         self.scripts.append(script)
         return ""
 
+    def list_json(self, command: str) -> list[dict[str, object]]:
+        return []
+
 
 def _policy_at(boxes: list[BoxAddress]) -> tuple[NftablesPolicy, _Recorder]:
     net = NftablesPolicy("pdunit0", "10.213.0.1/16", pid_of=lambda cid: 0)
@@ -157,18 +161,37 @@ def test_a_box_that_comes_is_added_without_a_rewrite() -> None:
     assert net.box_at(NEW_BOX.ip) == NEW_BOX
 
 
-def test_a_box_that_leaves_its_address_takes_a_rewrite() -> None:
-    # Its address's admissions (timed elements) must go before another box may have it.
+def test_a_box_that_leaves_goes_element_by_element_with_its_admissions() -> None:
+    # Its address's admissions (timed elements) go in the same transaction: another box
+    # may take the address next.
     net, recorder = _policy_at(BOXES)
-    assert not net._changed(_shape(BOXES[:2], PORTS))
+    assert net.table == "paddock"  # the default instance's
+    admitted = {"learned": {(BOXES[2].ip, "198.18.1.4")}}
+    assert net._changed(_shape(BOXES[:2], PORTS), admitted)
+    script = recorder.scripts[-1]
+    assert script.splitlines()[:2] == [
+        "add element inet paddock learned { 10.213.0.4 . 198.18.1.4 timeout 1s }",
+        "delete element inet paddock learned { 10.213.0.4 . 198.18.1.4 }",
+    ]
+    assert "delete element inet paddock boxes { 10.213.0.4 }" in script
+    assert net.box_at(BOXES[2].ip) is None
     # The same address, another box (removed and made between two syncs).
+    net, recorder = _policy_at(BOXES)
     taken = replace(NEW_BOX, ip=BOXES[2].ip)
-    assert not net._changed(_shape([*BOXES[:2], taken], PORTS))
+    assert net._changed(_shape([*BOXES[:2], taken], PORTS), admitted)
+    forgot = "delete element inet paddock learned { 10.213.0.4 . 198.18.1.4 }"
+    assert forgot in recorder.scripts[-1]
+    assert net.box_at(BOXES[2].ip) == taken
+
+
+def test_what_is_not_a_box_coming_changing_or_going_takes_a_rewrite() -> None:
+    net, recorder = _policy_at(BOXES)
     # Anything but the boxes changed: the rules around them are written anew.
-    net2, _ = _policy_at(BOXES)
-    assert not net2._changed(
+    assert not net._changed(
         (BRIDGE, tuple(BOXES), tuple(sorted(PORTS.items())), ("10.0.0.0/8",), None, ())
     )
+    # Two boxes at one address: no set could say whose it is.
+    assert not net._changed(_shape([*BOXES, replace(NEW_BOX, ip=BOXES[0].ip)], PORTS))
     assert recorder.scripts == []
 
 
@@ -220,6 +243,49 @@ def test_the_kernel_ends_with_the_sets_a_rewrite_would_write() -> None:
         assert done.returncode == 0, done.stderr
         assert _set_contents(stepped) == _set_contents(whole)
         assert "10.213.0.5" in json.dumps(_set_contents(stepped))
+    finally:
+        for ns in (stepped, whole):
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+
+
+def _admitted(ns: str) -> list[str]:
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, "nft", "-j", "list", "set", "inet", "pdunit", "learned"],
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout
+    rows = [r["set"] for r in json.loads(out)["nftables"] if "set" in r]
+    return sorted(" . ".join(e["elem"]["val"]["concat"]) for e in rows[0].get("elem", []))
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("nft") is None or shutil.which("ip") is None,
+    reason="network namespaces need root, nft and ip",
+)
+def test_a_box_leaving_ends_as_a_rewrite_would_and_its_admissions_with_it() -> None:
+    """Box c leaves: its elements and its admissions go in one transaction, which holds
+    even for an admission that timed out meanwhile (never in the kernel any more)."""
+    tag = uuid.uuid4().hex[:6]
+    stepped, whole = f"pdunit-{tag}-a", f"pdunit-{tag}-b"
+    kept = {(BOXES[0].ip, "198.18.2.8"): 600}
+    learned = {**kept, (BOXES[2].ip, "198.18.1.4"): 600}
+    gone = {"learned": {(BOXES[2].ip, "198.18.1.4"), (BOXES[2].ip, "198.18.9.9")}}
+    try:
+        for ns in (stepped, whole):
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+        before = ruleset("pdunit", BRIDGE, 10053, BOXES, learned=learned, ports=PORTS)
+        assert _in_netns(stepped, before).returncode == 0
+        assert "10.213.0.4 . 198.18.1.4" in _admitted(stepped)
+        script = forgotten("pdunit", gone) + changes(
+            "pdunit", box_elements(BOXES, PORTS), box_elements(BOXES[:2], PORTS)
+        )
+        done = _in_netns(stepped, script)
+        assert done.returncode == 0, done.stderr
+        after = ruleset("pdunit", BRIDGE, 10053, BOXES[:2], learned=kept, ports=PORTS)
+        assert _in_netns(whole, after).returncode == 0
+        assert _set_contents(stepped) == _set_contents(whole)
+        assert _admitted(stepped) == _admitted(whole) == ["10.213.0.2 . 198.18.2.8"]
     finally:
         for ns in (stepped, whole):
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)

@@ -302,7 +302,8 @@ class Server:
         for c in self.containers():
             # A box's own Docker volume has no labels; the warm pool's boxes leave theirs.
             volumes += [m["Name"] for m in c.get("Mounts") or () if m.get("Type") == "volume"]
-            api.remove_container(c["Id"], force=True)
+            with contextlib.suppress(docker.errors.NotFound):  # its removal finished meanwhile
+                api.remove_container(c["Id"], force=True)
         # A box's run folder is a tmpfs paddockd mounts (runtime/runfs.py): a container
         # removed here by the engine alone (the warm pool's) leaves its own mounted.
         for run in (self.dir / "data" / "boxes").glob("*/run"):

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -35,13 +37,20 @@ def test_piped_stdin_reaches_the_command(server: Server, box: str) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int) -> None:
     marker = f"{300 + sig}"
-    proc = subprocess.Popen(
-        [PADDOCK, "exec", box, "--", "sh", "-c", f"sleep {marker} & sleep {marker}; wait"],
-        env=server.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    # As from a terminal: a suite started in the background (`./scripts/test &` in a
+    # script) ignores SIGINT and SIGQUIT, and `paddock exec` keeps what it is started
+    # ignoring (as `nohup` would have it). A handler here is none in the child.
+    held = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [PADDOCK, "exec", box, "--", "sh", "-c", f"sleep {marker} & sleep {marker}; wait"],
+            env=server.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        signal.signal(signal.SIGINT, held)
     deadline = time.monotonic() + 20
     while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode != 0:
         assert time.monotonic() < deadline, "the command never started"
@@ -57,6 +66,11 @@ def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int
         mine = [
             line for line in listing.splitlines() if "paddock" in line and "paddockd" not in line
         ]
+        for line in list(mine):
+            pid = line.split()[0]
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                mine.append(pid + " " + " ".join(x for x in status if x.startswith("Sig")))
         proc.kill()
         pytest.fail(
             f"paddock exec outlived its {signal.Signals(sig).name} by 20 s:\n" + "\n".join(mine)
@@ -66,3 +80,31 @@ def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int
     while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode == 0:
         assert time.monotonic() < deadline, "the command outlived paddock exec"
         time.sleep(0.2)
+
+
+def test_a_signal_ignored_from_the_start_stays_ignored(server: Server, box: str) -> None:
+    """`nohup paddock exec ...`, or one in a script's background job: SIGINT does not end
+    it, whether it runs in the resident CLI process (the second time here) or in its own
+    (the first, which may start the resident); SIGTERM still does."""
+    for run in range(2):
+        marker = f"{400 + run}"
+        held = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proc = subprocess.Popen(
+                [PADDOCK, "exec", box, "--", "sleep", marker],
+                env=server.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        finally:
+            signal.signal(signal.SIGINT, held)
+        deadline = time.monotonic() + 20
+        while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode != 0:
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.5)
+        assert proc.poll() is None, f"run {run}: an ignored SIGINT ended paddock exec"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 128 + signal.SIGTERM

@@ -158,8 +158,10 @@ class _signals_end_the_command:
         # SIGBREAK: Ctrl-Break on Windows, which would otherwise end paddock before the
         # console's modes are restored.
         for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"):
-            if hasattr(signal, name):
-                number = getattr(signal, name)
+            number = getattr(signal, name, None)
+            # One ignored from the start stays ignored (`nohup`, a background job of a
+            # script), as the resident's launcher keeps it: the same either way.
+            if number is not None and signal.getsignal(number) != signal.SIG_IGN:
                 self._saved[number] = signal.signal(number, hang_up)
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,13 +35,11 @@ def test_piped_stdin_reaches_the_command(server: Server, box: str) -> None:
     assert done.stdout.strip() == b"0"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int) -> None:
-    marker = f"{300 + sig}"
-    # As from a terminal: a suite started in the background (`./scripts/test &` in a
-    # script) ignores SIGINT and SIGQUIT, and `paddock exec` keeps what it is started
-    # ignoring (as `nohup` would have it). A handler here is none in the child.
-    held = signal.signal(signal.SIGINT, signal.default_int_handler)
+def _sleeping(server: Server, box: str, marker: str, sigint: Any) -> subprocess.Popen[bytes]:
+    """`paddock exec BOX -- sh -c 'sleep MARKER & sleep MARKER; wait'`, started with SIGINT
+    as `sigint` has it (a handler here is none in the child; SIG_IGN stays ignored), once
+    its sleeps run in the box."""
+    held = signal.signal(signal.SIGINT, sigint)
     try:
         proc = subprocess.Popen(
             [PADDOCK, "exec", box, "--", "sh", "-c", f"sleep {marker} & sleep {marker}; wait"],
@@ -55,6 +54,16 @@ def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int
     while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode != 0:
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.2)
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_the_command_in_the_box(server: Server, box: str, sig: int) -> None:
+    marker = f"{300 + sig}"
+    # As from a terminal: a suite started in the background (`./scripts/test &` in a
+    # script) ignores SIGINT and SIGQUIT, and `paddock exec` keeps what it is started
+    # ignoring (as `nohup` would have it).
+    proc = _sleeping(server, box, marker, signal.default_int_handler)
     proc.send_signal(sig)
     try:
         code = proc.wait(timeout=20)
@@ -88,21 +97,7 @@ def test_a_signal_ignored_from_the_start_stays_ignored(server: Server, box: str)
     (the first, which may start the resident); SIGTERM still does."""
     for run in range(2):
         marker = f"{400 + run}"
-        held = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            proc = subprocess.Popen(
-                [PADDOCK, "exec", box, "--", "sleep", marker],
-                env=server.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-        finally:
-            signal.signal(signal.SIGINT, held)
-        deadline = time.monotonic() + 20
-        while server.cli("exec", box, "--", "pgrep", "-f", f"sleep {marker}").returncode != 0:
-            assert time.monotonic() < deadline, "the command never started"
-            time.sleep(0.2)
+        proc = _sleeping(server, box, marker, signal.SIG_IGN)
         proc.send_signal(signal.SIGINT)
         time.sleep(1.5)
         assert proc.poll() is None, f"run {run}: an ignored SIGINT ended paddock exec"

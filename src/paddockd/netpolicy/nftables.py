@@ -41,7 +41,8 @@ from ..domain.network import METADATA, NON_PUBLIC, Closed, closed_ranges
 from .base import BoxAddress, Flow
 from .conntrack import Conntrack
 from .libnft import Nft
-from .ports import Port, bridge_ports, host_networks, isolate, netns_id, pin_bridge
+from .ports import Port, bridge_ports, host_networks, isolate, pin_bridge
+from .rtnetlink import netns_id
 
 # How often to look for a system Docker's DOCKER-USER chain (it may start after us).
 DOCKER_CHECK_SECONDS = 20.0

@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import socket
-import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..domain.errors import IsolationFailed
 from . import rtnetlink
-
-# linux/rtnetlink.h and linux/net_namespace.h
-_RTM_GETNSID = 90
-_NLMSG_ERROR = 2
-_NLM_F_REQUEST = 1
-_NETNSA_NSID = 1
-_NETNSA_PID = 2
 
 
 @dataclass(frozen=True)
@@ -42,32 +34,12 @@ def _ip(*args: str) -> subprocess.CompletedProcess[str]:
 
 def bridge_ports(bridge: str) -> list[Port]:
     """The bridge's ports. Listing them also makes the kernel number the far ends'
-    namespaces, which `netns_id` then reads."""
+    namespaces, which `rtnetlink.netns_id` then reads."""
     try:
         links = rtnetlink.ports_of(socket.if_nametoindex(bridge))
     except OSError as exc:
         raise IsolationFailed(f"cannot list the ports of bridge {bridge}: {exc}") from None
     return [Port(link.name, link.netnsid, link.isolated) for link in links]
-
-
-def netns_id(pid: int) -> int | None:
-    """The host's id for the network namespace of process `pid` (None if it has none, or
-    the process is gone: a box whose init just exited is then one port left unbound, not
-    a failed sync for every box)."""
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
-        nl.settimeout(2)
-        body = struct.pack("=B3x", socket.AF_UNSPEC) + struct.pack("=HHI", 8, _NETNSA_PID, pid)
-        nl.send(struct.pack("=IHHII", 16 + len(body), _RTM_GETNSID, _NLM_F_REQUEST, 1, 0) + body)
-        data = nl.recv(4096)
-    length, kind = struct.unpack_from("=IH", data)
-    if kind == _NLMSG_ERROR:
-        return None
-    # Its attributes follow the header and rtgenmsg (20 bytes).
-    found = rtnetlink.attributes(data, 20, min(length, len(data))).get(_NETNSA_NSID)
-    if found is None or len(found) < 4:
-        return None
-    (nsid,) = struct.unpack_from("=i", found)
-    return int(nsid) if nsid >= 0 else None
 
 
 def isolate(port: str) -> None:

@@ -22,6 +22,9 @@ _RTM_NEWLINK = 16
 _RTM_GETLINK = 18
 _RTM_NEWADDR = 20
 _RTM_GETADDR = 22
+_RTM_GETNSID = 90
+_NETNSA_NSID = 1
+_NETNSA_PID = 2
 _IFLA_IFNAME = 3
 _IFLA_MASTER = 10
 _IFLA_LINKINFO = 18
@@ -173,3 +176,26 @@ def ipv4_networks(skip: int | None = None) -> list[str]:
         if addr is not None and len(addr) == 4:
             found.append(f"{ipaddress.IPv4Address(bytes(addr))}/{prefix}")
     return found
+
+
+def netns_id(pid: int) -> int | None:
+    """This namespace's id for the network namespace of process `pid` (None if it has
+    none, or the process is gone: a box whose init just exited is then one port left
+    unbound, not a failed sync for every box)."""
+    body = struct.pack("=B3x", socket.AF_UNSPEC) + _attr(_NETNSA_PID, struct.pack("=I", pid))
+    request = _HEADER.pack(_HEADER.size + len(body), _RTM_GETNSID, _NLM_F_REQUEST, 1, 0) + body
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
+        nl.settimeout(2)
+        nl.send(request)
+        data = nl.recv(4096)
+    if len(data) < _HEADER.size + 4:
+        return None
+    length, kind, _, _, _ = _HEADER.unpack_from(data)
+    if kind == _NLMSG_ERROR:
+        return None
+    # Its attributes follow the header and rtgenmsg (4 bytes).
+    found = attributes(data, _HEADER.size + 4, min(length, len(data))).get(_NETNSA_NSID)
+    if found is None or len(found) < 4:
+        return None
+    (nsid,) = struct.unpack_from("=i", found)
+    return int(nsid) if nsid >= 0 else None

@@ -9,8 +9,11 @@ boxes, so that boxes spread over the machine instead of piling onto CPU 0.
 from __future__ import annotations
 
 import math
+import os
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 def parse(text: str) -> set[int]:
@@ -40,3 +43,65 @@ def pick(cpus: float, host: Iterable[int], taken: Iterable[set[int]]) -> set[int
     for other in taken:
         load.update(other)
     return set(sorted(available, key=lambda c: (load[c], c))[:want])
+
+
+class Placements:
+    """The running boxes' cpusets, so that placing one box does not inspect all the others
+    every time. Thread-safe: the lock also keeps two starts from choosing the same CPUs.
+
+    What paddockd starts, stops and removes keeps it current. The engine's listings of
+    running boxes, taken for the network's sync (running.py), are handed over with
+    `running` and applied at the next choice: a box that stopped on its own only weighs on
+    choices until then, and one running from before paddockd started is inspected once.
+    `cpuset_of`: a box's cpuset as the engine has it (None once it is gone); `host`: the
+    CPUs boxes may have."""
+
+    def __init__(
+        self,
+        cpuset_of: Callable[[str], set[int] | None],
+        host: Callable[[], set[int]] = lambda: os.sched_getaffinity(0),
+    ) -> None:
+        self._cpuset_of = cpuset_of
+        self._host = host
+        self._lock = threading.Lock()
+        self._cpusets: dict[str, set[int]] = {}
+        self._placed_at: dict[str, float] = {}
+        self._listed: tuple[set[str], float] | None = None
+
+    def running(self, ids: set[str], since: float) -> None:
+        """A listing begun at `since` (time.monotonic) found these box containers running."""
+        with self._lock:
+            self._listed = (set(ids), since)
+
+    def place(self, cid: str, nano_cpus: int, keep: Callable[[set[int]], None]) -> set[int]:
+        """Choose the box's CPUs (the least used by the other running boxes) and `keep`
+        them (the engine's update, when they changed), as one step."""
+        with self._lock:
+            chosen = self._choose(cid, nano_cpus)
+            keep(chosen)
+            if cid:
+                self._cpusets[cid] = chosen
+                self._placed_at[cid] = time.monotonic()
+            return chosen
+
+    def unplace(self, cid: str) -> None:
+        with self._lock:
+            self._forget(cid)
+
+    def _choose(self, cid: str, nano_cpus: int) -> set[int]:
+        self._forget(cid)
+        if self._listed is not None:
+            (ids, since), self._listed = self._listed, None
+            # Absent from the listing is gone, unless placed after the listing began.
+            for gone in [c for c in self._cpusets if c not in ids and self._placed_at[c] < since]:
+                self._forget(gone)
+            for other in ids - set(self._cpusets) - {cid}:
+                if (cpus := self._cpuset_of(other)) is not None:
+                    self._cpusets[other] = cpus
+                    self._placed_at[other] = since
+        host = self._host()
+        return pick(nano_cpus / 1e9 or len(host), host, self._cpusets.values())
+
+    def _forget(self, cid: str) -> None:
+        self._cpusets.pop(cid, None)
+        self._placed_at.pop(cid, None)

@@ -12,7 +12,6 @@ import os
 import re
 import socket
 import tarfile
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
@@ -212,7 +211,6 @@ def parse_size(text: str) -> int:
 # The kernel's OOM killer picks a box's process before any of the host's (-1000..1000).
 BOX_OOM_SCORE_ADJ = 500
 FRESH_VIEWS_KEPT = 4096  # containers remembered as having fresh /proc views
-PLACE_LISTING_SECONDS = 10.0  # how often placing a box lists the running boxes' cpusets
 RUNNING_LISTING_SECONDS = 10.0  # how often `running` lists the engine's (see running.py)
 
 
@@ -252,13 +250,10 @@ class DockerRuntime:
         self._fresh_views: dict[str, int] = {}  # container -> LXCFS device it was fresh under
         self._drives = drives
         self._storage = BoxStorage(lambda: self.api, drives, disks, userns_base, instance)
-        # Running boxes' cpusets by container id, so placing one box does not inspect all
-        # the others every time; the lock keeps two starts from choosing the same CPUs.
-        self._cpusets: dict[str, set[int]] = {}
+        self._placements = cpuset.Placements(self._cpuset_of)
         self._sizes = True  # until the engine says its filesystem cannot enforce them
-        self._placing = threading.Lock()
-        self._placed_listing = 0.0  # when the running boxes' cpusets are next listed
         self._seen = RunningContainers(RUNNING_LISTING_SECONDS)
+        self._listing: asyncio.Task[None] | None = None  # a listing taken behind a sync
 
     @property
     def api(self) -> Any:
@@ -416,10 +411,9 @@ class DockerRuntime:
             if self._lxcfs is not None and profile != "sysbox" and not views:
                 log.warning("LXCFS is not answering: box %s sees the host's CPUs", spec.box_id)
             binds.update({host: {"bind": box, "mode": "ro"} for host, box in views.items()})
-            with self._placing:
-                # Chosen now as well as at every start: a new box's start need not ask
-                # the engine for an update of its config (20 ms) when nothing moved since.
-                chosen = self._choose("", int(spec.cpus * 1e9))
+            # Chosen now as well as at every start: a new box's start need not ask the
+            # engine for an update of its config (20 ms) when nothing moved since.
+            chosen = self._placements.place("", int(spec.cpus * 1e9), lambda _: None)
             host_config = self.api.create_host_config(
                 nano_cpus=int(spec.cpus * 1e9),
                 cpuset_cpus=cpuset.render(chosen),
@@ -650,31 +644,19 @@ class DockerRuntime:
     def _place(self, cid: str, mine: dict[str, Any]) -> None:
         """Give the box its cpuset (see cpuset.py), again at every start: the CPUs that were
         quiet when it last ran may not be now. `mine`: its host config."""
-        with self._placing:
-            chosen = self._choose(cid, int(mine.get("NanoCpus") or 0))
+
+        def keep(chosen: set[int]) -> None:
             if cpuset.parse(mine.get("CpusetCpus") or "") != chosen:
                 self.api.update_container(cid, cpuset_cpus=cpuset.render(chosen))
-            self._cpusets[cid] = chosen
 
-    def _choose(self, cid: str, nano_cpus: int) -> set[int]:
-        """The CPUs the least used by the other running boxes (under `_placing`)."""
-        self._cpusets.pop(cid, None)
-        if time.monotonic() >= self._placed_listing:
-            # The engine's listing grows with its containers (50 ms at 200): taken at
-            # most every PLACE_LISTING_SECONDS; in between, the boxes paddockd starts,
-            # stops and removes keep the cpusets current, and one that stopped on its
-            # own only weighs on the choice until the next listing.
-            running = self.api.containers(filters={"label": LABEL_BOX, "status": "running"})
-            ids = {str(c["Id"]) for c in running} - {cid}
-            for gone in set(self._cpusets) - ids:
-                del self._cpusets[gone]
-            for other in ids - set(self._cpusets):
-                with contextlib.suppress(docker.errors.NotFound):
-                    text = self.api.inspect_container(other)["HostConfig"].get("CpusetCpus")
-                    self._cpusets[other] = cpuset.parse(text or "")
-            self._placed_listing = time.monotonic() + PLACE_LISTING_SECONDS
-        cpus = nano_cpus / 1e9 or len(os.sched_getaffinity(0))
-        return cpuset.pick(cpus, os.sched_getaffinity(0), self._cpusets.values())
+        self._placements.place(cid, int(mine.get("NanoCpus") or 0), keep)
+
+    def _cpuset_of(self, cid: str) -> set[int] | None:
+        try:
+            text = self.api.inspect_container(cid)["HostConfig"].get("CpusetCpus")
+        except docker.errors.NotFound:
+            return None
+        return cpuset.parse(text or "")
 
     async def start(self, cid: str) -> None:
         def work() -> None:
@@ -695,11 +677,7 @@ class DockerRuntime:
     async def stop(self, cid: str, timeout: int) -> None:
         await self._run(lambda: self.api.stop(cid, timeout=timeout))
         self._seen.gone(cid)
-        self._unplace(cid)
-
-    def _unplace(self, cid: str) -> None:
-        with self._placing:
-            self._cpusets.pop(cid, None)
+        self._placements.unplace(cid)
 
     async def set_hostname(self, cid: str, hostname: str) -> None:
         def work() -> None:
@@ -737,7 +715,7 @@ class DockerRuntime:
             run = None if retired else _run_bind(data)
             with contextlib.suppress(docker.errors.NotFound):
                 self.api.remove_container(cid, force=True, v=True)
-            self._unplace(cid)
+            self._placements.unplace(cid)
             self._storage.release(cid, run)
 
         await self._run(work)
@@ -793,18 +771,37 @@ class DockerRuntime:
         return [self._info(row) for row in rows]
 
     async def running(self, labels: dict[str, str]) -> list[ContainerInfo]:
-        if self._seen.listing_due(time.monotonic()):
-            self._seen.listing()
-            filters = {"label": LABEL_BOX, "status": "running"}
-            try:
-                rows = await self._run(lambda: self.api.containers(filters=filters))
-            except BaseException:
-                self._seen.listing_failed()
-                raise
-            self._seen.listed((self._info(row) for row in rows), time.monotonic())
+        if self._seen.never_listed():
+            await self._list_running()
+        elif self._seen.listing_due(time.monotonic()) and self._listing is None:
+            # Behind the caller (at 500 boxes a listing takes 100-250 ms, and every create
+            # and start syncs the network): what paddockd starts, stops and inspects keeps
+            # the view current meanwhile (running.py).
+            self._listing = asyncio.get_running_loop().create_task(self._list_behind())
         for cid in self._seen.unseen():
             await self.inspect(cid)
         return self._seen.matching(labels)
+
+    async def _list_running(self) -> None:
+        began = time.monotonic()
+        self._seen.listing()
+        filters = {"label": LABEL_BOX, "status": "running"}
+        try:
+            rows = await self._run(lambda: self.api.containers(filters=filters))
+        except BaseException:
+            self._seen.listing_failed()
+            raise
+        infos = [self._info(row) for row in rows]
+        self._seen.listed(infos, time.monotonic())
+        self._placements.running({i.id for i in infos}, began)
+
+    async def _list_behind(self) -> None:
+        try:
+            await self._list_running()
+        except Exception as exc:  # the next sync that finds it due tries again
+            log.warning("listing the running boxes failed: %s", exc)
+        finally:
+            self._listing = None
 
     async def commit(self, cid: str, repository: str, tag: str) -> str:
         def work() -> Any:

@@ -5,9 +5,11 @@ containers: ~55 ms at 200).
 paddockd starts every box container itself, and inspects each one it started before the
 sync that follows: what it starts, stops, removes and inspects keeps the view current, and
 a full listing at least every `every` seconds catches the rest (a box whose init exited on
-its own). A container seen stopped late is harmless to the rules: the bridge binds each
-address to its box's port and MAC, and that port went with the container. An address the
-engine gives again belongs to the container seen with it last, never to two boxes.
+its own). Only the first listing is waited for; later ones are taken behind the sync that
+found them due (runtime/docker.py) and serve the next. A container seen stopped late is
+harmless to the rules: the bridge binds each address to its box's port and MAC, and that
+port went with the container. An address the engine gives again belongs to the container
+seen with it last, never to two boxes.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ class RunningContainers:
 
     def listing_due(self, now: float) -> bool:
         return now >= self._due
+
+    def never_listed(self) -> bool:
+        """No listing has succeeded yet: nothing is known of what ran before paddockd."""
+        return self._due == 0.0
 
     def listing(self) -> None:
         """A full listing is being taken: what changes meanwhile outranks it."""

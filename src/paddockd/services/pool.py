@@ -233,7 +233,8 @@ class WarmPool:
         finally:
             self._busy -= 1
             self._last_user = time.monotonic()
-            self._wake.set()
+            if self._wanted() is not None:
+                self._wake.set()
 
     def status(self) -> PoolStatus:
         cpus, memory = self.held()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -376,3 +377,34 @@ async def test_the_owner_resizes_the_pool_while_it_runs(pool: Pool) -> None:
     await settings.set("pool.max_boxes", 0)
     await pool.fill()
     assert pool.ready() == {} and await pool.unclaimed() == []
+
+
+async def test_a_users_request_wakes_the_pool_only_when_it_lacks_boxes(pool: Pool) -> None:
+    """A full pool's round lists every container: after each user's create, at 500 boxes
+    that listing was the engine's time the user's next command waited on."""
+    await pool.fill()
+    rounds = 0
+    fill = pool.wired.pool.fill
+
+    async def counted() -> None:
+        nonlocal rounds
+        rounds += 1
+        await fill()
+
+    pool.wired.pool.fill = counted  # type: ignore[method-assign]
+    loop = asyncio.create_task(pool.wired.pool.run())
+    try:
+        await asyncio.sleep(0.2)
+        assert rounds == 1  # its first round, after adopting
+        async with pool.wired.pool.user_work():
+            pass
+        await asyncio.sleep(0.2)
+        assert rounds == 1  # full: nothing to make
+        await pool.boxes.create("taker", None, 600, None)  # claims a ready box
+        await asyncio.sleep(0.2)
+        assert rounds == 2 and pool.ready() == {"small": 2}
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+        await pool.wired.pool.drain()

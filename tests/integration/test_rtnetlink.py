@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from paddockd.domain.errors import IsolationFailed
+from paddockd.domain.network import policy
 from paddockd.netpolicy import ports
+from paddockd.netpolicy.base import BoxAddress
+from paddockd.netpolicy.nftables import NftablesPolicy
 
 
 def ip(*args: str) -> str:
@@ -72,3 +76,32 @@ def test_host_networks_skip_the_bridge_alone(bridge: str) -> None:
 def test_a_missing_bridge_is_a_clear_failure() -> None:
     with pytest.raises(IsolationFailed, match="pdt-none"):
         ports.bridge_ports("pdt-none")
+
+
+def test_a_box_is_bound_by_its_init_and_asked_for_again_once_it_exits(bridge: str) -> None:
+    """A kept pid is the box's only while its init lives: afterwards the number can go to
+    another box's process, whose port the box must never be bound to."""
+    tag = bridge.removeprefix("pdtbr")
+    init = subprocess.Popen(["ip", "netns", "exec", f"pdtest-ns-{tag}", "sleep", "60"])
+    asked: list[str] = []
+
+    def pid_of(cid: str) -> int:
+        asked.append(cid)
+        return init.pid if init.poll() is None else 0
+
+    net = NftablesPolicy(bridge, "10.250.77.1/28", pid_of=pid_of)
+    box = BoxAddress("b1", "10.250.77.2", policy("allow-all"), "c1", "02:42:0a:fa:4d:02")
+    try:
+        for _ in range(50):  # until `ip netns exec` has joined the namespace
+            if net._bind([box], ports.bridge_ports(bridge))[0]:
+                break
+            asked.clear()
+            time.sleep(0.05)
+        for _ in range(2):
+            assert net._bind([box], ports.bridge_ports(bridge)) == ({box.ip: f"pdth1{tag}"}, {})
+        assert asked == ["c1"]  # kept while it lives
+    finally:
+        init.kill()
+        init.wait()
+    bound, failed = net._bind([box], ports.bridge_ports(bridge))
+    assert len(asked) > 1 and bound == {} and "0 ports" in failed["b1"]  # asked anew

@@ -40,9 +40,10 @@ from ..domain.errors import PaddockError
 from ..domain.network import METADATA, NON_PUBLIC, Closed, closed_ranges
 from .base import BoxAddress, Flow
 from .conntrack import Conntrack
+from .inits import Inits
 from .libnft import Nft
 from .ports import Port, bridge_ports, host_networks, isolate, pin_bridge
-from .rtnetlink import netns_id
+from .rtnetlink import NamespaceIds
 
 # How often to look for a system Docker's DOCKER-USER chain (it may start after us).
 DOCKER_CHECK_SECONDS = 20.0
@@ -386,7 +387,6 @@ class NftablesPolicy:
         self._bridge = bridge
         self._cidr = bridge_cidr
         self._dns_port = dns_port
-        self._pid_of = pid_of
         self._refuse_non_public = refuse_non_public
         self._open = open_ranges
         self._builds = builds  # (bridge, gateway/subnet) of image builds
@@ -400,7 +400,7 @@ class NftablesPolicy:
         self._timed: dict[str, dict[tuple[str, str], float]] = {"learned": {}, "intercept": {}}
         self._counted: dict[tuple[str, ...], int] = {}
         self._pending: list[Flow] = []
-        self._pids: dict[str, int] = {}  # container id -> its init's pid, as last asked
+        self._inits = Inits(pid_of)
         self._restored = False
         self._next_docker_check = 0.0
         # What the last rewrite was made of; a sync that would write the same rules again
@@ -555,31 +555,34 @@ class NftablesPolicy:
                 by_ns.setdefault(port.netnsid, []).append(port.name)
         bound: dict[str, str] = {}
         failed: dict[str, str] = {}
-        live = {b.container_id for b in boxes}
-        self._pids = {cid: pid for cid, pid in self._pids.items() if cid in live}
-        for box in boxes:
-            if not box.container_id or not box.mac:
-                failed[box.box_id] = "the engine reported no container or MAC address"
-                continue
-            found: list[str] = []
-            for fresh in (False, True):
-                # A cached pid goes stale when the container restarts: ask again once.
-                if fresh or box.container_id not in self._pids:
-                    self._pids[box.container_id] = self._pid_of(box.container_id)
-                try:
-                    nsid = netns_id(self._pids[box.container_id])
-                except OSError:
-                    nsid = None
-                found = by_ns.get(nsid, []) if nsid is not None else []
-                if found:
-                    break
-            if len(found) == 1:
-                bound[box.ip] = found[0]
-            else:
-                failed[box.box_id] = (
-                    f"{len(found)} ports of bridge {self._bridge} lead to its network namespace"
-                )
+        self._inits.keep_only(b.container_id for b in boxes if b.container_id)
+        with NamespaceIds() as ids:
+            for box in boxes:
+                if not box.container_id or not box.mac:
+                    failed[box.box_id] = "the engine reported no container or MAC address"
+                    continue
+                found = self._ports_of(box.container_id, by_ns, ids)
+                if len(found) == 1:
+                    bound[box.ip] = found[0]
+                else:
+                    failed[box.box_id] = (
+                        f"{len(found)} ports of bridge {self._bridge} lead to its network namespace"
+                    )
         return bound, failed
+
+    def _ports_of(self, cid: str, by_ns: dict[int, list[str]], ids: NamespaceIds) -> list[str]:
+        found: list[str] = []
+        for fresh in (False, True):
+            # Not found by the init kept from before: ask the engine for it once more.
+            pid = self._inits.pid(cid, fresh)
+            try:
+                nsid = ids.of(pid) if pid else None
+            except OSError:
+                nsid = None
+            found = by_ns.get(nsid, []) if nsid is not None else []
+            if found:
+                break
+        return found
 
     def box_at(self, ip: str) -> BoxAddress | None:
         return self._boxes.get(ip)

@@ -20,9 +20,9 @@ def attr(kind: int, value: bytes) -> bytes:
     return struct.pack("=HH", size, kind) + value + b"\0" * (-size % 4)
 
 
-def message(kind: int, body: bytes, flags: int = 0x2) -> bytes:
+def message(kind: int, body: bytes, flags: int = 0x2, seq: int = 1) -> bytes:
     size = 16 + len(body)
-    return struct.pack("=IHHII", size, kind, flags, 1, 0) + body + b"\0" * (-size % 4)
+    return struct.pack("=IHHII", size, kind, flags, seq, 0) + body + b"\0" * (-size % 4)
 
 
 DONE = message(3, struct.pack("=i", 0))
@@ -59,6 +59,9 @@ class FakeKernel:
             return self
 
         def __exit__(self, *exc: object) -> None:
+            pass
+
+        def close(self) -> None:
             pass
 
         def settimeout(self, seconds: float) -> None:
@@ -165,3 +168,14 @@ def test_a_process_namespace_id_or_none(kernel: FakeKernel) -> None:
     assert kind == 90  # RTM_GETNSID
     kernel.answers = [[message(2, struct.pack("=i", -3) + b"\0" * 16)]]  # ESRCH: gone
     assert rtnetlink.netns_id(1234) is None
+
+
+def test_namespace_ids_over_one_socket_match_answers_to_questions(kernel: FakeKernel) -> None:
+    def nsid(value: int, seq: int) -> bytes:
+        return message(88, struct.pack("=B3x", 0) + attr(1, struct.pack("=i", value)), seq=seq)
+
+    # The second question's datagrams begin with the first's answer, come late: skipped.
+    kernel.answers = [[nsid(4, 1)], [nsid(4, 1), nsid(9, 2)]]
+    with rtnetlink.NamespaceIds() as ids:
+        assert (ids.of(10), ids.of(11)) == (4, 9)
+    assert [struct.unpack_from("=I", r, 8)[0] for r in kernel.requests] == [1, 2]

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from . import diskcopy, diskfile
 from .drivefs import KEEP_SPARSE, Folder, locked, locked_file, make_ext4, new_ext4, run
+from .loopdev import mount_image
 
 log = logging.getLogger("paddockd.disks")
 
@@ -303,7 +304,7 @@ class BoxDisks:
         st = layer.stat()
         # nodev: no device of the box's making opens through its own filesystem. Not
         # nosuid: a setuid program the box upgrades (sudo) lands in this layer.
-        run("mount", "-o", f"loop,nodev,{KEEP_SPARSE}", str(image), str(layer))
+        mount_image(image, layer, f"nodev,{KEEP_SPARSE}")
         os.chown(layer, st.st_uid, st.st_gid)
         os.chmod(layer, st.st_mode & 0o7777)
         with contextlib.suppress(OSError):

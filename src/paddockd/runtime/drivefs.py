@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import diskcopy
+from .loopdev import mount_image
 
 log = logging.getLogger("paddockd.drives")
 
@@ -270,7 +271,7 @@ class DriveFs:
     def _mount(self, image: Path, point: Path) -> None:
         point.mkdir(mode=0o700, exist_ok=True)
         # A box must not gain devices or setuid programs through its own filesystem.
-        run("mount", "-o", f"loop,nodev,nosuid,{KEEP_SPARSE}", str(image), str(point))
+        mount_image(image, point, f"nodev,nosuid,{KEEP_SPARSE}")
 
 
 def available() -> str | None:

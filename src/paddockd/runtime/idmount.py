@@ -173,14 +173,17 @@ def clone_idmapped(source: str | Path, target: str | Path, userns: Userns) -> No
         os.close(tree)
 
 
-def mount(source: str, target: str | Path, fstype: str, options: str, bind: bool = False) -> None:
-    """mount(2); a bind is made private at once (see `clone_idmapped`)."""
+def mount(
+    source: str, target: str | Path, fstype: str, options: str, bind: bool = False, flags: int = 0
+) -> None:
+    """mount(2), `options` its data and `flags` its MS_ flags; a bind is made private at once
+    (see `clone_idmapped`)."""
     _checked(
         _libc.mount(
             source.encode(),
             os.fsencode(target),
             fstype.encode() or None,
-            _MS_BIND if bind else 0,
+            flags | (_MS_BIND if bind else 0),
             options.encode() or None,
         ),
         f"mount {fstype or 'bind'} on {target}",

@@ -1,0 +1,103 @@
+"""A filesystem image mounted through a loop device, as `mount -o loop` mounts it, without
+util-linux's look at every loop device for one already on the image: it reads each one's
+backing file, and every box has two (its disk, its Docker volume), so at 500 boxes a
+mount took 30 ms against 10 this way, on each create.
+
+A free device from the kernel (LOOP_CTL_GET_FREE), the image attached to it in one call
+with autoclear (LOOP_CONFIGURE: the device is freed with the mount's end, as util-linux's
+are), then mount(2). Two mounts at once may be given the same free device: the second's
+attach fails busy and it asks again. Where the kernel has no LOOP_CONFIGURE (before 5.8),
+`mount -o loop` does it all. Nothing here refuses a second device on an image that is
+mounted already, as util-linux's look did: each caller mounts an image under its own lock,
+after finding it not mounted (drivefs.py, boxdisk.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import struct
+import time
+from pathlib import Path
+
+from .idmount import mount
+
+_LOOP_CTL_GET_FREE = 0x4C82
+_LOOP_CONFIGURE = 0x4C0A
+_LOOP_CLR_FD = 0x4C01
+_LO_FLAGS_AUTOCLEAR = 4
+# struct loop_config: fd, block_size, struct loop_info64, 8 reserved u64.
+_CONFIG = struct.Struct("=II5Q4I64s64s32s2Q8Q")
+# mount(8)'s option words that are mount(2) flags; the rest go to the filesystem.
+_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024}
+_TRIES = 20
+
+
+def mount_image(image: Path, target: Path, options: str, fstype: str = "ext4") -> None:
+    """Mount the filesystem in `image` at `target` with mount(8)'s `options` (no `loop`)."""
+    flags, data = _split(options)
+    fd = os.open(image, (os.O_RDONLY if flags & _FLAGS["ro"] else os.O_RDWR) | os.O_CLOEXEC)
+    try:
+        for _ in range(_TRIES):
+            number = _free()
+            device = f"/dev/loop{number}"
+            try:
+                dev = os.open(device, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:  # just made: its node comes a moment later
+                time.sleep(0.002)
+                continue
+            try:
+                try:
+                    fcntl.ioctl(dev, _LOOP_CONFIGURE, _config(fd, image))
+                except OSError as exc:
+                    if exc.errno == errno.EBUSY:  # taken by another mount meanwhile
+                        continue
+                    if exc.errno in (errno.EINVAL, errno.ENOTTY):  # no LOOP_CONFIGURE
+                        _mount_by_util_linux(image, target, options)
+                        return
+                    raise
+                try:
+                    mount(device, target, fstype, data, flags=flags)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        fcntl.ioctl(dev, _LOOP_CLR_FD)
+                    raise
+                return
+            finally:
+                os.close(dev)  # the mount holds the device from here on
+        raise OSError(errno.EBUSY, f"no free loop device for {image} after {_TRIES} tries")
+    finally:
+        os.close(fd)
+
+
+def _split(options: str) -> tuple[int, str]:
+    flags, data = 0, []
+    for word in filter(None, options.split(",")):
+        if word in _FLAGS:
+            flags |= _FLAGS[word]
+        else:
+            data.append(word)
+    return flags, ",".join(data)
+
+
+def _free() -> int:
+    ctl = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+    try:
+        return fcntl.ioctl(ctl, _LOOP_CTL_GET_FREE)
+    finally:
+        os.close(ctl)
+
+
+def _config(fd: int, image: Path) -> bytes:
+    # loop_info64: device, inode, rdevice, offset, sizelimit; number, encryption type and
+    # key size, flags; the file's name (what `losetup -a` shows), crypt name, key, init.
+    info = (0, 0, 0, 0, 0, 0, 0, 0, _LO_FLAGS_AUTOCLEAR, os.fsencode(image)[:63], b"", b"", 0, 0)
+    return _CONFIG.pack(fd, 0, *info, *(0,) * 8)
+
+
+def _mount_by_util_linux(image: Path, target: Path, options: str) -> None:
+    from .drivefs import run  # drivefs mounts through this module
+
+    run("mount", "-o", f"loop,{options}", str(image), str(target))

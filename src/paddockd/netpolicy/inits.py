@@ -5,15 +5,23 @@ asked by pid. A pid kept from an earlier sync is only the init's while the init 
 once it exits (its container restarted behind paddockd's back, say by an engine restart)
 the number can go to any process, another box's too, and the box would be bound to that
 box's port. So each pid is held with a pidfd, and one poll(2) per sync over all of them
-finds those that exited; their containers are asked again.
+finds those that exited; their containers are asked again. The engine may name an init
+that has just exited (its record lags the exit): a pid is kept only when, with its pidfd
+open, its process is in the container's own cgroup.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import select
 from collections.abc import Callable, Iterable
+
+# A container's cgroup as the engine names it: its id (cgroupfs), or docker-ID.scope
+# (systemd). A box names the cgroups it makes inside its own as it likes, never above it.
+_CONTAINER = re.compile(r"(?:docker-)?([0-9a-f]{64})(?:\.scope)?")
 
 
 class Inits:
@@ -47,8 +55,16 @@ class Inits:
                 return 0
             try:
                 fd = os.pidfd_open(pid)
-            except OSError:
+            except ProcessLookupError:
                 return 0  # exited already
+            try:
+                kept = in_container(pid, cid) and not _exited(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            if not kept:
+                os.close(fd)
+                return 0
             self._held[cid] = (pid, fd)
         return self._held[cid][0]
 
@@ -61,3 +77,32 @@ class Inits:
         if held is not None:
             with contextlib.suppress(OSError):
                 os.close(held[1])
+
+
+def in_container(pid: int, cid: str) -> bool:
+    """Whether the first container a process's cgroup path names is `cid` (a path naming
+    none, a host process's, is no other box's either)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            text = f.read(65536)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ESRCH):
+            return False
+        raise
+    named = first_container(text)
+    return named is None or (len(cid) >= 12 and named.startswith(cid))
+
+
+def first_container(cgroups: str) -> str | None:
+    """The first container id on the paths of a /proc/PID/cgroup."""
+    for line in cgroups.splitlines():
+        for part in line.split(":", 2)[-1].split("/"):
+            if (found := _CONTAINER.fullmatch(part)) is not None:
+                return found.group(1)
+    return None
+
+
+def _exited(pidfd: int) -> bool:
+    poller = select.poll()  # not select(2): a pidfd's number may pass FD_SETSIZE
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))

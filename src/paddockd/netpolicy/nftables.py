@@ -574,10 +574,10 @@ class NftablesPolicy:
         found: list[str] = []
         for fresh in (False, True):
             # Not found by the init kept from before: ask the engine for it once more.
-            pid = self._inits.pid(cid, fresh)
             try:
+                pid = self._inits.pid(cid, fresh)
                 nsid = ids.of(pid) if pid else None
-            except OSError:
+            except OSError:  # the box stays unbound: its traffic is dropped
                 nsid = None
             found = by_ns.get(nsid, []) if nsid is not None else []
             if found:

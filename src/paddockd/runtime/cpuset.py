@@ -69,9 +69,11 @@ class Placements:
         self._listed: tuple[set[str], float] | None = None
 
     def running(self, ids: set[str], since: float) -> None:
-        """A listing begun at `since` (time.monotonic) found these box containers running."""
-        with self._lock:
-            self._listed = (set(ids), since)
+        """A listing begun at `since` (time.monotonic) found these box containers running.
+        Called on the event loop: it never waits for `_lock`, which a start holds while
+        the engine updates a box (one assignment; a listing lost to a choice made at the
+        same moment is replaced by the next)."""
+        self._listed = (set(ids), since)
 
     def place(self, cid: str, nano_cpus: int, keep: Callable[[set[int]], None]) -> set[int]:
         """Choose the box's CPUs (the least used by the other running boxes) and `keep`
@@ -90,8 +92,9 @@ class Placements:
 
     def _choose(self, cid: str, nano_cpus: int) -> set[int]:
         self._forget(cid)
-        if self._listed is not None:
-            (ids, since), self._listed = self._listed, None
+        listed, self._listed = self._listed, None
+        if listed is not None:
+            ids, since = listed
             # Absent from the listing is gone, unless placed after the listing began.
             for gone in [c for c in self._cpusets if c not in ids and self._placed_at[c] < since]:
                 self._forget(gone)

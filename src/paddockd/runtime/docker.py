@@ -254,6 +254,7 @@ class DockerRuntime:
         self._sizes = True  # until the engine says its filesystem cannot enforce them
         self._seen = RunningContainers(RUNNING_LISTING_SECONDS)
         self._listing: asyncio.Task[None] | None = None  # a listing taken behind a sync
+        self._first_listing = asyncio.Lock()
 
     @property
     def api(self) -> Any:
@@ -332,8 +333,12 @@ class DockerRuntime:
         await self._run(work)
 
     def container_pid(self, cid: str) -> int:
-        """The host pid of the container's init (blocking: for worker threads)."""
-        return int(self.api.inspect_container(cid)["State"]["Pid"] or 0)
+        """The host pid of the container's init, 0 when it has none (blocking: for worker
+        threads)."""
+        try:
+            return int(self.api.inspect_container(cid)["State"]["Pid"] or 0)
+        except docker.errors.NotFound:
+            return 0  # removed behind paddockd's back: one box unbound, not a failed sync
 
     def _isolation(self, profile: Profile) -> dict[str, Any]:
         """What a box gets per profile. Never --privileged, never seccomp/systempaths
@@ -653,10 +658,12 @@ class DockerRuntime:
 
     def _cpuset_of(self, cid: str) -> set[int] | None:
         try:
-            text = self.api.inspect_container(cid)["HostConfig"].get("CpusetCpus")
+            data = self.api.inspect_container(cid)
         except docker.errors.NotFound:
             return None
-        return cpuset.parse(text or "")
+        if not (data.get("State") or {}).get("Running"):
+            return None  # stopped since the listing that named it
+        return cpuset.parse(data["HostConfig"].get("CpusetCpus") or "")
 
     async def start(self, cid: str) -> None:
         def work() -> None:
@@ -772,7 +779,9 @@ class DockerRuntime:
 
     async def running(self, labels: dict[str, str]) -> list[ContainerInfo]:
         if self._seen.never_listed():
-            await self._list_running()
+            async with self._first_listing:  # two first syncs: one listing
+                if self._seen.never_listed():
+                    await self._list_running()
         elif self._seen.listing_due(time.monotonic()) and self._listing is None:
             # Behind the caller (at 500 boxes a listing takes 100-250 ms, and every create
             # and start syncs the network): what paddockd starts, stops and inspects keeps
@@ -788,10 +797,10 @@ class DockerRuntime:
         filters = {"label": LABEL_BOX, "status": "running"}
         try:
             rows = await self._run(lambda: self.api.containers(filters=filters))
+            infos = [self._info(row) for row in rows]
         except BaseException:
             self._seen.listing_failed()
             raise
-        infos = [self._info(row) for row in rows]
         self._seen.listed(infos, time.monotonic())
         self._placements.running({i.id for i in infos}, began)
 

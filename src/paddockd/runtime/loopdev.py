@@ -39,6 +39,7 @@ def mount_image(image: Path, target: Path, options: str, fstype: str = "ext4") -
     """Mount the filesystem in `image` at `target` with mount(8)'s `options` (no `loop`)."""
     flags, data = _split(options)
     fd = os.open(image, (os.O_RDONLY if flags & _FLAGS["ro"] else os.O_RDWR) | os.O_CLOEXEC)
+    missing = ""
     try:
         for _ in range(_TRIES):
             number = _free()
@@ -46,6 +47,7 @@ def mount_image(image: Path, target: Path, options: str, fstype: str = "ext4") -
             try:
                 dev = os.open(device, os.O_RDWR | os.O_CLOEXEC)
             except FileNotFoundError:  # just made: its node comes a moment later
+                missing = device
                 time.sleep(0.002)
                 continue
             try:
@@ -67,6 +69,8 @@ def mount_image(image: Path, target: Path, options: str, fstype: str = "ext4") -
                 return
             finally:
                 os.close(dev)  # the mount holds the device from here on
+        if missing:  # a /dev that makes no nodes (inside a container, say)
+            raise OSError(errno.ENODEV, f"{missing} did not appear in /dev for {image}")
         raise OSError(errno.EBUSY, f"no free loop device for {image} after {_TRIES} tries")
     finally:
         os.close(fd)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
-from paddockd.netpolicy.inits import Inits
+from paddockd.netpolicy.inits import Inits, first_container, in_container
+
+# The container these tests' processes are in, if they run in one.
+HERE = first_container(Path("/proc/self/cgroup").read_text()) or "c1"
 
 
 def test_a_kept_init_is_used_while_it_lives_and_asked_for_again_once_it_exits() -> None:
@@ -17,15 +21,15 @@ def test_a_kept_init_is_used_while_it_lives_and_asked_for_again_once_it_exits() 
 
     inits = Inits(pid_of)
     try:
-        assert inits.pid("c1") == init.pid
-        inits.keep_only(["c1"])
-        assert inits.pid("c1") == init.pid and asked == ["c1"]
-        assert inits.pid("c1", fresh=True) == init.pid and asked == ["c1", "c1"]
+        assert inits.pid(HERE) == init.pid
+        inits.keep_only([HERE])
+        assert inits.pid(HERE) == init.pid and asked == [HERE]
+        assert inits.pid(HERE, fresh=True) == init.pid and asked == [HERE, HERE]
     finally:
         init.kill()
         init.wait()  # its pid is free for any process from here on
-    inits.keep_only(["c1"])
-    assert inits.pid("c1") == 0 and asked == ["c1", "c1", "c1"]
+    inits.keep_only([HERE])
+    assert inits.pid(HERE) == 0 and asked == [HERE, HERE, HERE]
 
 
 def test_containers_no_longer_listed_are_forgotten() -> None:
@@ -33,10 +37,10 @@ def test_containers_no_longer_listed_are_forgotten() -> None:
     asked: list[str] = []
     inits = Inits(lambda cid: asked.append(cid) or init.pid)
     try:
-        inits.pid("c1")
+        inits.pid(HERE)
         inits.keep_only([])
-        inits.pid("c1")
-        assert asked == ["c1", "c1"]
+        inits.pid(HERE)
+        assert asked == [HERE, HERE]
         assert inits.pid("gone") == init.pid  # pid_of answers for any name here
         inits.close()
     finally:
@@ -47,5 +51,29 @@ def test_containers_no_longer_listed_are_forgotten() -> None:
 def test_a_container_without_an_init_is_not_kept() -> None:
     asked: list[str] = []
     inits = Inits(lambda cid: asked.append(cid) or 0)
-    assert inits.pid("c1") == 0 and inits.pid("c1") == 0
-    assert asked == ["c1", "c1"]
+    assert inits.pid(HERE) == 0 and inits.pid(HERE) == 0
+    assert asked == [HERE, HERE]
+
+
+A = "a" * 64
+B = "b" * 64
+
+
+def test_the_container_of_a_cgroup_path_is_the_first_one_named() -> None:
+    assert first_container(f"12:pids:/docker/{A}\n11:memory:/docker/{A}\n") == A
+    assert first_container(f"0::/system.slice/docker-{A}.scope/init.scope\n") == A
+    # A box names its own child cgroups as it likes: never a path above its own.
+    assert first_container(f"12:pids:/docker/{A}/{B}\n") == A
+    assert first_container("0::/user.slice/user-0.slice/session-1.scope\n") is None
+
+
+def test_a_process_of_another_container_is_not_its_init() -> None:
+    init = subprocess.Popen(["sleep", "60"])
+    try:
+        mine = first_container(Path(f"/proc/{init.pid}/cgroup").read_text())
+        assert in_container(init.pid, mine or A)  # none named: no other box's either
+        assert in_container(init.pid, B) is (mine is None)
+    finally:
+        init.kill()
+        init.wait()
+    assert not in_container(init.pid, A)  # gone

@@ -86,6 +86,12 @@ class Placements:
                 self._placed_at[cid] = time.monotonic()
             return chosen
 
+    def started(self, cid: str) -> None:
+        """The placed box's start returned: a listing begun before now may have missed it."""
+        with self._lock:
+            if cid in self._placed_at:
+                self._placed_at[cid] = time.monotonic()
+
     def unplace(self, cid: str) -> None:
         with self._lock:
             self._forget(cid)

@@ -677,6 +677,7 @@ class DockerRuntime:
                 self._storage.run_folder(run)  # a tmpfs does not outlive a reboot
             self._place(cid, data["HostConfig"])
             self.api.start(cid)
+            self._placements.started(cid)
 
         await self._run(work)
         self._seen.started(cid)

@@ -84,3 +84,12 @@ def test_a_box_running_from_before_is_inspected_once_and_weighs() -> None:
     assert places.place("new", 2 * ONE, nothing) == {2, 3}
     assert places.place("newer", ONE, nothing) == {0}
     assert sorted(asked) == ["old", "vanished"]  # once each; the vanished one is skipped
+
+
+def test_a_box_placed_before_a_listing_and_started_after_it_still_counts() -> None:
+    places = placements({})
+    assert places.place("a", ONE, nothing) == {0}
+    began = time.monotonic()  # a listing begins while a's start is under way ...
+    places.started("a")  # ... and a's start returns after it: the listing missed it
+    places.running(set(), began)
+    assert places.place("b", ONE, nothing) == {1}  # a's CPU still counts

@@ -53,8 +53,8 @@ class Placements:
     running boxes, taken for the network's sync (running.py), are handed over with
     `running` and applied at the next choice: a box that stopped on its own only weighs on
     choices until then, and one running from before paddockd started is inspected once.
-    `cpuset_of`: a box's cpuset as the engine has it (None once it is gone); `host`: the
-    CPUs boxes may have."""
+    `cpuset_of`: a running box's cpuset as the engine has it (None once it is not
+    running); `host`: the CPUs boxes may have."""
 
     def __init__(
         self,

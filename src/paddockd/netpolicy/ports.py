@@ -34,7 +34,7 @@ def _ip(*args: str) -> subprocess.CompletedProcess[str]:
 
 def bridge_ports(bridge: str) -> list[Port]:
     """The bridge's ports. Listing them also makes the kernel number the far ends'
-    namespaces, which `rtnetlink.netns_id` then reads."""
+    namespaces, which `rtnetlink.NamespaceIds` then reads."""
     try:
         links = rtnetlink.ports_of(socket.if_nametoindex(bridge))
     except OSError as exc:

@@ -218,9 +218,3 @@ class NamespaceIds:
             return None
         (nsid,) = struct.unpack_from("=i", found)
         return int(nsid) if nsid >= 0 else None
-
-
-def netns_id(pid: int) -> int | None:
-    """`NamespaceIds.of` for one process."""
-    with NamespaceIds() as ids:
-        return ids.of(pid)

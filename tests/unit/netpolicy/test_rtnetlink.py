@@ -156,18 +156,23 @@ def test_addresses_prefer_the_local_one_and_skip_a_link(kernel: FakeKernel) -> N
     assert rtnetlink.ipv4_networks(skip=5) == ["127.0.0.1/8", "10.9.0.1/32"]
 
 
+def one(pid: int) -> int | None:
+    with rtnetlink.NamespaceIds() as ids:
+        return ids.of(pid)
+
+
 def test_a_process_namespace_id_or_none(kernel: FakeKernel) -> None:
     answer = struct.pack("=B3x", 0) + attr(1, struct.pack("=i", 4))  # NETNSA_NSID
     kernel.answers = [
         [message(88, answer)],
         [message(88, struct.pack("=B3x", 0) + attr(1, struct.pack("=i", -1)))],
     ]
-    assert rtnetlink.netns_id(1234) == 4
-    assert rtnetlink.netns_id(1234) is None  # a namespace without an id here (its own)
+    assert one(1234) == 4
+    assert one(1234) is None  # a namespace without an id here (its own)
     kind, _ = struct.unpack_from("=HH", kernel.requests[0], 4)
     assert kind == 90  # RTM_GETNSID
     kernel.answers = [[message(2, struct.pack("=i", -3) + b"\0" * 16)]]  # ESRCH: gone
-    assert rtnetlink.netns_id(1234) is None
+    assert one(1234) is None
 
 
 def test_namespace_ids_over_one_socket_match_answers_to_questions(kernel: FakeKernel) -> None:

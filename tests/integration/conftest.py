@@ -115,21 +115,27 @@ def hostname() -> Iterator[str]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A failed test against the session's server carries what that server was doing: its
-    log's last lines up to the failure, then its threads' and tasks' stacks (paddockd's
-    SIGUSR1/SIGUSR2, src/paddockd/stacks.py), each a section of its own. The log goes with
-    the server at the end of the run."""
+    """A failed test carries what each server it used (the session's, or one of its own
+    fixtures') was doing: its log's last lines up to the failure, then its threads' and
+    tasks' stacks (paddockd's SIGUSR1/SIGUSR2, src/paddockd/stacks.py), each a section of
+    its own. A server's log goes with it when its fixture ends."""
     report = yield
-    srv = getattr(item, "funcargs", {}).get("server")
-    if report.when != "call" or not report.failed or not isinstance(srv, Server):
+    if report.when != "call" or not report.failed:
         return report
+    for name, srv in getattr(item, "funcargs", {}).items():
+        if isinstance(srv, Server):
+            _server_sections(report, name, srv)
+    return report
+
+
+def _server_sections(report: pytest.TestReport, name: str, srv: Server) -> None:
     log = srv.dir / "paddockd.log"
     try:
         before = log.read_bytes()
     except OSError:
-        return report
+        return
     lines = before.decode(errors="replace").splitlines()
-    report.sections.append(("paddockd's log (last 200 lines)", "\n".join(lines[-200:])))
+    report.sections.append((f"{name}: paddockd's log (last 200 lines)", "\n".join(lines[-200:])))
     if srv.proc is not None and srv.proc.poll() is None:
         for sig in (signal.SIGUSR1, signal.SIGUSR2):
             with contextlib.suppress(OSError):
@@ -138,5 +144,4 @@ def pytest_runtest_makereport(
         with contextlib.suppress(OSError), log.open("rb") as f:
             f.seek(len(before))
             stacks = f.read(1 << 20).decode(errors="replace")
-            report.sections.append(("paddockd's threads and tasks at the failure", stacks))
-    return report
+            report.sections.append((f"{name}: paddockd's threads and tasks", stacks))

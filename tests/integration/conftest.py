@@ -84,6 +84,16 @@ def make_server(engine: None, workdir: Path, dns_stub: DnsStub) -> Iterator[type
 
 @pytest.fixture
 def box(server: Server) -> Iterator[str]:
+    yield from _new_box(server)
+
+
+@pytest.fixture
+def other_box(server: Server) -> Iterator[str]:
+    """A second box of the session's server (a victim beside `box`, say)."""
+    yield from _new_box(server)
+
+
+def _new_box(server: Server) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     with server.client() as c:
         c.create_box(name, ttl=900)

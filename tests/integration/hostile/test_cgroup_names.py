@@ -6,12 +6,9 @@ attacker's bridge port through it."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
-import pytest
 
 from paddockd.netpolicy.inits import first_container, in_container
 
@@ -27,16 +24,6 @@ PLANT = (
 )
 
 
-@pytest.fixture
-def victim(server: Server) -> Iterator[str]:
-    name = f"v-{uuid.uuid4().hex[:6]}"
-    with server.client() as c:
-        c.create_box(name, ttl=600)
-    yield name
-    with server.client() as c:
-        c.delete_box(name, force=True)
-
-
 def container_of(server: Server, name: str) -> tuple[str, int]:
     with server.client() as c:
         box_id = c.get_box(name).id
@@ -46,8 +33,9 @@ def container_of(server: Server, name: str) -> tuple[str, int]:
 
 
 def test_a_cgroup_named_after_another_box_makes_no_process_its_init(
-    server: Server, box: str, victim: str
+    server: Server, box: str, other_box: str
 ) -> None:
+    victim = other_box
     attacker_cid, _ = container_of(server, box)
     victim_cid, victim_init = container_of(server, victim)
     with server.client() as c:

@@ -35,6 +35,7 @@ from ..domain.errors import (
     PaddockError,
 )
 from . import attach, cgroups, cpuset, drivefs, inbox, runfs, seccomp, upload
+from .agent import Agents, StartsAgent, Target
 from .base import (
     LABEL_BOX,
     LABEL_DISK,
@@ -47,6 +48,7 @@ from .base import (
     DiskSource,
     DiskUsage,
     EngineInfo,
+    ExecProcess,
     ExecSpec,
     FileInfo,
     FileKind,
@@ -255,6 +257,8 @@ class DockerRuntime:
         self._seen = RunningContainers(RUNNING_LISTING_SECONDS)
         self._listing: asyncio.Task[None] | None = None  # a listing taken behind a sync
         self._first_listing = asyncio.Lock()
+        self._agents = Agents(self._launch)
+        self._targets: dict[str, Target | None] = {}  # container -> where its agent listens
 
     @property
     def api(self) -> Any:
@@ -678,6 +682,7 @@ class DockerRuntime:
             self._place(cid, data["HostConfig"])
             self.api.start(cid)
             self._placements.started(cid)
+            self._agents.forget(cid)  # its agent went with its last run
 
         await self._run(work)
         self._seen.started(cid)
@@ -728,6 +733,8 @@ class DockerRuntime:
 
         await self._run(work)
         self._seen.gone(cid)
+        self._agents.forget(cid)
+        self._targets.pop(cid, None)
 
     async def sweep(self) -> None:
         await self._run(self._storage.sweep)
@@ -936,7 +943,44 @@ class DockerRuntime:
         return await self._run(work)
 
     # -- exec -------------------------------------------------------------------------
-    async def exec(self, cid: str, spec: ExecSpec) -> StartChecked:
+    async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess:
+        target = None if spec.tty else await self.agent_target(cid)
+        if target is not None:
+            proc = await self._agents.exec(cid, target, spec)
+            if proc is not None:
+                return proc
+        checked = await self.engine_exec(cid, spec)
+        if target is None:
+            return checked
+        return StartsAgent(checked, lambda: self._agents.wanted(cid, target))
+
+    async def agent_target(self, cid: str) -> Target | None:
+        """Where the container's exec agent listens; None where it can have none (no run
+        folder, or groups the engine adds to every exec)."""
+        if cid in self._targets:
+            return self._targets[cid]
+
+        def work() -> Target | None:
+            data = self.api.inspect_container(cid)
+            folder = _run_bind(data)
+            if folder is None or (data.get("HostConfig") or {}).get("GroupAdd"):
+                return None
+            env = (data.get("Config") or {}).get("Env") or ()
+            return Target(folder, any(str(e).startswith("HOME=") for e in env))
+
+        target = await self._run(work)
+        self._targets[cid] = target
+        return target
+
+    async def _launch(self, cid: str, spec: ExecSpec) -> None:
+        def work() -> None:
+            made = self.api.exec_create(cid, spec.cmd, environment=spec.env, user=spec.user)
+            self.api.exec_start(made["Id"], detach=True)
+
+        await self._run(work)
+
+    async def engine_exec(self, cid: str, spec: ExecSpec) -> StartChecked:
+        """The engine's own exec, never the box's agent (what the agent must match)."""
         def work(spec: ExecSpec) -> _DockerExec:
             began = time.monotonic()
             created = self.api.exec_create(
@@ -1015,7 +1059,7 @@ class DockerRuntime:
         return bool((data.get("State") or {}).get("Running"))
 
     async def _exec_in(self, cid: str) -> inbox.Exec:
-        async def run(spec: ExecSpec) -> StartChecked:
+        async def run(spec: ExecSpec) -> ExecProcess:
             return await self.exec(cid, spec)
 
         return run

@@ -1,0 +1,328 @@
+"""Commands started in a running box by its exec agent (runtime/agent_program.py), past
+the engine: a fork in the box instead of a runc per command (docker exec is ~45 ms of an
+exec's ~55 here, and grows with the number of boxes).
+
+The agent is started by one engine exec after a box's first command, and leaves after
+`IDLE_SECONDS` without one. Until it answers, and for anything it will not run exactly
+as the engine would (a TTY; a user, program or folder it cannot use: it runs nothing and
+says so), the engine's exec is used.
+
+The box owns the agent, its socket and everything it says. Nothing here follows a name
+in the box's run folder (the socket is opened by descriptor, checked to be a socket of
+the box's root), the command's stdio are fresh pipes paddockd hands over, and all that
+comes back is a frame of fixed size (the exit code) besides the command's output,
+which is untrusted as the engine's exec output is. A box that answers for its agent with
+something else only changes what its own commands appear to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import anyio
+import anyio.lowlevel
+
+from ..domain.errors import PaddockError
+from . import agent_program, proctree
+from .agent_program import EXIT, FRAME, KILL, REFUSED, STARTED
+from .base import STDERR, STDOUT, ExecProcess, ExecSpec, ExecWrapper
+
+log = logging.getLogger(__name__)
+
+
+# Lines of the two modules that the shipped program has once, or not at all.
+_SHIPPED_APART = ("from __future__ import annotations", "from .proctree import end_tree")
+
+
+def _program() -> str:
+    """The agent's source as the box runs it: proctree's (its tree kill), then its own."""
+    parts = []
+    for module in (proctree, agent_program):
+        text = Path(str(module.__file__)).read_text()
+        parts.append("\n".join(line for line in text.splitlines() if line not in _SHIPPED_APART))
+    return "from __future__ import annotations\n" + "\n".join(parts)
+
+
+PROGRAM = _program()
+# Named by the program's hash: after an upgrade paddockd never talks to an older agent,
+# which leaves once idle.
+SOCKET_NAME = ".paddock-agent-" + hashlib.sha256(PROGRAM.encode()).hexdigest()[:12]
+BOX_FOLDER = "/run/paddock"
+IDLE_SECONDS = 300
+START_SECONDS = 30.0  # for the agent's answer to a request: a box frozen or swamped
+RETRY_SECONDS = 120.0  # between starts of an agent that did not come (no python3?)
+KILL_SECONDS = 10.0  # proctree's freeze and grace, and a margin
+_CHUNK = 1 << 16
+
+
+class Target(NamedTuple):
+    """Where a container's agent listens (the host side of its run folder), and whether
+    its image sets HOME itself (runc adds HOME only where the environment has none)."""
+
+    folder: Path
+    keep_home: bool
+
+
+def boot(target: Target) -> ExecSpec:
+    """The engine exec that starts a box's agent (as the box's root; it leaves at once)."""
+    # No shell first: the agent keeps the engine's environment as the engine gives it
+    # (a shell exports it in an order of its own, and adds PWD). No python3: it fails to
+    # start, and is tried again after RETRY_SECONDS.
+    argv = [
+        "python3",
+        "-I",
+        "-S",
+        "-c",
+        'import os; exec(os.environ.pop("PADDOCK_AGENT"))',
+        f"{BOX_FOLDER}/{SOCKET_NAME}",
+        str(IDLE_SECONDS),
+        "1" if target.keep_home else "0",
+    ]
+    return ExecSpec(argv, {"PADDOCK_AGENT": PROGRAM}, "", "root")
+
+
+def connect(folder: Path) -> socket.socket | None:
+    """A connection to the agent in the run folder `folder`; None where none answers."""
+    try:
+        dirfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        node = os.open(SOCKET_NAME, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+    except OSError:
+        os.close(dirfd)
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        found, owner = os.fstat(node), os.fstat(dirfd)
+        if not stat.S_ISSOCK(found.st_mode) or found.st_uid != owner.st_uid:
+            raise OSError("not the agent's socket")
+        sock.setblocking(False)
+        sock.connect(f"/proc/self/fd/{node}")  # the inode checked, never a name again
+    except OSError:
+        sock.close()
+        return None
+    finally:
+        os.close(node)
+        os.close(dirfd)
+    return sock
+
+
+async def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    data = b""
+    while len(data) < size:
+        piece = await loop.sock_recv(sock, size - len(data))
+        if not piece:
+            break
+        data += piece
+    return data
+
+
+async def _frame(sock: socket.socket) -> tuple[int, int] | None:
+    """The agent's next frame (kind, value); None once it said nothing or hung up."""
+    data = await _recv_exactly(sock, FRAME.size)
+    return FRAME.unpack(data) if len(data) == FRAME.size else None
+
+
+async def start(conn: socket.socket, spec: ExecSpec) -> AgentExec | None:
+    """Ask the agent on `conn` to start `spec`; None when it will not (nothing ran: the
+    engine is asked instead). Takes `conn` in any case."""
+    body = json.dumps(
+        {"argv": spec.cmd, "env": spec.env, "user": spec.user, "cwd": spec.workdir}
+    ).encode()
+    pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(3 if spec.stdin else 2)]
+    stdin = pipes.pop(0) if spec.stdin else None
+    theirs = ([stdin[0]] if stdin else []) + [w for _, w in pipes]
+    ours = ([stdin[1]] if stdin else []) + [r for r, _ in pipes]
+    try:
+        socket.send_fds(conn, [struct.pack("!I", len(body))], theirs)
+        for fd in theirs:
+            os.close(fd)
+        theirs = []
+        await asyncio.get_running_loop().sock_sendall(conn, body)
+        with anyio.fail_after(START_SECONDS):
+            answer = await _frame(conn)
+    except (OSError, TimeoutError) as exc:
+        for fd in theirs + ours:
+            os.close(fd)
+        conn.close()
+        if isinstance(exc, TimeoutError):
+            # It may have started the command: the engine must not run it a second time.
+            raise PaddockError("the box did not start the command in time") from None
+        return None
+    if answer is None or answer[0] != STARTED:
+        for fd in ours:
+            os.close(fd)
+        conn.close()
+        if answer is not None and answer[0] == REFUSED:
+            return None
+        raise PaddockError("the box's exec agent hung up before starting the command")
+    for fd in ours:
+        os.set_blocking(fd, False)
+    return AgentExec(conn, ours[-2], ours[-1], stdin[1] if stdin else None)
+
+
+class AgentExec:
+    """A command the agent started: its output from paddockd's own pipes, its exit code
+    from the agent."""
+
+    def __init__(self, conn: socket.socket, out: int, err: int, stdin: int | None) -> None:
+        self._conn = conn
+        self._streams = {out: STDOUT, err: STDERR}
+        self._stdin = stdin
+        self._code: int | None = None
+        self._ended = anyio.Lock()
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        while self._streams:
+            got = False
+            for fd, kind in list(self._streams.items()):
+                try:
+                    data = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                got = True
+                if not data:
+                    del self._streams[fd]
+                    os.close(fd)
+                    continue
+                yield kind, data
+            if got:
+                await anyio.lowlevel.checkpoint()  # a command that never pauses holds no loop
+            else:
+                await _readable(list(self._streams))
+
+    async def wait(self) -> int:
+        async with self._ended:
+            if self._code is None:
+                frame = await _frame(self._conn)
+                # An agent gone before the command's end (the box stopped, or its root
+                # ended it) leaves the code unknown, as the engine's -1 does.
+                self._code = frame[1] if frame is not None and frame[0] == EXIT else -1
+        return self._code
+
+    async def write(self, data: bytes) -> None:
+        if self._stdin is None:
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._stdin, view) :]
+            except BlockingIOError:
+                await _writable(self._stdin)
+            except BrokenPipeError:
+                return  # the command stopped reading its input, as through the engine
+
+    async def close_stdin(self) -> None:
+        if self._stdin is not None:
+            os.close(self._stdin)
+            self._stdin = None
+
+    async def resize(self, cols: int, rows: int) -> None:
+        pass  # no TTY: such commands go through the engine
+
+    async def kill(self) -> None:
+        if self._code is not None:
+            return
+        with contextlib.suppress(OSError):
+            await asyncio.get_running_loop().sock_sendall(self._conn, FRAME.pack(KILL, 0))
+        with anyio.move_on_after(KILL_SECONDS):
+            await self.wait()
+
+    async def close(self) -> None:
+        for fd in list(self._streams):
+            os.close(fd)
+        self._streams.clear()
+        if self._stdin is not None:
+            os.close(self._stdin)
+            self._stdin = None
+        self._conn.close()
+
+
+async def _readable(fds: list[int]) -> None:
+    await _ready(fds, write=False)
+
+
+async def _writable(fd: int) -> None:
+    await _ready([fd], write=True)
+
+
+async def _ready(fds: list[int], write: bool) -> None:
+    """Until one of `fds` is ready (the event loop's own watch, as its sockets have)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    for fd in fds:
+        (loop.add_writer if write else loop.add_reader)(fd, wake)
+    try:
+        await ready
+    finally:
+        for fd in fds:
+            (loop.remove_writer if write else loop.remove_reader)(fd)
+
+
+class Agents:
+    """Each running box's agent: used where it answers, started where it does not."""
+
+    def __init__(self, launch: Callable[[str, ExecSpec], Awaitable[None]]) -> None:
+        self._launch = launch  # a detached engine exec
+        self._tried: dict[str, float] = {}  # container -> when its agent was last started
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def exec(self, cid: str, target: Target, spec: ExecSpec) -> AgentExec | None:
+        """`spec` started by the box's agent, or None: the engine's exec is for it."""
+        if spec.tty:
+            return None
+        conn = connect(target.folder)
+        if conn is None:
+            return None
+        return await start(conn, spec)
+
+    def wanted(self, cid: str, target: Target) -> None:
+        """Start the box's agent behind the caller, unless one was started lately."""
+        now = time.monotonic()
+        if now - self._tried.get(cid, -RETRY_SECONDS) < RETRY_SECONDS:
+            return
+        self._tried[cid] = now
+        task = asyncio.get_running_loop().create_task(self._start(cid, target))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, cid: str, target: Target) -> None:
+        try:
+            await self._launch(cid, boot(target))
+        except (PaddockError, OSError) as exc:
+            log.info("no exec agent in %s: %s", cid[:12], exc)
+
+    def forget(self, cid: str) -> None:
+        self._tried.pop(cid, None)
+
+
+class StartsAgent(ExecWrapper):
+    """An engine exec after which the box's agent is wanted (started behind it: not
+    beside the user's first command, which it would slow)."""
+
+    def __init__(self, proc: ExecProcess, then: Callable[[], None]) -> None:
+        super().__init__(proc)
+        self._then = then
+
+    async def close(self) -> None:
+        await super().close()
+        self._then()

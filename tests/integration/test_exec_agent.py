@@ -1,0 +1,237 @@
+"""The exec agent (runtime/agent.py) against the engine's exec, in one real box: each case
+runs both ways and what the command saw and how it ended must be the same, byte for byte
+(pids and pipe numbers aside). Where the agent will not run a command (no such user,
+program or folder) it runs nothing, and the runtime's exec gives the engine's answer."""
+
+from __future__ import annotations
+
+import difflib
+import time
+import uuid
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from paddockd.runtime import agent
+from paddockd.runtime.base import STDERR, STDOUT, ExecProcess, ExecSpec
+from paddockd.runtime.docker import DockerRuntime
+
+from ..harness import ENGINE_SOCKET
+from .conftest import Server
+
+pytestmark = pytest.mark.timeout(300)
+
+Result = tuple[int, bytes, bytes]
+
+
+@pytest.fixture(scope="module")
+def boxed(server: Server) -> Iterator[tuple[DockerRuntime, str, agent.Target]]:
+    name = f"ag-{uuid.uuid4().hex[:6]}"
+    with server.client() as c:
+        box = c.create_box(name, ttl=900)
+    rt = DockerRuntime(ENGINE_SOCKET)
+    cid = f"paddock-{box.id}"
+
+    async def ready() -> agent.Target:
+        target = await rt.agent_target(cid)
+        assert target is not None
+        await _gather(await rt.exec(cid, ExecSpec(["true"], {}, "", "abc")))  # wants it
+        with anyio.fail_after(30):
+            while (conn := agent.connect(target.folder)) is None:
+                await anyio.sleep(0.05)
+        conn.close()
+        return target
+
+    try:
+        yield rt, cid, anyio.run(ready)
+    finally:
+        with server.client() as c:
+            c.delete_box(name, force=True)
+
+
+async def _gather(proc: ExecProcess, stdin: bytes | None = None) -> Result:
+    out, err = bytearray(), bytearray()
+
+    async def feed(data: bytes) -> None:
+        await proc.write(data)
+        await proc.close_stdin()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            if stdin is not None:
+                tg.start_soon(feed, stdin)
+            async for kind, data in proc.output():
+                (out if kind == STDOUT else err).extend(data)
+        return await proc.wait(), bytes(out), bytes(err)
+    finally:
+        await proc.close()
+
+
+def _same(agents: Result, engine: Result) -> None:
+    """Equal, or a failure that shows the lines that differ."""
+    if agents == engine:
+        return
+    lines = []
+    for name, a, e in (("stdout", agents[1], engine[1]), ("stderr", agents[2], engine[2])):
+        lines += difflib.unified_diff(
+            e.decode(errors="replace").splitlines(),
+            a.decode(errors="replace").splitlines(),
+            f"engine {name}",
+            f"agent {name}",
+            lineterm="",
+        )
+    pytest.fail(f"exit {agents[0]} (engine {engine[0]})\n" + "\n".join(lines[:80]))
+
+
+def _both(
+    boxed: tuple[DockerRuntime, str, agent.Target], spec: ExecSpec, stdin: bytes | None = None
+) -> tuple[Result, Result]:
+    rt, cid, target = boxed
+
+    async def run() -> tuple[Result, Result]:
+        engine = await _gather(await rt.engine_exec(cid, spec), stdin)
+        conn = agent.connect(target.folder)
+        assert conn is not None, "the agent is not answering"
+        proc = await agent.start(conn, spec)
+        assert proc is not None, f"the agent refused {spec}"
+        return engine, await _gather(proc, stdin)
+
+    return anyio.run(run)
+
+
+SEEN = r"""
+echo "home=$HOME pwd=$(pwd) umask=$(umask)"
+grep -E '^(Uid|Gid|Groups|Cap...|NoNewPrivs|Seccomp|SigBlk|SigIgn|SigCgt):' /proc/self/status
+cat /proc/self/cgroup /proc/self/oom_score_adj /proc/self/limits
+echo "stdin=$(readlink /proc/self/fd/0)"
+[ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && echo "session leader"
+[ "$(ps -o pgid= -p $$ | tr -d ' ')" = "$$" ] && echo "group leader"
+env | grep -v '^_=' | sort
+id
+"""
+
+
+@pytest.mark.parametrize(
+    "user", ["abc", "root", "1000", "4242", "abc:root", "1000:102", "root:abc", "abc:4343"]
+)
+def test_a_command_sees_what_it_sees_through_the_engine(
+    boxed: tuple[DockerRuntime, str, agent.Target], user: str
+) -> None:
+    spec = ExecSpec(["/bin/sh", "-c", SEEN], {"PADDOCK_BOX": "x", "FOO": "a b"}, "/tmp", user)
+    engine, agents = _both(boxed, spec)
+    assert engine[0] == 0, engine
+    _same(agents, engine)
+
+
+def test_its_environment_and_folder_default_as_the_engines(
+    boxed: tuple[DockerRuntime, str, agent.Target],
+) -> None:
+    spec = ExecSpec(["sh", "-c", "pwd; env | grep -v '^_=' | sort"], {}, "", "abc")
+    engine, agents = _both(boxed, spec)
+    assert b"HOME=/config" in engine[1]
+    _same(agents, engine)
+    # A HOME of the caller's wins over the user's, and PATH finds the program.
+    spec = ExecSpec(["env"], {"HOME": "/elsewhere", "PATH": "/usr/bin:/bin"}, "/", "root")
+    engine, agents = _both(boxed, spec)
+    assert b"HOME=/elsewhere" in engine[1]
+    _same(agents, engine)
+
+
+@pytest.mark.parametrize(
+    "script", ["exit 3", "kill -9 $$", "kill -TERM $$", "echo out; echo err >&2; exit 1"]
+)
+def test_it_ends_as_through_the_engine(
+    boxed: tuple[DockerRuntime, str, agent.Target], script: str
+) -> None:
+    engine, agents = _both(boxed, ExecSpec(["sh", "-c", script], {}, "/", "abc"))
+    _same(agents, engine)
+
+
+def test_input_output_and_a_background_job_holding_the_output(
+    boxed: tuple[DockerRuntime, str, agent.Target],
+) -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB
+    spec = ExecSpec(["sh", "-c", "cat; head -c 3000000 /dev/zero >&2"], {}, "/", "abc", stdin=True)
+    engine, agents = _both(boxed, spec, data)
+    assert engine == (0, data, b"\0" * 3000000) and agents == engine
+    # The output ends when the last holder of it does, not when the command does.
+    began = time.monotonic()
+    engine, agents = _both(boxed, ExecSpec(["sh", "-c", "sleep 1 & echo hi"], {}, "/", "abc"))
+    assert time.monotonic() - began > 2 and agents == engine == (0, b"hi\n", b"")
+
+
+def test_kill_ends_the_whole_tree(boxed: tuple[DockerRuntime, str, agent.Target]) -> None:
+    rt, cid, target = boxed
+    spec = ExecSpec(["sh", "-c", "sleep 4321 & sleep 4322 & echo up; wait"], {}, "/", "abc")
+
+    async def run() -> None:
+        conn = agent.connect(target.folder)
+        assert conn is not None
+        proc = await agent.start(conn, spec)
+        assert proc is not None
+        output = proc.output()
+        assert await output.__anext__() == (STDOUT, b"up\n")
+        await proc.kill()
+        assert await proc.wait() == 143
+        await proc.close()
+        left = await _gather(await rt.engine_exec(cid, ExecSpec(["ps", "-eo", "args"], {}, "/", "root")))
+        assert b"sleep 432" not in left[1]
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        (ExecSpec(["nosuchprog"], {}, "/", "abc"), b"nosuchprog: command not found\n"),
+        (ExecSpec(["/no/such"], {}, "/", "abc"), b"/no/such: no such file or directory\n"),
+        (ExecSpec(["/etc/passwd"], {}, "/", "abc"), b"/etc/passwd: permission denied\n"),
+        (
+            ExecSpec(["true"], {}, "/nope", "abc"),
+            b"cannot use /nope as the working directory: no such file or directory\n",
+        ),
+        (ExecSpec(["true"], {}, "/", "nosuchuser"), b"no user nosuchuser in the box\n"),
+        (ExecSpec(["true"], {}, "/root", "abc"), None),
+    ],
+)
+def test_what_it_cannot_start_it_leaves_to_the_engine(
+    boxed: tuple[DockerRuntime, str, agent.Target], spec: ExecSpec, said: bytes | None
+) -> None:
+    rt, cid, target = boxed
+
+    async def run() -> tuple[Result, Result]:
+        conn = agent.connect(target.folder)
+        assert conn is not None
+        assert await agent.start(conn, spec) is None  # refused: nothing ran
+        return (
+            await _gather(await rt.engine_exec(cid, spec)),
+            await _gather(await rt.exec(cid, spec)),
+        )
+
+    engine, through_runtime = anyio.run(run)
+    _same(through_runtime, engine)
+    if said is not None:  # else the engine runs it: runc enters the folder as root
+        assert engine[0] in (126, 127) and engine[2] == said
+
+
+def test_it_leaves_once_idle_and_is_started_again(
+    boxed: tuple[DockerRuntime, str, agent.Target], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt, cid, target = boxed
+    monkeypatch.setattr(agent, "IDLE_SECONDS", 1)
+    monkeypatch.setattr(agent, "SOCKET_NAME", agent.SOCKET_NAME + "-idle")
+    rt2 = DockerRuntime(ENGINE_SOCKET)
+
+    async def run() -> None:
+        await _gather(await rt2.exec(cid, ExecSpec(["true"], {}, "", "abc")))  # by the engine
+        with anyio.fail_after(30):
+            while (conn := agent.connect(target.folder)) is None:
+                await anyio.sleep(0.05)
+        conn.close()
+        assert isinstance(await rt2.exec(cid, ExecSpec(["true"], {}, "", "abc")), agent.AgentExec)
+        with anyio.fail_after(30):  # it leaves, and takes its socket along
+            while (target.folder / agent.SOCKET_NAME).exists():
+                await anyio.sleep(0.2)
+
+    anyio.run(run)

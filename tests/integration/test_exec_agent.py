@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from paddockd.runtime import agent
-from paddockd.runtime.base import STDERR, STDOUT, ExecProcess, ExecSpec
+from paddockd.runtime.base import STDOUT, ExecProcess, ExecSpec
 from paddockd.runtime.docker import DockerRuntime
 
 from ..harness import ENGINE_SOCKET
@@ -175,7 +175,9 @@ def test_kill_ends_the_whole_tree(boxed: tuple[DockerRuntime, str, agent.Target]
         await proc.kill()
         assert await proc.wait() == 143
         await proc.close()
-        left = await _gather(await rt.engine_exec(cid, ExecSpec(["ps", "-eo", "args"], {}, "/", "root")))
+        left = await _gather(
+            await rt.engine_exec(cid, ExecSpec(["ps", "-eo", "args"], {}, "/", "root"))
+        )
         assert b"sleep 432" not in left[1]
 
     anyio.run(run)
@@ -218,7 +220,7 @@ def test_what_it_cannot_start_it_leaves_to_the_engine(
 def test_it_leaves_once_idle_and_is_started_again(
     boxed: tuple[DockerRuntime, str, agent.Target], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt, cid, target = boxed
+    _, cid, target = boxed
     monkeypatch.setattr(agent, "IDLE_SECONDS", 1)
     monkeypatch.setattr(agent, "SOCKET_NAME", agent.SOCKET_NAME + "-idle")
     rt2 = DockerRuntime(ENGINE_SOCKET)

@@ -981,6 +981,7 @@ class DockerRuntime:
 
     async def engine_exec(self, cid: str, spec: ExecSpec) -> StartChecked:
         """The engine's own exec, never the box's agent (what the agent must match)."""
+
         def work(spec: ExecSpec) -> _DockerExec:
             began = time.monotonic()
             created = self.api.exec_create(

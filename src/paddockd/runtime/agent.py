@@ -75,6 +75,14 @@ class Target(NamedTuple):
     keep_home: bool
 
 
+# The engine starts python3, which becomes `paddock-agent` (its command line and name):
+# a user's `pkill python3` or `pkill -f python` in the box leaves it be.
+_REEXEC = (
+    "import os, sys; os.execv(sys.executable, ['paddock-agent', '-I', '-S', '-c', "
+    "'import os; exec(os.environ.pop(\"PADDOCK_AGENT\"))', *sys.argv[1:]])"
+)
+
+
 def boot(target: Target) -> ExecSpec:
     """The engine exec that starts a box's agent (as the box's root; it leaves at once)."""
     # No shell first: the agent keeps the engine's environment as the engine gives it
@@ -85,7 +93,7 @@ def boot(target: Target) -> ExecSpec:
         "-I",
         "-S",
         "-c",
-        'import os; exec(os.environ.pop("PADDOCK_AGENT"))',
+        _REEXEC,
         f"{BOX_FOLDER}/{SOCKET_NAME}",
         str(IDLE_SECONDS),
         "1" if target.keep_home else "0",

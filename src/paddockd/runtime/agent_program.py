@@ -353,6 +353,8 @@ def serve(server: socket.socket, agent: Agent, idle: float) -> None:
 def main(argv: list[str]) -> int:
     """`paddock-agent SOCKET IDLE KEEP_HOME`, run by the engine as the box's root."""
     path, idle, keep_home = argv[0], float(argv[1]), argv[2] == "1"
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write("paddock-agent")  # not python3's: see agent.py _REEXEC
     env = dict(os.environ)
     if not keep_home:
         env.pop("HOME", None)  # runc's, for root: each command gets its own user's

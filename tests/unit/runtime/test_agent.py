@@ -123,7 +123,9 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _run(fake: FakeAgent, spec: ExecSpec, then: Callable[[agent.AgentExec | None], object]) -> object:
+def _run(
+    fake: FakeAgent, spec: ExecSpec, then: Callable[[agent.AgentExec | None], object]
+) -> object:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ours.setblocking(False)
 

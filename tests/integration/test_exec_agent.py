@@ -104,7 +104,7 @@ SEEN = r"""
 echo "home=$HOME pwd=$(pwd) umask=$(umask)"
 grep -E '^(Uid|Gid|Groups|Cap...|NoNewPrivs|Seccomp|SigBlk|SigIgn|SigCgt):' /proc/self/status
 cat /proc/self/cgroup /proc/self/oom_score_adj /proc/self/limits
-echo "stdin=$(readlink /proc/self/fd/0)"
+echo "stdin=$(readlink /proc/self/fd/0) open=$(ls /proc/$$/fd | sort -n | tr '\n' ' ')"
 [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && echo "session leader"
 [ "$(ps -o pgid= -p $$ | tr -d ' ')" = "$$" ] && echo "group leader"
 env | grep -v '^_=' | sort
@@ -159,6 +159,11 @@ def test_input_output_and_a_background_job_holding_the_output(
     began = time.monotonic()
     engine, agents = _both(boxed, ExecSpec(["sh", "-c", "sleep 1 & echo hi"], {}, "/", "abc"))
     assert time.monotonic() - began > 2 and agents == engine == (0, b"hi\n", b"")
+    # A daemon that lets go of the output holds nothing of it (no other descriptor).
+    began = time.monotonic()
+    daemon = "setsid sleep 5 </dev/null >/dev/null 2>&1 & echo hi"
+    engine, agents = _both(boxed, ExecSpec(["sh", "-c", daemon], {}, "/", "abc"))
+    assert time.monotonic() - began < 4 and agents == engine == (0, b"hi\n", b"")
 
 
 def test_kill_ends_the_whole_tree(boxed: tuple[DockerRuntime, str, agent.Target]) -> None:

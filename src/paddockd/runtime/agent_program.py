@@ -198,6 +198,19 @@ class Command:
             self.conn.sendall(FRAME.pack(kind, value))
 
 
+def _with_fds(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """The request's length and the pipes sent with it, none of them left to a command:
+    a pipe a command's daemon kept open would hold paddockd's read of its output open."""
+    head, ancillary, _, _ = conn.recvmsg(4, socket.CMSG_LEN(3 * 4), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
+    for fd in fds:  # whatever the flag did (3.11's recv_fds drops it)
+        os.set_inheritable(fd, False)
+    return head, fds
+
+
 def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
     """The request and its pipes; None for a peer that is not paddockd or a bad request."""
     pid, _, _ = _PEERCRED.unpack(
@@ -207,7 +220,7 @@ def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
         return None
     conn.settimeout(10)
     try:
-        head, fds, _, _ = socket.recv_fds(conn, 4, 3, socket.MSG_CMSG_CLOEXEC)
+        head, fds = _with_fds(conn)
     except OSError:
         return None
     try:

@@ -111,9 +111,7 @@ def test_a_planted_name_never_reaches_past_the_box(
         host.close()
 
 
-def test_a_forged_agent_fools_only_its_own_box(
-    server: Server, box: str, other_box: str
-) -> None:
+def test_a_forged_agent_fools_only_its_own_box(server: Server, box: str, other_box: str) -> None:
     _agent_up(server, box)
     _agent_up(server, other_box)
     _stop_agent(server, box)

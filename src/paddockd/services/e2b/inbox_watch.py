@@ -149,16 +149,26 @@ def main(argv: list[str]) -> None:
             dirs[wd] = rel
         return wd
 
-    def watch_tree(rel: bytes) -> None:
-        for top, subdirs, _ in os.walk(os.path.join(root, rel)):
+    def watch_tree(rel: bytes) -> list[bytes]:
+        """Watch every folder under `rel`; what is in them already (relative names)."""
+        found = []
+        for top, subdirs, files in os.walk(os.path.join(root, rel)):
             for name in subdirs:
                 watch(os.path.relpath(os.path.join(top, name), root))
+            found += [os.path.relpath(os.path.join(top, n), root) for n in subdirs + files]
+        return found
+
+    def say(kind: str, rel: bytes) -> None:
+        event: dict[str, object] = {"t": kind, "n": text(rel)}
+        if entries and kind not in ("remove", "rename"):
+            event["e"] = entry(os.path.join(root, rel))
+        emit(event)
 
     top = watch(b"")
     if top < 0:
         fail("inotify", os.strerror(ctypes.get_errno()))
     if recursive:
-        watch_tree(b"")
+        watch_tree(b"")  # what is there now is no event
     emit({"ready": True})
     while True:
         readable, _, _ = select.select([fd, 0], [], [])
@@ -187,16 +197,18 @@ def main(argv: list[str]) -> None:
                     del dirs[wd]
                 continue
             rel = os.path.join(dirs[wd], name) if dirs[wd] else name
+            inside: list[bytes] = []
             if recursive and mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
                 watch(rel)
-                watch_tree(rel)
+                inside = watch_tree(rel)
             for bit, kind in TYPES:
                 if mask & bit:
-                    event: dict[str, object] = {"t": kind, "n": text(rel)}
-                    if entries and kind not in ("remove", "rename"):
-                        event["e"] = entry(os.path.join(root, rel))
-                    emit(event)
+                    say(kind, rel)
                     break
+            # Made in the new folder before its watch was set (`mkdir d && touch d/f`):
+            # each is a create, as fsnotify's recursive watchers report them.
+            for found in inside:
+                say("create", found)
 
 
 if __name__ == "__main__":

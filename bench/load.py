@@ -49,13 +49,15 @@ MiB = 1 << 20
 TICKS = os.sysconf("SC_CLK_TCK")
 # stdout gets the bytes, stderr their sha256 as the box computed it: what arrived is
 # checked against what was produced, not against a copy made on this side.
-STREAM = "exec 3>&1; head -c {n} /dev/urandom | tee /dev/fd/3 | sha256sum >&2"
+# The digest through a pipe of bash's own: a box user may not reopen the exec's stdout
+# (/dev/fd/1: a pipe of the host's root, as with any engine's exec run as a user).
+STREAM = "head -c {n} /dev/urandom | tee >(sha256sum >&2)"
 # Paced (64 KiB every 0.1 s) so that a long stream measures stalls, not this machine's
 # CPU; `timeout` ends the producer, and tee and sha256sum then finish the pipeline.
 PACED = (
-    "exec 3>&1; timeout {secs} bash -c "
+    "timeout {secs} bash -c "
     "'while :; do head -c 65536 /dev/urandom || exit; sleep 0.1; done' "
-    "| tee /dev/fd/3 | sha256sum >&2"
+    "| tee >(sha256sum >&2)"
 )
 STALL_SECONDS = 1.0  # ten times the producer's pace
 SETTLE_SECONDS = 5.0  # start-up of a box's services (its dockerd) or of a desktop

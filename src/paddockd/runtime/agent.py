@@ -155,26 +155,29 @@ async def start(conn: socket.socket, spec: ExecSpec) -> AgentExec | None:
     stdin = pipes.pop(0) if spec.stdin else None
     theirs = ([stdin[0]] if stdin else []) + [w for _, w in pipes]
     ours = ([stdin[1]] if stdin else []) + [r for r, _ in pipes]
+    answer: tuple[int, int] | None = None
+    sent = False
     try:
         socket.send_fds(conn, [struct.pack("!I", len(body))], theirs)
-        for fd in theirs:
-            os.close(fd)
-        theirs = []
         await asyncio.get_running_loop().sock_sendall(conn, body)
+        sent = True
         with anyio.fail_after(START_SECONDS):
             answer = await _frame(conn)
-    except (OSError, TimeoutError) as exc:
-        for fd in theirs + ours:
+    except (OSError, TimeoutError):
+        if not sent:
+            return None  # it has no whole request: nothing ran, the engine's turn
+        # It may have started the command: the engine must not run it a second time.
+        raise PaddockError(
+            "the box's exec agent did not say whether it started the command"
+        ) from None
+    finally:
+        for fd in theirs:  # the agent has its own copies, or none
             os.close(fd)
-        conn.close()
-        if isinstance(exc, TimeoutError):
-            # It may have started the command: the engine must not run it a second time.
-            raise PaddockError("the box did not start the command in time") from None
-        return None
+        if answer is None or answer[0] != STARTED:  # cancelled too: nothing is kept
+            for fd in ours:
+                os.close(fd)
+            conn.close()
     if answer is None or answer[0] != STARTED:
-        for fd in ours:
-            os.close(fd)
-        conn.close()
         if answer is not None and answer[0] == REFUSED:
             return None
         raise PaddockError("the box's exec agent hung up before starting the command")

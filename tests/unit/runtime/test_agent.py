@@ -239,7 +239,7 @@ def test_an_agent_that_never_answers_is_given_up_on(monkeypatch: pytest.MonkeyPa
     async def then(proc: agent.AgentExec | None) -> object:
         return proc
 
-    with pytest.raises(PaddockError, match="in time"):
+    with pytest.raises(PaddockError, match="did not say whether"):
         _run(fake, SPEC, then)
 
 
@@ -290,3 +290,20 @@ def test_connect_reaches_only_a_socket_of_the_folders_owner(tmp_path: Path) -> N
         assert agent.connect(folder) is None
     served.close()
     elsewhere.close()
+
+
+def test_a_caller_cancelled_while_the_agent_starts_leaves_nothing_open() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setblocking(False)
+    before = _open_fds()
+
+    async def main() -> None:
+        with anyio.move_on_after(0.2):
+            await agent.start(ours, SPEC)  # the agent reads, and says nothing
+        raise AssertionError("not cancelled")
+
+    with pytest.raises(AssertionError, match="not cancelled"):
+        anyio.run(main)
+    assert ours.fileno() == -1  # taken and closed
+    theirs.close()
+    assert _open_fds() == before - 2  # both ends gone, and no pipe left

@@ -242,3 +242,38 @@ def test_it_leaves_once_idle_and_is_started_again(
                 await anyio.sleep(0.2)
 
     anyio.run(run)
+
+
+def test_a_command_whose_agent_is_gone_is_still_killed_from_the_host(
+    boxed: tuple[DockerRuntime, str, agent.Target],
+) -> None:
+    rt, cid, target = boxed
+    spec = ExecSpec(["sh", "-c", "sleep 4331 & sleep 4332 & echo up; wait"], {}, "/", "abc")
+    ps = ExecSpec(["ps", "-eo", "args"], {}, "/", "root")
+
+    async def run() -> None:
+        conn = agent.connect(target.folder)
+        assert conn is not None
+        proc = await agent.start(conn, spec)
+        assert proc is not None
+        output = proc.output()
+        assert await output.__anext__() == (STDOUT, b"up\n")
+        gone = await _gather(
+            await rt.engine_exec(cid, ExecSpec(["pkill", "-x", "paddock-agent"], {}, "/", "root"))
+        )
+        assert gone[0] == 0
+        assert await proc.wait() == -1  # its exit code went with the agent
+        await proc.kill()
+        await proc.close()
+        left = await _gather(await rt.engine_exec(cid, ps))
+        assert b"sleep 433" not in left[1], left[1]
+        # The next command goes to the engine and brings the agent back (a runtime that
+        # has not started one lately).
+        fresh = DockerRuntime(ENGINE_SOCKET)
+        await _gather(await fresh.exec(cid, ExecSpec(["true"], {}, "", "abc")))
+        with anyio.fail_after(30):
+            while (again := agent.connect(target.folder)) is None:
+                await anyio.sleep(0.05)
+        again.close()
+
+    anyio.run(run)

@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from ..domain.errors import PaddockError
 from . import agent_program, proctree
@@ -78,8 +79,12 @@ class Target(NamedTuple):
 # The engine starts python3, which becomes `paddock-agent` (its command line and name):
 # a user's `pkill python3` or `pkill -f python` in the box leaves it be.
 _REEXEC = (
-    "import os, sys; os.execv(sys.executable, ['paddock-agent', '-I', '-S', '-c', "
-    "'import os; exec(os.environ.pop(\"PADDOCK_AGENT\"))', *sys.argv[1:]])"
+    "import os, sys\n"
+    "if sys.version_info < (3, 9): sys.exit()\n"  # the agent's own needs; else the engine
+    "env = open('/proc/self/environ', 'rb').read()\n"  # as given: no PEP 538 LC_CTYPE
+    "env = dict(os.fsdecode(e).partition('=')[::2] for e in env.split(b'\\0') if b'=' in e)\n"
+    "os.execve(sys.executable, ['paddock-agent', '-I', '-S', '-c', "
+    "'import os; exec(os.environ.pop(\"PADDOCK_AGENT\"))', *sys.argv[1:]], env)"
 )
 
 
@@ -158,10 +163,10 @@ async def start(conn: socket.socket, spec: ExecSpec) -> AgentExec | None:
     answer: tuple[int, int] | None = None
     sent = False
     try:
-        socket.send_fds(conn, [struct.pack("!I", len(body))], theirs)
-        await asyncio.get_running_loop().sock_sendall(conn, body)
-        sent = True
         with anyio.fail_after(START_SECONDS):
+            socket.send_fds(conn, [struct.pack("!I", len(body))], theirs)
+            await asyncio.get_running_loop().sock_sendall(conn, body)
+            sent = True
             answer = await _frame(conn)
     except (OSError, TimeoutError):
         if not sent:
@@ -183,19 +188,68 @@ async def start(conn: socket.socket, spec: ExecSpec) -> AgentExec | None:
         raise PaddockError("the box's exec agent hung up before starting the command")
     for fd in ours:
         os.set_blocking(fd, False)
-    return AgentExec(conn, ours[-2], ours[-1], stdin[1] if stdin else None)
+    host = host_pid(conn, answer[1])
+    return AgentExec(conn, ours[-2], ours[-1], stdin[1] if stdin else None, host)
+
+
+class _Watches:
+    """The event loop's watches on a command's pipes, so that a pipe is never closed
+    while a task waits on it (the waiter is woken, and finds it gone)."""
+
+    def __init__(self) -> None:
+        self._waits: dict[int, tuple[asyncio.Future[None], bool]] = {}
+
+    async def ready(self, fds: list[int], write: bool) -> None:
+        """Until one of `fds` is ready, or closed by `close`."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        for fd in fds:
+            (loop.add_writer if write else loop.add_reader)(fd, wake)
+            self._waits[fd] = (ready, write)
+        try:
+            await ready
+        finally:
+            for fd in fds:
+                if self._waits.get(fd, (None, write))[0] is ready:
+                    self._unwatch(fd)
+
+    def _unwatch(self, fd: int) -> None:
+        future, write = self._waits.pop(fd)
+        loop = asyncio.get_running_loop()
+        (loop.remove_writer if write else loop.remove_reader)(fd)
+        if not future.done():
+            future.set_result(None)
+
+    def close(self, fd: int) -> None:
+        if fd in self._waits:
+            self._unwatch(fd)
+        os.close(fd)
 
 
 class AgentExec:
     """A command the agent started: its output from paddockd's own pipes, its exit code
-    from the agent."""
+    from the agent. `host` is the command's host pid and start time, for a kill when the
+    agent is gone."""
 
-    def __init__(self, conn: socket.socket, out: int, err: int, stdin: int | None) -> None:
+    def __init__(
+        self,
+        conn: socket.socket,
+        out: int,
+        err: int,
+        stdin: int | None,
+        host: tuple[int, str] | None = None,
+    ) -> None:
         self._conn = conn
         self._streams = {out: STDOUT, err: STDERR}
         self._stdin = stdin
-        self._code: int | None = None
-        self._ended = anyio.Lock()
+        self._host = host
+        self._watches = _Watches()
+        self._exit: asyncio.Task[int] | None = None
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
         while self._streams:
@@ -208,85 +262,98 @@ class AgentExec:
                 got = True
                 if not data:
                     del self._streams[fd]
-                    os.close(fd)
+                    self._watches.close(fd)
                     continue
                 yield kind, data
             if got:
                 await anyio.lowlevel.checkpoint()  # a command that never pauses holds no loop
-            else:
-                await _readable(list(self._streams))
+            elif self._streams:
+                await self._watches.ready(list(self._streams), write=False)
 
     async def wait(self) -> int:
-        async with self._ended:
-            if self._code is None:
-                frame = await _frame(self._conn)
-                # An agent gone before the command's end (the box stopped, or its root
-                # ended it) leaves the code unknown, as the engine's -1 does.
-                self._code = frame[1] if frame is not None and frame[0] == EXIT else -1
-        return self._code
+        if self._exit is None:
+            self._exit = asyncio.get_running_loop().create_task(self._read_exit())
+        # Shielded: a waiter cancelled (kill's time limit) never loses the frame read.
+        return await asyncio.shield(self._exit)
+
+    async def _read_exit(self) -> int:
+        frame = await _frame(self._conn)
+        # An agent gone before the command's end (the box stopped, or its root ended it)
+        # leaves the code unknown, as the engine's -1 does.
+        return frame[1] if frame is not None and frame[0] == EXIT else -1
 
     async def write(self, data: bytes) -> None:
-        if self._stdin is None:
-            return
         view = memoryview(data)
-        while view:
+        while view and self._stdin is not None:
             try:
                 view = view[os.write(self._stdin, view) :]
             except BlockingIOError:
-                await _writable(self._stdin)
+                await self._watches.ready([self._stdin], write=True)
             except BrokenPipeError:
                 return  # the command stopped reading its input, as through the engine
 
     async def close_stdin(self) -> None:
         if self._stdin is not None:
-            os.close(self._stdin)
-            self._stdin = None
+            fd, self._stdin = self._stdin, None
+            self._watches.close(fd)
 
     async def resize(self, cols: int, rows: int) -> None:
         pass  # no TTY: such commands go through the engine
 
     async def kill(self) -> None:
-        if self._code is not None:
+        if self._exit is not None and self._exit.done():
             return
         with contextlib.suppress(OSError):
             await asyncio.get_running_loop().sock_sendall(self._conn, FRAME.pack(KILL, 0))
+        code = -1
         with anyio.move_on_after(KILL_SECONDS):
-            await self.wait()
+            code = await self.wait()
+        if code == -1 and self._host is not None:
+            # The agent did not end it (gone, or unable to fork): from the host, as the
+            # engine's exec is ended, by the pid it had at its start.
+            pid, started = self._host
+            if _started(pid) == started:
+                await anyio.to_thread.run_sync(proctree.end_tree, pid)
 
     async def close(self) -> None:
         for fd in list(self._streams):
-            os.close(fd)
+            self._watches.close(fd)
         self._streams.clear()
-        if self._stdin is not None:
-            os.close(self._stdin)
-            self._stdin = None
+        await self.close_stdin()
+        if self._exit is not None and not self._exit.done():
+            self._exit.cancel()
         self._conn.close()
 
 
-async def _readable(fds: list[int]) -> None:
-    await _ready(fds, write=False)
-
-
-async def _writable(fd: int) -> None:
-    await _ready([fd], write=True)
-
-
-async def _ready(fds: list[int], write: bool) -> None:
-    """Until one of `fds` is ready (the event loop's own watch, as its sockets have)."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    for fd in fds:
-        (loop.add_writer if write else loop.add_reader)(fd, wake)
+def _started(pid: int) -> str | None:
+    """A process's start time (its 22nd stat field), None once it is gone."""
     try:
-        await ready
-    finally:
-        for fd in fds:
-            (loop.remove_writer if write else loop.remove_reader)(fd)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def host_pid(conn: socket.socket, box_pid: int) -> tuple[int, str] | None:
+    """The host pid and start time of the agent's child `box_pid` (as the box numbers
+    it): a child of the socket's peer whose innermost pid is `box_pid`, in a pid
+    namespace below the host's. None where there is none such (a forged answer)."""
+    peer = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    try:
+        with open(f"/proc/{peer}/task/{peer}/children") as f:
+            children = [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return None
+    for child in children:
+        try:
+            with open(f"/proc/{child}/status") as f:
+                line = next((ln for ln in f if ln.startswith("NSpid:")), "")
+        except OSError:
+            continue
+        ids = line.split()[1:]
+        if len(ids) >= 2 and ids[-1] == str(box_pid) and (started := _started(child)):
+            return child, started
+    return None
 
 
 class Agents:

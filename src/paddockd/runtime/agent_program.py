@@ -72,6 +72,8 @@ def identity(spec: str, passwd: str, group: str) -> tuple[int, int, list[int], s
     need not (gid 0, home /); the supplementary groups are the gid and, unless a group is
     given, the groups listing the user by name."""
     name_arg, _, group_arg = spec.partition(":")
+    if not name_arg:
+        raise Unknown(spec)  # the engine's default user is the image's: its call
     uid_arg = _number(name_arg)
     uid, gid, home, name = 0, 0, "/", ""
     for row in _entries(passwd, 7):
@@ -152,7 +154,7 @@ class Request:
             raise ValueError("no argv or env")
         self.argv = [str(a) for a in argv]
         self.env = {str(k): str(v) for k, v in env.items()}
-        self.user = str(data.get("user") or "root")
+        self.user = str(data.get("user") or "")
         self.cwd = str(data.get("cwd") or "")
 
 
@@ -242,31 +244,44 @@ def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
         return None
 
 
+def _spawn(request: Request, agent: Agent, fds: list[int]) -> int:
+    """The command's pid once it runs; 0 where it could not be started as asked."""
+    stdio = list(fds)
+    report_r = report_w = -1
+    try:
+        if len(stdio) == 2:
+            stdio.insert(0, os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        report_r, report_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _child(request, agent, stdio, report_w)
+    except OSError:  # no fork, no pipe: the box is at its limits; the engine says so
+        return 0
+    finally:
+        for fd in (*stdio, report_w):
+            if fd >= 0:
+                os.close(fd)
+    failed = os.read(report_r, 1)  # nothing: the exec closed it, the command runs
+    os.close(report_r)
+    if failed:
+        os.waitpid(pid, 0)
+        return 0
+    return pid
+
+
 def start(conn: socket.socket, agent: Agent) -> Command | None:
     received = _receive(conn)
     if received is None:
         conn.close()
         return None
     request, fds = received
-    stdio = fds if len(fds) == 3 else [os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), *fds]
-    report_r, report_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(report_r)
-        _child(request, agent, stdio, report_w)
-    os.close(report_w)
-    for fd in stdio:
-        os.close(fd)
-    failed = os.read(report_r, 1)  # nothing: the exec closed it, the command runs
-    os.close(report_r)
-    command = Command(conn, pid)
-    if failed:
-        os.waitpid(pid, 0)
+    command = Command(conn, _spawn(request, agent, fds))
+    if not command.pid:
         command.send(REFUSED)
         conn.close()
         return None
     conn.setblocking(False)
-    command.send(STARTED)
+    command.send(STARTED, command.pid)  # paddockd finds it on the host by this pid
     return command
 
 
@@ -277,8 +292,13 @@ def exit_code(status: int) -> int:
 
 def end(command: Command) -> None:
     """TERM, then KILL, the command's tree, from a process of its own (the grace period
-    must not hold up the other commands)."""
-    if os.fork() == 0:
+    must not hold up the other commands); here, where no process can be made."""
+    try:
+        helper = os.fork()
+    except OSError:
+        end_tree(command.pid)
+        return
+    if helper == 0:
         try:
             end_tree(command.pid)
         finally:
@@ -308,6 +328,45 @@ def listen(path: str) -> tuple[socket.socket, int] | None:
     return server, os.stat(path).st_ino
 
 
+def _event(
+    fd: int,
+    server: socket.socket,
+    wake_r: int,
+    agent: Agent,
+    commands: dict[int, Command],
+    by_fd: dict[int, Command],
+    poll: select.poll,
+) -> float | None:
+    """One ready descriptor's work; the time, when it started a command."""
+    if fd == server.fileno():
+        conn, _ = server.accept()
+        command = start(conn, agent)
+        if command is not None:
+            commands[command.pid] = command
+            by_fd[conn.fileno()] = command
+            poll.register(conn, select.POLLIN)
+        return time.monotonic()
+    if fd == wake_r:
+        with contextlib.suppress(BlockingIOError):
+            os.read(wake_r, 512)
+        return None
+    command = by_fd.get(fd)
+    if command is None:
+        return None
+    try:
+        data = command.conn.recv(64)
+    except BlockingIOError:
+        return None
+    except OSError:
+        data = b""
+    if data and data[0] == KILL:
+        end(command)
+    elif not data:  # paddockd let go: the command runs on, as the engine's
+        poll.unregister(fd)
+        del by_fd[fd]
+    return None
+
+
 def serve(server: socket.socket, agent: Agent, idle: float) -> None:
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -325,29 +384,10 @@ def serve(server: socket.socket, agent: Agent, idle: float) -> None:
             return
         events = poll.poll(None if commands else max(left, 0) * 1000)
         for fd, _ in events:
-            if fd == server.fileno():
-                conn, _ = server.accept()
-                command = start(conn, agent)
-                if command is not None:
-                    commands[command.pid] = command
-                    by_fd[conn.fileno()] = command
-                    poll.register(conn, select.POLLIN)
-                last = time.monotonic()
-            elif fd == wake_r:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(wake_r, 512)
-            elif (command := by_fd.get(fd)) is not None:
-                try:
-                    data = command.conn.recv(64)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if data and data[0] == KILL:
-                    end(command)
-                elif not data:  # paddockd let go: the command runs on, as the engine's
-                    poll.unregister(fd)
-                    del by_fd[fd]
+            try:
+                last = _event(fd, server, wake_r, agent, commands, by_fd, poll) or last
+            except OSError:
+                time.sleep(0.1)  # out of descriptors or processes: the box's own limits
         while True:  # reap: commands, and the helpers that end them
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -363,12 +403,26 @@ def serve(server: socket.socket, agent: Agent, idle: float) -> None:
                 last = time.monotonic()
 
 
+def environ() -> dict[str, str]:
+    """The environment this process was given (the engine's): not os.environ, to which
+    python3 adds LC_CTYPE where no locale is set (PEP 538)."""
+    with open("/proc/self/environ", "rb") as f:
+        items = f.read().split(b"\0")
+    env: dict[str, str] = {}
+    for item in items:
+        key, eq, value = os.fsdecode(item).partition("=")
+        if eq and key not in env:
+            env[key] = value
+    return env
+
+
 def main(argv: list[str]) -> int:
     """`paddock-agent SOCKET IDLE KEEP_HOME`, run by the engine as the box's root."""
     path, idle, keep_home = argv[0], float(argv[1]), argv[2] == "1"
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write("paddock-agent")  # not python3's: see agent.py _REEXEC
-    env = dict(os.environ)
+    env = environ()
+    env.pop("PADDOCK_AGENT", None)
     if not keep_home:
         env.pop("HOME", None)  # runc's, for root: each command gets its own user's
     listening = listen(path)

@@ -64,7 +64,7 @@ def test_a_user_is_who_runc_finds(spec: str, expected: tuple[int, int, list[int]
     assert identity(spec, PASSWD, GROUP) == expected
 
 
-@pytest.mark.parametrize("spec", ["nosuch", "abc:nosuchgroup", "broken", "abc:odd"])
+@pytest.mark.parametrize("spec", ["nosuch", "abc:nosuchgroup", "broken", "abc:odd", "", ":0"])
 def test_a_user_or_group_runc_would_not_find_is_refused(spec: str) -> None:
     with pytest.raises(Unknown):
         identity(spec, PASSWD, GROUP)
@@ -307,3 +307,27 @@ def test_a_caller_cancelled_while_the_agent_starts_leaves_nothing_open() -> None
     assert ours.fileno() == -1  # taken and closed
     theirs.close()
     assert _open_fds() == before - 2  # both ends gone, and no pipe left
+
+
+def test_closing_the_input_wakes_a_write_waiting_on_it() -> None:
+    def fake(conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:
+        conn.sendall(FRAME.pack(STARTED, 0))
+        conn.recv(1)  # reads no input at all, until paddockd hangs up
+
+    async def then(proc: agent.AgentExec | None) -> object:
+        assert proc is not None
+
+        async def close_soon() -> None:
+            await anyio.sleep(0.1)
+            await proc.close_stdin()
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(close_soon)
+                await proc.write(b"x" * (4 << 20))  # more than a pipe holds: it waits
+        await proc.write(b"more")  # after the close: dropped, as through the engine
+        return "woken"
+
+    before = _open_fds()
+    assert _run(fake, ExecSpec(["cat"], {}, "", "abc", stdin=True), then) == "woken"
+    assert _open_fds() == before

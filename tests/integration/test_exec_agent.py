@@ -36,7 +36,7 @@ def boxed(server: Server) -> Iterator[tuple[DockerRuntime, str, agent.Target]]:
     async def ready() -> agent.Target:
         target = await rt.agent_target(cid)
         assert target is not None
-        await _gather(await rt.exec(cid, ExecSpec(["true"], {}, "", "abc")))  # wants it
+        await _wanted(rt, cid)
         with anyio.fail_after(30):
             while (conn := agent.connect(target.folder)) is None:
                 await anyio.sleep(0.05)
@@ -48,6 +48,12 @@ def boxed(server: Server) -> Iterator[tuple[DockerRuntime, str, agent.Target]]:
     finally:
         with server.client() as c:
             c.delete_box(name, force=True)
+
+
+async def _wanted(rt: DockerRuntime, cid: str) -> None:
+    """Two commands by the engine: a box used again, whose agent is then started."""
+    for _ in range(2):
+        await _gather(await rt.exec(cid, ExecSpec(["true"], {}, "", "abc")))
 
 
 async def _gather(proc: ExecProcess, stdin: bytes | None = None) -> Result:
@@ -231,7 +237,7 @@ def test_it_leaves_once_idle_and_is_started_again(
     rt2 = DockerRuntime(ENGINE_SOCKET)
 
     async def run() -> None:
-        await _gather(await rt2.exec(cid, ExecSpec(["true"], {}, "", "abc")))  # by the engine
+        await _wanted(rt2, cid)
         with anyio.fail_after(30):
             while (conn := agent.connect(target.folder)) is None:
                 await anyio.sleep(0.05)
@@ -269,8 +275,7 @@ def test_a_command_whose_agent_is_gone_is_still_killed_from_the_host(
         assert b"sleep 433" not in left[1], left[1]
         # The next command goes to the engine and brings the agent back (a runtime that
         # has not started one lately).
-        fresh = DockerRuntime(ENGINE_SOCKET)
-        await _gather(await fresh.exec(cid, ExecSpec(["true"], {}, "", "abc")))
+        await _wanted(DockerRuntime(ENGINE_SOCKET), cid)
         with anyio.fail_after(30):
             while (again := agent.connect(target.folder)) is None:
                 await anyio.sleep(0.05)

@@ -2,7 +2,8 @@
 the engine: a fork in the box instead of a runc per command (docker exec is ~45 ms of an
 exec's ~55 here, and grows with the number of boxes).
 
-The agent is started by one engine exec after a box's first command, and leaves after
+The agent is started by one engine exec after a box's second command within
+`IDLE_SECONDS` (a box used now and then keeps the engine's exec), and leaves after
 `IDLE_SECONDS` without one. Until it answers, and for anything it will not run exactly
 as the engine would (a TTY; a user, program or folder it cannot use: it runs nothing and
 says so), the engine's exec is used.
@@ -301,8 +302,9 @@ class AgentExec:
         pass  # no TTY: such commands go through the engine
 
     async def kill(self) -> None:
-        if self._exit is not None and self._exit.done():
-            return
+        ended = self._exit is not None and self._exit.done() and not self._exit.cancelled()
+        if ended and self._exit is not None and self._exit.result() != -1:
+            return  # it ended, and the agent said how
         with contextlib.suppress(OSError):
             await asyncio.get_running_loop().sock_sendall(self._conn, FRAME.pack(KILL, 0))
         code = -1
@@ -361,6 +363,7 @@ class Agents:
 
     def __init__(self, launch: Callable[[str, ExecSpec], Awaitable[None]]) -> None:
         self._launch = launch  # a detached engine exec
+        self._used: dict[str, float] = {}  # container -> its last command by the engine
         self._tried: dict[str, float] = {}  # container -> when its agent was last started
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -374,8 +377,14 @@ class Agents:
         return await start(conn, spec)
 
     def wanted(self, cid: str, target: Target) -> None:
-        """Start the box's agent behind the caller, unless one was started lately."""
+        """After a command by the engine: start the box's agent behind the caller, once
+        the box had another within IDLE_SECONDS, unless one was started lately. A box
+        given one command now and then does well with the engine's exec, and its agent
+        would cost it an engine exec and ~10 MiB for nothing."""
         now = time.monotonic()
+        before, self._used[cid] = self._used.get(cid), now
+        if before is None or now - before > IDLE_SECONDS:
+            return
         if now - self._tried.get(cid, -RETRY_SECONDS) < RETRY_SECONDS:
             return
         self._tried[cid] = now
@@ -391,6 +400,7 @@ class Agents:
 
     def forget(self, cid: str) -> None:
         self._tried.pop(cid, None)
+        self._used.pop(cid, None)
 
 
 class StartsAgent(ExecWrapper):

@@ -425,13 +425,15 @@ def main(argv: list[str]) -> int:
     env.pop("PADDOCK_AGENT", None)
     if not keep_home:
         env.pop("HOME", None)  # runc's, for root: each command gets its own user's
+    if os.fork():  # the engine's exec ends here; the agent goes on, the box's init its parent
+        os._exit(0)
+    os.setsid()
+    # Bound by this very process: paddockd finds a command by the socket's peer, which is
+    # who listened (SO_PEERCRED), and the command is this process's child.
     listening = listen(path)
     if listening is None:
         return 0
     server, inode = listening
-    if os.fork():  # the engine's exec ends here; the agent goes on, the box's init its parent
-        os._exit(0)
-    os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)

@@ -61,7 +61,8 @@ while True:
 
 
 def _agent_up(server: Server, box: str) -> None:
-    server.sh(box, "true")  # the box's first command goes to the engine and wants the agent
+    server.sh(box, "true")  # the box's first two commands go to the engine, and then its
+    server.sh(box, "true")  # agent is started
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if server.sh(box, f"test -S {IN_BOX} && echo up || true", user="root").strip() == "up":

@@ -13,6 +13,7 @@ import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -331,3 +332,39 @@ def test_closing_the_input_wakes_a_write_waiting_on_it() -> None:
     before = _open_fds()
     assert _run(fake, ExecSpec(["cat"], {}, "", "abc", stdin=True), then) == "woken"
     assert _open_fds() == before
+
+
+def test_an_agent_is_started_for_a_box_used_again_and_not_twice_in_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[str] = []
+    clock = [1000.0]
+    monkeypatch.setattr(agent, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def launch(cid: str, spec: ExecSpec) -> None:
+        assert spec.user == "root" and spec.cmd[0] == "python3"
+        started.append(cid)
+
+    async def main() -> None:
+        agents = agent.Agents(launch)
+        target = agent.Target(Path("/nowhere"), False)
+        agents.wanted("c1", target)  # a first command: the engine's exec will do
+        clock[0] += agent.IDLE_SECONDS + 1
+        agents.wanted("c1", target)  # another, but long after
+        await anyio.sleep(0)
+        assert started == []
+        clock[0] += 1
+        agents.wanted("c1", target)  # used again soon: its agent is started
+        agents.wanted("c1", target)  # and not again while that one may be coming
+        await anyio.sleep(0.01)
+        assert started == ["c1"]
+        clock[0] += agent.RETRY_SECONDS + 1
+        agents.wanted("c1", target)  # it never came (no python3?): tried again, later
+        await anyio.sleep(0.01)
+        assert started == ["c1", "c1"]
+        agents.forget("c1")  # its container started again: a first command once more
+        agents.wanted("c1", target)
+        await anyio.sleep(0.01)
+        assert started == ["c1", "c1"]
+
+    anyio.run(main)

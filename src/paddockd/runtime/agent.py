@@ -361,13 +361,18 @@ def host_pid(conn: socket.socket, box_pid: int) -> tuple[int, str] | None:
 class Agents:
     """Each running box's agent: used where it answers, started where it does not."""
 
-    def __init__(self, launch: Callable[[str, ExecSpec], Awaitable[None]]) -> None:
-        self._launch = launch  # a detached engine exec
+    def __init__(self, launch: Callable[[str], Awaitable[None]]) -> None:
+        self._launch = launch  # starts a container's agent (a detached engine exec)
         self._used: dict[str, float] = {}  # container -> its last command by the engine
         self._tried: dict[str, float] = {}  # container -> when its agent was last started
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def exec(self, cid: str, target: Target, spec: ExecSpec) -> AgentExec | None:
+    def used(self, cid: str) -> bool:
+        """Whether the container had a command since it started (since paddockd did):
+        only then may it have an agent."""
+        return cid in self._used
+
+    async def exec(self, target: Target, spec: ExecSpec) -> AgentExec | None:
         """`spec` started by the box's agent, or None: the engine's exec is for it."""
         if spec.tty:
             return None
@@ -376,7 +381,7 @@ class Agents:
             return None
         return await start(conn, spec)
 
-    def wanted(self, cid: str, target: Target) -> None:
+    def wanted(self, cid: str) -> None:
         """After a command by the engine: start the box's agent behind the caller, once
         the box had another within IDLE_SECONDS, unless one was started lately. A box
         given one command now and then does well with the engine's exec, and its agent
@@ -388,13 +393,13 @@ class Agents:
         if now - self._tried.get(cid, -RETRY_SECONDS) < RETRY_SECONDS:
             return
         self._tried[cid] = now
-        task = asyncio.get_running_loop().create_task(self._start(cid, target))
+        task = asyncio.get_running_loop().create_task(self._start(cid))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _start(self, cid: str, target: Target) -> None:
+    async def _start(self, cid: str) -> None:
         try:
-            await self._launch(cid, boot(target))
+            await self._launch(cid)
         except (PaddockError, OSError) as exc:
             log.info("no exec agent in %s: %s", cid[:12], exc)
 

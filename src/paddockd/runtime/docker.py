@@ -35,7 +35,7 @@ from ..domain.errors import (
     PaddockError,
 )
 from . import attach, cgroups, cpuset, drivefs, inbox, runfs, seccomp, upload
-from .agent import Agents, StartsAgent, Target
+from .agent import Agents, StartsAgent, Target, boot
 from .base import (
     LABEL_BOX,
     LABEL_DISK,
@@ -944,15 +944,18 @@ class DockerRuntime:
 
     # -- exec -------------------------------------------------------------------------
     async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess:
-        target = None if spec.tty else await self.agent_target(cid)
-        if target is not None:
-            proc = await self._agents.exec(cid, target, spec)
-            if proc is not None:
-                return proc
+        # A box's first command goes to the engine untouched (no look at where an agent
+        # would be): most boxes made and asked once never have one.
+        if not spec.tty and self._agents.used(cid):
+            target = await self.agent_target(cid)
+            if target is not None:
+                proc = await self._agents.exec(target, spec)
+                if proc is not None:
+                    return proc
         checked = await self.engine_exec(cid, spec)
-        if target is None:
+        if spec.tty:
             return checked
-        return StartsAgent(checked, lambda: self._agents.wanted(cid, target))
+        return StartsAgent(checked, lambda: self._agents.wanted(cid))
 
     async def agent_target(self, cid: str) -> Target | None:
         """Where the container's exec agent listens; None where it can have none (no run
@@ -972,7 +975,13 @@ class DockerRuntime:
         self._targets[cid] = target
         return target
 
-    async def _launch(self, cid: str, spec: ExecSpec) -> None:
+    async def _launch(self, cid: str) -> None:
+        """Start the container's agent (a detached engine exec), where it can have one."""
+        target = await self.agent_target(cid)
+        if target is None:
+            return
+        spec = boot(target)
+
         def work() -> None:
             made = self.api.exec_create(cid, spec.cmd, environment=spec.env, user=spec.user)
             self.api.exec_start(made["Id"], detach=True)

@@ -341,29 +341,29 @@ def test_an_agent_is_started_for_a_box_used_again_and_not_twice_in_a_row(
     clock = [1000.0]
     monkeypatch.setattr(agent, "time", SimpleNamespace(monotonic=lambda: clock[0]))
 
-    async def launch(cid: str, spec: ExecSpec) -> None:
-        assert spec.user == "root" and spec.cmd[0] == "python3"
+    async def launch(cid: str) -> None:
         started.append(cid)
 
     async def main() -> None:
         agents = agent.Agents(launch)
-        target = agent.Target(Path("/nowhere"), False)
-        agents.wanted("c1", target)  # a first command: the engine's exec will do
+        assert not agents.used("c1")
+        agents.wanted("c1")  # a first command: the engine's exec will do
+        assert agents.used("c1")
         clock[0] += agent.IDLE_SECONDS + 1
-        agents.wanted("c1", target)  # another, but long after
+        agents.wanted("c1")  # another, but long after
         await anyio.sleep(0)
         assert started == []
         clock[0] += 1
-        agents.wanted("c1", target)  # used again soon: its agent is started
-        agents.wanted("c1", target)  # and not again while that one may be coming
+        agents.wanted("c1")  # used again soon: its agent is started
+        agents.wanted("c1")  # and not again while that one may be coming
         await anyio.sleep(0.01)
         assert started == ["c1"]
         clock[0] += agent.RETRY_SECONDS + 1
-        agents.wanted("c1", target)  # it never came (no python3?): tried again, later
+        agents.wanted("c1")  # it never came (no python3?): tried again, later
         await anyio.sleep(0.01)
         assert started == ["c1", "c1"]
         agents.forget("c1")  # its container started again: a first command once more
-        agents.wanted("c1", target)
+        agents.wanted("c1")
         await anyio.sleep(0.01)
         assert started == ["c1", "c1"]
 

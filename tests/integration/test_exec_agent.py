@@ -172,24 +172,34 @@ def test_input_output_and_a_background_job_holding_the_output(
     assert time.monotonic() - began < 4 and agents == engine == (0, b"hi\n", b"")
 
 
+async def _tree(target: agent.Target, marker: str) -> agent.AgentExec:
+    """Through the agent: a shell with two sleeps named by `marker`, once it runs."""
+    spec = ExecSpec(
+        ["sh", "-c", f"sleep {marker}1 & sleep {marker}2 & echo up; wait"], {}, "/", "abc"
+    )
+    conn = agent.connect(target.folder)
+    assert conn is not None
+    proc = await agent.start(conn, spec)
+    assert proc is not None
+    assert await proc.output().__anext__() == (STDOUT, b"up\n")
+    return proc
+
+
+async def _processes(rt: DockerRuntime, cid: str) -> bytes:
+    return (
+        await _gather(await rt.engine_exec(cid, ExecSpec(["ps", "-eo", "args"], {}, "/", "root")))
+    )[1]
+
+
 def test_kill_ends_the_whole_tree(boxed: tuple[DockerRuntime, str, agent.Target]) -> None:
     rt, cid, target = boxed
-    spec = ExecSpec(["sh", "-c", "sleep 4321 & sleep 4322 & echo up; wait"], {}, "/", "abc")
 
     async def run() -> None:
-        conn = agent.connect(target.folder)
-        assert conn is not None
-        proc = await agent.start(conn, spec)
-        assert proc is not None
-        output = proc.output()
-        assert await output.__anext__() == (STDOUT, b"up\n")
+        proc = await _tree(target, "432")
         await proc.kill()
         assert await proc.wait() == 143
         await proc.close()
-        left = await _gather(
-            await rt.engine_exec(cid, ExecSpec(["ps", "-eo", "args"], {}, "/", "root"))
-        )
-        assert b"sleep 432" not in left[1]
+        assert b"sleep 432" not in await _processes(rt, cid)
 
     anyio.run(run)
 
@@ -254,16 +264,9 @@ def test_a_command_whose_agent_is_gone_is_still_killed_from_the_host(
     boxed: tuple[DockerRuntime, str, agent.Target],
 ) -> None:
     rt, cid, target = boxed
-    spec = ExecSpec(["sh", "-c", "sleep 4331 & sleep 4332 & echo up; wait"], {}, "/", "abc")
-    ps = ExecSpec(["ps", "-eo", "args"], {}, "/", "root")
 
     async def run() -> None:
-        conn = agent.connect(target.folder)
-        assert conn is not None
-        proc = await agent.start(conn, spec)
-        assert proc is not None
-        output = proc.output()
-        assert await output.__anext__() == (STDOUT, b"up\n")
+        proc = await _tree(target, "433")
         gone = await _gather(
             await rt.engine_exec(cid, ExecSpec(["pkill", "-x", "paddock-agent"], {}, "/", "root"))
         )
@@ -271,8 +274,7 @@ def test_a_command_whose_agent_is_gone_is_still_killed_from_the_host(
         assert await proc.wait() == -1  # its exit code went with the agent
         await proc.kill()
         await proc.close()
-        left = await _gather(await rt.engine_exec(cid, ps))
-        assert b"sleep 433" not in left[1], left[1]
+        assert b"sleep 433" not in await _processes(rt, cid)
         # The next command goes to the engine and brings the agent back (a runtime that
         # has not started one lately).
         await _wanted(DockerRuntime(ENGINE_SOCKET), cid)

@@ -40,6 +40,7 @@ from ..domain.errors import PaddockError
 from . import agent_program, proctree
 from .agent_program import EXIT, FRAME, KILL, REFUSED, STARTED
 from .base import STDERR, STDOUT, ExecProcess, ExecSpec, ExecWrapper
+from .feed import BOX_FOLDER
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,6 @@ PROGRAM = _program()
 # Named by the program's hash: after an upgrade paddockd never talks to an older agent,
 # which leaves once idle.
 SOCKET_NAME = ".paddock-agent-" + hashlib.sha256(PROGRAM.encode()).hexdigest()[:12]
-BOX_FOLDER = "/run/paddock"
 IDLE_SECONDS = 300
 START_SECONDS = 30.0  # for the agent's answer to a request: a box frozen or swamped
 RETRY_SECONDS = 120.0  # between starts of an agent that did not come (no python3?)
@@ -314,7 +314,7 @@ class AgentExec:
             # The agent did not end it (gone, or unable to fork): from the host, as the
             # engine's exec is ended, by the pid it had at its start.
             pid, started = self._host
-            if _started(pid) == started:
+            if proctree.start_time(pid) == started:
                 await anyio.to_thread.run_sync(proctree.end_tree, pid)
 
     async def close(self) -> None:
@@ -325,15 +325,6 @@ class AgentExec:
         if self._exit is not None and not self._exit.done():
             self._exit.cancel()
         self._conn.close()
-
-
-def _started(pid: int) -> str | None:
-    """A process's start time (its 22nd stat field), None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
 
 
 def host_pid(conn: socket.socket, box_pid: int) -> tuple[int, str] | None:
@@ -353,7 +344,7 @@ def host_pid(conn: socket.socket, box_pid: int) -> tuple[int, str] | None:
         except OSError:
             continue
         ids = line.split()[1:]
-        if len(ids) >= 2 and ids[-1] == str(box_pid) and (started := _started(child)):
+        if len(ids) >= 2 and ids[-1] == str(box_pid) and (started := proctree.start_time(child)):
             return child, started
     return None
 

@@ -29,6 +29,12 @@ def _stat(pid: int) -> tuple[int, str, str] | None:
     return int(fields[1]), fields[0], fields[19]
 
 
+def start_time(pid: int) -> str | None:
+    """A live process's start time (a pid reused later has another)."""
+    st = _stat(pid)
+    return st[2] if st is not None else None
+
+
 def _children() -> dict[int, list[int]]:
     found: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):

@@ -149,13 +149,15 @@ def main(argv: list[str]) -> None:
             dirs[wd] = rel
         return wd
 
-    def watch_tree(rel: bytes) -> list[bytes]:
-        """Watch every folder under `rel`; what is in them already (relative names)."""
+    def watch_tree(rel: bytes, listed: bool = False) -> list[bytes]:
+        """Watch every folder under `rel`; with `listed`, what is in them already
+        (relative names: a new folder's, never the whole watched tree's)."""
         found = []
         for top, subdirs, files in os.walk(os.path.join(root, rel)):
             for name in subdirs:
                 watch(os.path.relpath(os.path.join(top, name), root))
-            found += [os.path.relpath(os.path.join(top, n), root) for n in subdirs + files]
+            if listed:
+                found += [os.path.relpath(os.path.join(top, n), root) for n in subdirs + files]
         return found
 
     def say(kind: str, rel: bytes) -> None:
@@ -168,7 +170,7 @@ def main(argv: list[str]) -> None:
     if top < 0:
         fail("inotify", os.strerror(ctypes.get_errno()))
     if recursive:
-        watch_tree(b"")  # what is there now is no event
+        watch_tree(b"")
     emit({"ready": True})
     while True:
         readable, _, _ = select.select([fd, 0], [], [])
@@ -200,7 +202,7 @@ def main(argv: list[str]) -> None:
             inside: list[bytes] = []
             if recursive and mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
                 watch(rel)
-                inside = watch_tree(rel)
+                inside = watch_tree(rel, listed=True)
             for bit, kind in TYPES:
                 if mask & bit:
                     say(kind, rel)

@@ -14,11 +14,13 @@ import marshal
 import os
 import sys
 
-PROTOCOL = 2
+PROTOCOL = 3
 # Signals the terminal or a caller sends the command: passed on to the child running it.
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGUSR1", "SIGUSR2")
 # A resident answers at once or not at all (a stale socket is refused, a stopped resident
-# is waited for this long): the command then runs here.
+# is waited for this long): the command then runs here. The launcher alone decides: the
+# resident offers ("R") and runs the command only on the launcher's go ("G"), so a
+# resident that answers late never runs a command that is already running here.
 ANSWER_SECONDS = 2.0
 
 
@@ -132,9 +134,11 @@ def _handed_over(sock: _socket.socket) -> int | None:
         if sent < len(head) + len(body):
             sock.sendall((head + body)[sent:])
         taken = sock.recv(1)  # within ANSWER_SECONDS
+        if taken == b"R":
+            sock.sendall(b"G")
     except (OSError, ValueError):
-        taken = b""  # a closed stdio descriptor, a current folder that is gone
-    if taken != b"R":  # refused before anything ran
+        taken = b""  # a closed stdio descriptor, a current folder that is gone, no answer
+    if taken != b"R":  # refused, or too late: nothing ran there
         sock.close()
         for signum, handler in kept.items():
             _signal.signal(signum, handler)

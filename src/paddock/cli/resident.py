@@ -147,6 +147,19 @@ def _request(conn: socket.socket) -> tuple[tuple[object, ...], list[int]] | None
         return None
 
 
+def _go(conn: socket.socket) -> bool:
+    """Offer to run the command; whether the launcher, still waiting, says go. From its go
+    on the command is the resident's to run."""
+    try:
+        conn.settimeout(READ_SECONDS)
+        conn.sendall(b"R")
+        go = conn.recv(1) == b"G"
+        conn.settimeout(None)
+        return go
+    except OSError:
+        return False
+
+
 def _child(request: tuple[object, ...], fds: list[int]) -> None:
     """In the fork: become the command, run it, exit with its code. Never returns."""
     code = 1
@@ -267,8 +280,12 @@ class Resident:
             conn.close()  # the launcher runs the command itself
             return
         request, fds = got
+        if not _go(conn):  # the launcher gave up waiting and runs the command itself
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            return
         try:
-            conn.sendall(b"R")  # from here on the command is the resident's to run
             pid = os.fork()
         except OSError as exc:
             with contextlib.suppress(OSError):

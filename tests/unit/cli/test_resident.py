@@ -8,12 +8,15 @@ launcher that ran the command itself imported the CLI)."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import pty
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from paddock import Client
-from paddock._launch import socket_path
+from paddock._launch import ANSWER_SECONDS, PROTOCOL, socket_path
 
 from ..conftest import World, serve_api
 
@@ -203,3 +206,54 @@ def test_a_signal_the_launcher_ignores_the_command_ignores(runtime: dict[str, st
         _, err = proc.communicate(timeout=20)
         held.close()
     assert proc.returncode == 130 and b"paddock.cli.main" not in err
+
+
+def test_a_resident_answering_too_late_never_runs_the_command(runtime: dict[str, str]) -> None:
+    # A resident still loading (a busy machine) offers to run the command after the
+    # launcher stopped waiting for it: the launcher ran it itself, and must not say go.
+    path = socket_path_for(runtime)
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    heard: list[bytes] = []
+    with socket.socket(socket.AF_UNIX) as late:
+        late.bind(path)
+        late.listen()
+
+        def answer_late() -> None:
+            conn, _ = late.accept()
+            with conn:
+                conn.recv(1 << 20)
+                time.sleep(ANSWER_SECONDS + 1)
+                try:
+                    conn.sendall(b"R")
+                    conn.settimeout(10)
+                    heard.append(conn.recv(1))
+                except BrokenPipeError:
+                    heard.append(b"")  # the launcher had gone
+
+        waiter = threading.Thread(target=answer_late)
+        waiter.start()
+        code, out, _, resident = paddock(runtime, "--version")
+        waiter.join(timeout=20)
+    assert code == 0 and out.startswith(b"paddock ") and not resident
+    assert heard == [b""]  # no go: the launcher had closed the connection
+
+
+def test_a_command_the_launcher_does_not_confirm_never_runs(runtime: dict[str, str]) -> None:
+    started(runtime)
+    out_r, out_w = os.pipe()
+    # A command that would outlive its launcher (SIGHUP ignored, as under `nohup`).
+    nohup = [int(signal.SIGHUP)]
+    request = marshal.dumps((PROTOCOL, ["paddock", "--version"], runtime, "/", 0o022, nohup))
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(socket_path_for(runtime))
+        fds = struct.pack("3i", 0, out_w, 2)
+        conn.sendmsg(
+            [len(request).to_bytes(4, "big") + request],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)],
+        )
+        os.close(out_w)
+        conn.settimeout(10)
+        assert conn.recv(1) == b"R"  # offered; the launcher leaves without its go
+        time.sleep(0.5)  # (long enough for a command started anyway to write)
+    with os.fdopen(out_r, "rb") as out:
+        assert out.read() == b""  # the resident let go of the output, nothing written

@@ -18,7 +18,7 @@ import docker
 import pytest
 
 from paddockd.domain.runs import Run
-from paddockd.runtime.base import LABEL_INSTANCE
+from paddockd.runtime.base import LABEL_INSTANCE, LABEL_SIZE
 
 from ..harness import DRIVES, ENGINE_SOCKET, IMAGE
 from .conftest import Server
@@ -197,6 +197,44 @@ def test_a_box_volume_recorded_without_its_filesystem_gets_one(make_server) -> N
         seen = c.exec("vol", "stat -f -c %T /var/lib/docker; df -m --output=size /var/lib/docker")
         assert seen.stdout.split()[0] == "ext2/ext3", seen.stdout
         assert int(seen.stdout.split()[-1]) < 64 * 1024  # the box's size, not the host's disk
+
+
+def test_a_box_volume_no_box_came_to_have_is_removed(server: Server) -> None:
+    """A pooled make records its box's Docker volume, then makes the container: a restart
+    between the two left the volume and its filesystem (the box's disk size) for good.
+    The reconciler's sweep removes it; another server's and a box's own stay."""
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+
+    def recorded(instance: str) -> str:  # as runtime/storage.py records one
+        name = f"paddock-box-{uuid.uuid4().hex[:12]}-docker"
+        api.create_volume(
+            name=name,
+            driver="local",
+            driver_opts={"type": "none", "o": "bind", "device": DRIVES.mountpoint(name)},
+            labels={LABEL_SIZE: "64", LABEL_INSTANCE: instance},
+        )
+        DRIVES.create(name, 64 << 20, owner=0)
+        return name
+
+    with server.client() as c:
+        c.create_box("keeps-its-volume", ttl=900)
+        own = f"paddock-box-{c.get_box('keeps-its-volume').id}-docker"
+    lost, others = recorded(server.instance), recorded("pdtest-another-server")
+    try:
+        deadline = time.monotonic() + 30  # a pass every 2 s
+        while DRIVES.has(lost) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        names = {v["Name"] for v in api.volumes()["Volumes"] or ()}
+        assert lost not in names and not DRIVES.has(lost)
+        assert {own, others} <= names and DRIVES.has(own) and DRIVES.has(others)
+    finally:
+        for name in (lost, others):
+            with contextlib.suppress(docker.errors.APIError):
+                api.remove_volume(name)
+            if DRIVES.has(name):
+                DRIVES.remove(name)
+        with server.client() as c:
+            c.delete_box("keeps-its-volume", force=True)
 
 
 def test_a_box_whose_container_was_removed_by_hand_leaves_no_mount(make_server) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from typing import Any
 from ..domain.errors import Conflict, InvalidRequest, NotFound
 from .base import (
     LABEL_BOX,
+    LABEL_INSTANCE,
     STDERR,
     STDOUT,
     ContainerInfo,
@@ -152,6 +153,10 @@ class FakeRuntime:
         if any(c.get("name") == f"paddock-{spec.box_id}" for c in self.by_id.values()):
             # The engine's container names are per box (paddock-<box id>).
             raise Conflict(f'the container name "/paddock-{spec.box_id}" is already in use')
+        for m in spec.mounts:  # as the engine's: a volume with a size is recorded first
+            if m.size_mb and m.volume not in self.volume_by_name:
+                labels = {LABEL_INSTANCE: spec.labels.get(LABEL_INSTANCE, "")}
+                await self.create_volume(m.volume, labels, m.size_mb << 20)
         self._n += 1
         cid = f"c{self._n:04d}"
         self.by_id[cid] = {

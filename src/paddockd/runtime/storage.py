@@ -20,7 +20,7 @@ import docker.errors
 
 from ..domain.errors import PaddockError, SnapshotTooLarge
 from . import diskcopy, diskfile, drivefs, runfs
-from .base import LABEL_SIZE
+from .base import LABEL_INSTANCE, LABEL_SIZE
 from .boxdisk import BoxDisks
 from .drivefs import DriveFs
 
@@ -71,7 +71,9 @@ class BoxStorage:
                 name=name,
                 driver="local",
                 driver_opts={"type": "none", "o": "bind", "device": self._drives.mountpoint(name)},
-                labels={LABEL_SIZE: str(size_mb)},
+                # The instance's: a volume whose box never came to be (a crash between
+                # this and the container's create) is found and removed by its sweep.
+                labels={LABEL_SIZE: str(size_mb), LABEL_INSTANCE: self._instance},
             )
             return True
         # One recorded by a create that a crash cut short has no filesystem yet.

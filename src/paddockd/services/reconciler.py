@@ -79,6 +79,12 @@ def docker_volume(box_id: str) -> str:
     return f"paddock-box-{box_id}-docker"
 
 
+def box_of_volume(name: str) -> str | None:
+    """The box whose Docker volume `name` is, if it is one."""
+    box_id = name.removeprefix("paddock-box-").removesuffix("-docker")
+    return box_id if box_id and docker_volume(box_id) == name and "-" not in box_id else None
+
+
 class Reconciler:
     def __init__(
         self,
@@ -118,6 +124,8 @@ class Reconciler:
         # an endpoint to concurrent removals (moby#42119), and a flood of deletes must
         # not become a flood of engine calls.
         self._removals = asyncio.Semaphore(1)
+        # Pool boxes (no row yet) whose volume and container are being made.
+        self._making: set[str] = set()
         # Containers a restore replaced, being removed in the background.
         self._retiring: set[str] = set()
         # Box id -> its new address's old connections being forgotten (see `_run`).
@@ -580,7 +588,11 @@ class Reconciler:
         """Make and start a container for `box`, which has no row (services/pool.py). It
         is named by its id until a claim names it, and it has no network until then: the
         bridge guard binds ports only to boxes in the store."""
-        cid = await self._rt.create(await self._spec(box, box.image, labels))
+        self._making.add(box.id)  # its volume comes before its container: not an orphan
+        try:
+            cid = await self._rt.create(await self._spec(box, box.image, labels))
+        finally:
+            self._making.discard(box.id)
         try:
             await self._rt.start(cid)
             info = await self._rt.inspect(cid)
@@ -862,11 +874,28 @@ class Reconciler:
                 log.warning("removing orphan container %s (box %s)", info.id[:12], info.box_id)
                 await self._rt.remove(info.id)
                 await self._remove_files(info.box_id)  # its Docker volume goes with it
+        await self._sweep_volumes()
         try:
             await self._rt.sweep()
             await self._sweep_disks()
         except PaddockError as exc:
             log.error("sweeping what removed containers left: %s", exc.message)
+
+    async def _sweep_volumes(self) -> None:
+        """Drop box volumes of this instance's whose box has neither a row nor a container:
+        a crash after a pooled make recorded the volume, before its container was made.
+        Read in this order: a make not under way by the time the containers are listed
+        had made its container by then."""
+        volumes = await self._rt.volumes({LABEL_INSTANCE: self._instance})
+        making = set(self._making)
+        held = {c.box_id for c in await self._rt.containers({LABEL_INSTANCE: self._instance})}
+        for volume in volumes:
+            box_id = box_of_volume(volume.name)
+            if box_id is None or box_id in making or box_id in held:
+                continue
+            if await self._repo.get(box_id) is None:
+                log.warning("removing volume %s: no box has it", volume.name)
+                await self._remove_files(box_id)
 
     async def _sweep_disks(self) -> None:
         """Drop saved disks no snapshot row names: a crash between a copy and its row, or

@@ -494,7 +494,8 @@ async def test_stats_give_figures_for_running_boxes_and_state_for_the_rest(world
     stats = {s.name: s for s in await world.services.stats.all()}
     busy, idle = stats["busy"], stats["idle"]
     assert (busy.state, busy.cpu_percent, busy.pids, busy.pids_limit) == ("running", 12.5, 9, 1024)
-    assert busy.memory_limit_bytes == 1024 << 20 and busy.disk_bytes == 4096
+    # Its disk: what it wrote (4096) and its Docker volume's (1234), as the fake has them.
+    assert busy.memory_limit_bytes == 1024 << 20 and busy.disk_bytes == 4096 + 1234
     assert busy.disk_quota_bytes is None
     assert idle.state == "stopped" and idle.cpu_percent is None and idle.memory_bytes is None
     assert (await world.services.stats.one("busy")) == busy

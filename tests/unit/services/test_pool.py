@@ -17,7 +17,7 @@ from paddockd.domain.box import BoxState, BoxType
 from paddockd.domain.errors import CapacityExceeded, PaddockError
 from paddockd.domain.network import policy
 from paddockd.netpolicy.fake import FakeNetwork
-from paddockd.runtime.base import LABEL_BOX, LABEL_NAME, LABEL_POOL, ContainerSpec
+from paddockd.runtime.base import LABEL_BOX, LABEL_INSTANCE, LABEL_NAME, LABEL_POOL, ContainerSpec
 from paddockd.runtime.fake import FakeRuntime
 from paddockd.services.reconciler import docker_volume
 from paddockd.services.templates import Given
@@ -408,3 +408,36 @@ async def test_a_users_request_wakes_the_pool_only_when_it_lacks_boxes(pool: Poo
         with contextlib.suppress(asyncio.CancelledError):
             await loop
         await pool.wired.pool.drain()
+
+
+async def test_a_volume_no_box_came_to_have_is_removed_and_one_being_made_is_not(
+    pool: Pool,
+) -> None:
+    # A pooled make records the box's volume, then makes its container: a restart between
+    # the two left the volume (a filesystem of the box's disk size) for good.
+    await pool.fill()
+    claimed = await pool.boxes.create("web", None, 600, None)
+    lost, others = docker_volume("0123456789ab"), docker_volume("ba9876543210")
+    await pool.runtime.create_volume(lost, {LABEL_INSTANCE: "test"})
+    await pool.runtime.create_volume(others, {LABEL_INSTANCE: "another"})
+    recorded, gate, real = asyncio.Event(), asyncio.Event(), pool.runtime.create
+    made: list[str] = []
+
+    async def slow(spec: ContainerSpec) -> str:
+        for m in spec.mounts:  # recorded; the container waits
+            await pool.runtime.create_volume(m.volume, {LABEL_INSTANCE: "test"}, m.size_mb)
+            made.append(m.volume)
+        recorded.set()
+        await gate.wait()
+        return await real(spec)
+
+    pool.runtime.create = slow  # type: ignore[method-assign]
+    filling = asyncio.create_task(pool.fill())  # the claimed box's replacement
+    await asyncio.wait_for(recorded.wait(), 5)
+    await pool.wired.reconciler.reconcile_all()
+    assert made and made[0] in pool.runtime.volume_by_name  # its make is under way
+    gate.set()
+    await asyncio.wait_for(filling, 5)
+    assert lost not in pool.runtime.volume_by_name
+    kept = {docker_volume(b) for b in [claimed.id, *await pool.unclaimed()]} | {others}
+    assert set(pool.runtime.volume_by_name) == kept

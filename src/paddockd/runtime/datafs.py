@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..config import EngineConfig
 from . import drivefs
+from .loopdev import mount_image
 
 log = logging.getLogger("paddockd.datafs")
 
@@ -187,11 +188,12 @@ def ensure(cfg: EngineConfig) -> DataFs:
 
 
 def _mount(image: Path, target: Path) -> None:
+    # By loopdev's direct I/O: what boxes write is cached once, not also as the image's.
     try:
-        _run("mount", "-o", "loop,prjquota,noatime", str(image), str(target))
+        mount_image(image, target, "prjquota,noatime", fstype="xfs")
     except OSError:
         # Most likely a kernel without XFS quotas: the filesystem still caps the engine.
-        _run("mount", "-o", "loop,noatime", str(image), str(target))
+        mount_image(image, target, "noatime", fstype="xfs")
 
 
 def _create(image: Path, size: int) -> None:

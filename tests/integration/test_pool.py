@@ -63,6 +63,10 @@ def test_a_claim_is_the_boxs_own_and_fresh(make_server: type[Server]) -> None:
 
         first = c.create_box("first", ttl=600, network="deny-all")
         assert first.id in pooled  # claimed, not made
+        # Its first command is its exec agent's, started with it (no engine exec: runc's
+        # leaves the command a parent outside the box, pid 0 here).
+        ran_by = c.exec("first", ["sh", "-c", "cat /proc/$PPID/comm"]).stdout
+        assert ran_by == "paddock-agent\n"
         script = (
             "hostname; cat /etc/hostname; grep -c first /etc/hosts; "
             f"grep -c {first.id} /etc/hosts || true; printenv PADDOCK_BOX"

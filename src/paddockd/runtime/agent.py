@@ -63,6 +63,9 @@ PROGRAM = _program()
 # which leaves once idle.
 SOCKET_NAME = ".paddock-agent-" + hashlib.sha256(PROGRAM.encode()).hexdigest()[:12]
 IDLE_SECONDS = 300
+# A warm pool's box has its agent started with it, waiting this long for its first
+# command (the claimed box's), then IDLE_SECONDS between commands as any.
+WARM_SECONDS = 3600
 START_SECONDS = 30.0  # for the agent's answer to a request: a box frozen or swamped
 RETRY_SECONDS = 120.0  # between starts of an agent that did not come (no python3?)
 KILL_SECONDS = 10.0  # proctree's freeze and grace, and a margin
@@ -89,8 +92,9 @@ _REEXEC = (
 )
 
 
-def boot(target: Target) -> ExecSpec:
-    """The engine exec that starts a box's agent (as the box's root; it leaves at once)."""
+def boot(target: Target, first: float = IDLE_SECONDS) -> ExecSpec:
+    """The engine exec that starts a box's agent (as the box's root; it leaves at once),
+    which waits `first` seconds for its first command."""
     # No shell first: the agent keeps the engine's environment as the engine gives it
     # (a shell exports it in an order of its own, and adds PWD). No python3: it fails to
     # start, and is tried again after RETRY_SECONDS.
@@ -103,6 +107,7 @@ def boot(target: Target) -> ExecSpec:
         f"{BOX_FOLDER}/{SOCKET_NAME}",
         str(IDLE_SECONDS),
         "1" if target.keep_home else "0",
+        str(first),
     ]
     return ExecSpec(argv, {"PADDOCK_AGENT": PROGRAM}, "", "root")
 
@@ -352,8 +357,10 @@ def host_pid(conn: socket.socket, box_pid: int) -> tuple[int, str] | None:
 class Agents:
     """Each running box's agent: used where it answers, started where it does not."""
 
-    def __init__(self, launch: Callable[[str], Awaitable[None]]) -> None:
-        self._launch = launch  # starts a container's agent (a detached engine exec)
+    def __init__(self, launch: Callable[[str, float], Awaitable[None]]) -> None:
+        # Starts a container's agent (a detached engine exec), to wait so long for its
+        # first command.
+        self._launch = launch
         self._used: dict[str, float] = {}  # container -> its last command by the engine
         self._tried: dict[str, float] = {}  # container -> when its agent was last started
         self._tasks: set[asyncio.Task[None]] = set()
@@ -388,11 +395,17 @@ class Agents:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _start(self, cid: str) -> None:
+    async def _start(self, cid: str, first: float = IDLE_SECONDS) -> None:
         try:
-            await self._launch(cid)
+            await self._launch(cid, first)
         except (PaddockError, OSError) as exc:
             log.info("no exec agent in %s: %s", cid[:12], exc)
+
+    async def warm(self, cid: str) -> None:
+        """Start the box's agent now, to wait WARM_SECONDS for its first command: a warm
+        pool's box, whose claim's first command is then the agent's."""
+        self._used[cid] = self._tried[cid] = time.monotonic()
+        await self._start(cid, WARM_SECONDS)
 
     def forget(self, cid: str) -> None:
         self._tried.pop(cid, None)

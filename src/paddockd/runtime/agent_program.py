@@ -19,7 +19,8 @@ Protocol, one connection per command on the socket in /run/paddock:
   command ends; paddockd may send KILL (the command's tree: TERM, then KILL).
 Only a peer outside the box's pid namespace (paddockd: pid 0 here) is served, on a
 socket only the box's root may open. The agent leaves after IDLE seconds without a
-command; it is started again on demand.
+command (FIRST seconds before its first: a warm pool's box waits for its claim); it is
+started again on demand.
 
 Stdlib only, single-threaded: paddockd ships this file's source with proctree's
 (runtime/agent.py PROGRAM), and the box's python3 runs it.
@@ -367,7 +368,7 @@ def _event(
     return None
 
 
-def serve(server: socket.socket, agent: Agent, idle: float) -> None:
+def serve(server: socket.socket, agent: Agent, idle: float, first: float) -> None:
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -378,8 +379,9 @@ def serve(server: socket.socket, agent: Agent, idle: float) -> None:
     poll = select.poll()
     poll.register(server, select.POLLIN)
     poll.register(wake_r, select.POLLIN)
+    served = False
     while True:
-        left = idle - (time.monotonic() - last)
+        left = (idle if served else first) - (time.monotonic() - last)
         if not commands and left <= 0:
             return
         events = poll.poll(None if commands else max(left, 0) * 1000)
@@ -388,6 +390,7 @@ def serve(server: socket.socket, agent: Agent, idle: float) -> None:
                 last = _event(fd, server, wake_r, agent, commands, by_fd, poll) or last
             except OSError:
                 time.sleep(0.1)  # out of descriptors or processes: the box's own limits
+        served = served or bool(commands)  # (a command is in it until it is reaped below)
         while True:  # reap: commands, and the helpers that end them
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -417,8 +420,9 @@ def environ() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    """`paddock-agent SOCKET IDLE KEEP_HOME`, run by the engine as the box's root."""
+    """`paddock-agent SOCKET IDLE KEEP_HOME [FIRST]`, run by the engine as the box's root."""
     path, idle, keep_home = argv[0], float(argv[1]), argv[2] == "1"
+    first = float(argv[3]) if len(argv) > 3 else idle
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write("paddock-agent")  # not python3's: see agent.py _REEXEC
     env = environ()
@@ -438,7 +442,7 @@ def main(argv: list[str]) -> int:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     try:
-        serve(server, Agent(env, os.getcwd()), idle)
+        serve(server, Agent(env, os.getcwd()), idle, first)
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == inode:  # ours still, not a newer agent's

@@ -403,6 +403,11 @@ class Runtime(Protocol):
 
     async def exec(self, cid: str, spec: ExecSpec) -> ExecProcess: ...
 
+    async def warm_exec(self, cid: str) -> None:
+        """Ready the running container for quick commands from its first one on (a warm
+        pool's box, before its claim); nothing where that cannot be done."""
+        ...
+
     async def open_network(self, cid: str) -> BoxNetworkHandle:
         """The running container's network, held open until closed; InvalidState when it
         is not running (a pid reused by another process is never entered)."""

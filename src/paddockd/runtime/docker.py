@@ -975,12 +975,15 @@ class DockerRuntime:
         self._targets[cid] = target
         return target
 
-    async def _launch(self, cid: str) -> None:
+    async def warm_exec(self, cid: str) -> None:
+        await self._agents.warm(cid)
+
+    async def _launch(self, cid: str, first: float) -> None:
         """Start the container's agent (a detached engine exec), where it can have one."""
         target = await self.agent_target(cid)
         if target is None:
             return
-        spec = boot(target)
+        spec = boot(target, first)
 
         def work() -> None:
             made = self.api.exec_create(cid, spec.cmd, environment=spec.env, user=spec.user)

@@ -352,6 +352,10 @@ class FakeRuntime:
         self.execs.append(spec)
         return FakeExec(spec)
 
+    async def warm_exec(self, cid: str) -> None:
+        self._get(cid)
+        self.calls.append("warm_exec")
+
     async def logs(self, cid: str, tail: int = 0) -> str:
         self._maybe_fail("logs")
         lines: list[str] = self._get(cid).get("log", [])  # set by a test

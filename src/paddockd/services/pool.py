@@ -371,6 +371,7 @@ class WarmPool:
                 and wanted.box_type == box_type
                 and self._fits(candidate, engine)
             ):
+                await self._warm(info.id)  # its agent may be an older paddockd's
                 self._ready[info.box_id] = candidate
                 log.info("adopted pooled box %s (%s)", info.box_id, wanted.name)
             else:
@@ -474,6 +475,7 @@ class WarmPool:
         if box_id in self._cancelled:
             self._discard(box_id)
             return
+        await self._warm(info.id)
         self._ready[box_id] = Pooled(
             box_id,
             info.id,
@@ -485,6 +487,13 @@ class WarmPool:
             info.views,
             slot.disk,
         )
+
+    async def _warm(self, cid: str) -> None:
+        """The claim's first command as quick as the box's later ones (its exec agent)."""
+        try:
+            await self._rt.warm_exec(cid)
+        except PaddockError as exc:  # its commands go by the engine, as any box's first
+            log.info("pooled container %s: %s", cid[:12], exc.message)
 
     async def _sweep(self, containers: list[ContainerInfo]) -> None:
         """Pooled containers that ran and stopped, neither ready nor claimed, are ours to

@@ -341,7 +341,8 @@ def test_an_agent_is_started_for_a_box_used_again_and_not_twice_in_a_row(
     clock = [1000.0]
     monkeypatch.setattr(agent, "time", SimpleNamespace(monotonic=lambda: clock[0]))
 
-    async def launch(cid: str) -> None:
+    async def launch(cid: str, first: float) -> None:
+        assert first == agent.IDLE_SECONDS
         started.append(cid)
 
     async def main() -> None:
@@ -368,3 +369,23 @@ def test_an_agent_is_started_for_a_box_used_again_and_not_twice_in_a_row(
         assert started == ["c1", "c1"]
 
     anyio.run(main)
+
+
+def test_a_warm_pools_box_has_its_agent_from_the_start_waiting_for_its_claim() -> None:
+    started: list[tuple[str, float]] = []
+
+    async def launch(cid: str, first: float) -> None:
+        started.append((cid, first))
+
+    async def main() -> None:
+        agents = agent.Agents(launch)
+        await agents.warm("c1")
+        assert started == [("c1", agent.WARM_SECONDS)]
+        assert agents.used("c1")  # its first command goes to the agent
+        agents.wanted("c1")  # nor is another started behind that command
+        await anyio.sleep(0.01)
+        assert started == [("c1", agent.WARM_SECONDS)]
+
+    anyio.run(main)
+    spec = agent.boot(agent.Target(Path("/run/x"), False), agent.WARM_SECONDS)
+    assert spec.cmd[-3:] == [str(agent.IDLE_SECONDS), "0", str(agent.WARM_SECONDS)]

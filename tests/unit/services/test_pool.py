@@ -441,3 +441,11 @@ async def test_a_volume_no_box_came_to_have_is_removed_and_one_being_made_is_not
     assert lost not in pool.runtime.volume_by_name
     kept = {docker_volume(b) for b in [claimed.id, *await pool.unclaimed()]} | {others}
     assert set(pool.runtime.volume_by_name) == kept
+
+
+async def test_each_ready_box_is_warmed_for_its_claims_first_command(pool: Pool) -> None:
+    await pool.fill()
+    assert pool.runtime.calls.count("warm_exec") == 2  # each box made
+    pool.restart()
+    await pool.wired.pool.adopt()
+    assert pool.runtime.calls.count("warm_exec") == 4  # and each adopted (a new agent)

@@ -53,6 +53,9 @@ from .capacity import Capacity
 from .reconciler import Reconciler
 
 log = logging.getLogger("paddockd.pool")
+# How often a round looks at every container for pooled ones that stopped (the engine's
+# restart, a crash); between, a ready box's container is looked up in the running view.
+SWEEP_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class WarmPool:
         self._busy = 0  # users' creates and resumes under way
         self._last_user = float("-inf")  # when the last one ended (monotonic)
         self._failures = 0  # makes that failed in a row
+        self._swept = float("-inf")  # when `_check` last listed every container
         self._template_slots: list[Slot] = []
         self._template_note: str | None = None
         self._wake = asyncio.Event()
@@ -261,6 +265,9 @@ class WarmPool:
         await self._guarded(self.adopt())
         while True:
             self._wake.clear()
+            # Woken by a claim: the round waits until the user's work is done (its first
+            # command comes next, and a round asks the engine things).
+            await self._quiet()
             await self._guarded(self.fill())
             # After failures, wait longer: an engine in trouble is not hammered.
             pause = min(self._interval * 2**self._failures, 300.0)
@@ -382,13 +389,16 @@ class WarmPool:
     async def _check(self) -> None:
         """Drop ready boxes that no longer fit a `new` (a rebuilt image, LXCFS back or
         gone, an engine restart) or whose container is gone; remove what an earlier drop
-        left behind."""
-        containers = await self._rt.containers({LABEL_INSTANCE: self._instance})
-        await self._sweep(containers)
+        left behind (every SWEEP_SECONDS: it takes a listing of every container, ~150 ms
+        of the engine's and paddockd's at 500 boxes)."""
+        now = time.monotonic()
+        if now - self._swept >= SWEEP_SECONDS:
+            self._swept = now
+            await self._sweep(await self._rt.containers({LABEL_INSTANCE: self._instance}))
         if not self._ready:
             return
         engine = await self._engine()
-        live = {c.box_id: c for c in containers}
+        live = {c.box_id: c for c in await self._rt.running({LABEL_INSTANCE: self._instance})}
         for pooled in list(self._ready.values()):
             info = live.get(pooled.box_id)
             if info is not None and info.running and self._fits(pooled, engine):
@@ -521,5 +531,7 @@ class WarmPool:
             await self._reconciler.discard_pooled(box_id)
         except PaddockError as exc:
             log.error("removing pooled box %s: %s", box_id, exc.message)
+            self._swept = float("-inf")  # the next round's sweep tries again
         except Exception:
             log.exception("removing pooled box %s failed", box_id)
+            self._swept = float("-inf")

@@ -449,3 +449,31 @@ async def test_each_ready_box_is_warmed_for_its_claims_first_command(pool: Pool)
     pool.restart()
     await pool.wired.pool.adopt()
     assert pool.runtime.calls.count("warm_exec") == 4  # and each adopted (a new agent)
+
+
+async def test_a_claim_wakes_the_pool_only_once_the_users_work_is_done(pool: Pool) -> None:
+    # A round asks the engine for every container (150 ms at 500 boxes): run beside a
+    # claim, it slowed the claimed box's first command.
+    await pool.fill()
+    rounds: list[int] = []
+    fill = pool.wired.pool.fill
+
+    async def counted() -> None:
+        rounds.append(pool.wired.pool._busy)
+        await fill()
+
+    pool.wired.pool.fill = counted  # type: ignore[method-assign]
+    loop = asyncio.create_task(pool.wired.pool.run())
+    try:
+        await asyncio.sleep(0.2)
+        rounds.clear()  # its first round, at its start
+        async with pool.wired.pool.user_work():  # a create, then the box's first command
+            await pool.boxes.create("web", None, 600, None)  # a claim: wakes the pool
+            await asyncio.sleep(0.3)
+            assert rounds == []
+        await asyncio.sleep(0.3)
+        assert rounds[:1] == [0]  # once the user's work was done
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop

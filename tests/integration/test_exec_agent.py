@@ -110,7 +110,10 @@ SEEN = r"""
 echo "home=$HOME pwd=$(pwd) umask=$(umask)"
 grep -E '^(Uid|Gid|Groups|Cap...|NoNewPrivs|Seccomp|SigBlk|SigIgn|SigCgt):' /proc/self/status
 cat /proc/self/cgroup /proc/self/oom_score_adj /proc/self/limits
-echo "stdin=$(readlink /proc/self/fd/0) open=$(ls /proc/$$/fd | sort -n | tr '\n' ' ')"
+echo "stdin=$(readlink /proc/self/fd/0)"
+# Descriptors the shell was given beyond stdio, by its builtin test: a listing by `ls`
+# would race the shell's own pipe for the listing's output.
+fd=3; while [ $fd -lt 64 ]; do [ -e /proc/$$/fd/$fd ] && echo "open $fd"; fd=$((fd + 1)); done
 [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && echo "session leader"
 [ "$(ps -o pgid= -p $$ | tr -d ' ')" = "$$" ] && echo "group leader"
 env | grep -v '^_=' | sort

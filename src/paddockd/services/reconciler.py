@@ -13,6 +13,7 @@ import contextlib
 import logging
 import secrets
 import shutil
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
@@ -75,6 +76,9 @@ def drive_volume(name: str, holder: str | None = None) -> str:
     return f"paddock-drive-{name}" if holder is None else f"paddock-user-{holder}-drive-{name}"
 
 
+VOLUME_SWEEP_SECONDS = 600.0
+
+
 def docker_volume(box_id: str) -> str:
     return f"paddock-box-{box_id}-docker"
 
@@ -126,6 +130,7 @@ class Reconciler:
         self._removals = asyncio.Semaphore(1)
         # Pool boxes (no row yet) whose volume and container are being made.
         self._making: set[str] = set()
+        self._volumes_swept = float("-inf")  # monotonic; see `_sweep_volumes`
         # Containers a restore replaced, being removed in the background.
         self._retiring: set[str] = set()
         # Box id -> its new address's old connections being forgotten (see `_run`).
@@ -884,8 +889,14 @@ class Reconciler:
     async def _sweep_volumes(self) -> None:
         """Drop box volumes of this instance's whose box has neither a row nor a container:
         a crash after a pooled make recorded the volume, before its container was made.
-        Read in this order: a make not under way by the time the containers are listed
-        had made its container by then."""
+        At the first pass (after a restart, when such are found) and every
+        VOLUME_SWEEP_SECONDS: it lists every volume and container. Read in this order: a
+        make not under way by the time the containers are listed had made its container
+        by then."""
+        now = time.monotonic()
+        if now - self._volumes_swept < VOLUME_SWEEP_SECONDS:
+            return
+        self._volumes_swept = now
         volumes = await self._rt.volumes({LABEL_INSTANCE: self._instance})
         making = set(self._making)
         held = {c.box_id for c in await self._rt.containers({LABEL_INSTANCE: self._instance})}

@@ -183,14 +183,36 @@ class PaddockParser(argparse.ArgumentParser):
         return [str(self.default_subcommand), *args]
 
 
-class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
-    """Subcommands whose help is at least their one-line summary (`paddock use --help`)."""
+# How many boxes a command takes (`box=` of a command): its BOX argument(s).
+_BOXES = {"one": ("box", None), "some": ("boxes", "+"), "any": ("boxes", "*")}
 
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands whose help is at least their one-line summary (`paddock use --help`).
+    What most commands share is said where the command is named: `run`, the function
+    that runs it; `box`, its BOX argument ("one", or "some"/"any" for a list in
+    `args.boxes`), before any other; `json`, a --json flag."""
+
+    def add_parser(
+        self,
+        name: str,
+        *,
+        run: Callable[[argparse.Namespace], int] | None = None,
+        box: str | None = None,
+        json: bool = False,
+        **kwargs: Any,
+    ) -> argparse.ArgumentParser:
         summary = kwargs.get("help")
         if summary and not kwargs.get("description"):
             kwargs["description"] = summary[0].upper() + summary[1:] + "."
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        if box is not None:
+            dest, nargs = _BOXES[box]
+            parser.add_argument(dest, nargs=nargs, metavar="BOX")
+        if json:
+            add_json(parser)
+        if run is not None:
+            parser.set_defaults(run=run)
         return parser
 
 
@@ -212,6 +234,17 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], 
         return EXIT_USAGE
 
     return show
+
+
+def pairs(words: list[str], flag: str = "--env") -> dict[str, str]:
+    """KEY=VALUE words (repeated `flag`s) as a dict; a word without `=` is a usage error."""
+    found = {}
+    for word in words:
+        key, eq, value = word.partition("=")
+        if not eq or not key:
+            raise UsageError(f"{flag} takes KEY=VALUE, not {word!r}")
+        found[key] = value
+    return found
 
 
 def megabytes(text: str) -> int:

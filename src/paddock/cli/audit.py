@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timedelta, timezone
 
 from ..wire.models import AuditEvent
-from ._common import UsageError, add_json, call, examples, seconds_arg
+from ._common import UsageError, call, examples, seconds_arg
 from ._output import listing, since
 
 _ago = seconds_arg("time")
@@ -28,13 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock audit --user bob --box web --json",
             "paddock audit --user anonymous --since 2026-12-01T00:00:00Z",
         ),
+        run=cmd_audit,
+        json=True,
     )
     p.add_argument("--user", help="one user's calls (owner only; `anonymous`: refused ones)")
     p.add_argument("--box", metavar="BOX", help="calls that named this box (name or id)")
     p.add_argument("--since", metavar="WHEN", help="from then on: an age (90m, 2h, 1d) or a time")
     p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N entries (1-1000)")
-    add_json(p)
-    p.set_defaults(run=cmd_audit)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

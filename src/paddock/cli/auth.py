@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import AGENTS, PROVIDERS, add_json, box_ref, call, client, examples, nested
+from ._common import AGENTS, PROVIDERS, box_ref, call, client, examples, nested
 from ._output import listing, note
 from .secret import add_attachments, add_log_options, read_hidden, show_uses
 
@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="store a provider's API key (from a prompt or stdin)",
         description="Store your API key for a provider on the server, encrypted. It is read from a "
         "hidden prompt, or from stdin with --from-stdin; never from the command line.",
+        run=cmd_set,
     )
     s.add_argument("provider", metavar="PROVIDER", help=", ".join(PROVIDERS))
     s.add_argument("--from-stdin", action="store_true", help="read the key from stdin")
@@ -49,32 +50,31 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="gateway (default): boxes get a placeholder, the key stays on the server; "
         "env: boxes get the key itself",
     )
-    s.set_defaults(run=cmd_set)
-    ls = auth.add_parser(
+    auth.add_parser(
         "ls",
         help="the providers, and which you have a key for",
         description="Every provider: whether you set a key, its base URL, when it was last used.",
+        run=cmd_ls,
+        json=True,
     )
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
     rm = auth.add_parser(
         "rm",
         help="remove your key for a provider (and detach it from every box)",
         description="Remove your key for a provider from the server; every box of yours it "
         "was attached to loses it.",
+        run=cmd_rm,
     )
     rm.add_argument("provider", metavar="PROVIDER")
-    rm.set_defaults(run=cmd_rm)
     log = auth.add_parser(
         "log",
         help="what your keys were used for",
         description="Each request a box made with one of your keys through the credential "
         "gateway, newest first: the box, the provider, the request's method and path, the "
         "provider's answer, and refusals (another box's placeholder, a detached key).",
+        run=cmd_log,
     )
     log.add_argument("provider", metavar="PROVIDER", nargs="?", help="only this provider's")
     add_log_options(log)
-    log.set_defaults(run=cmd_log)
     add_attachments(
         auth, "credential", "PROVIDER", "a provider's key (its environment, e.g. ANTHROPIC_API_KEY)"
     )
@@ -85,9 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description=f"List the coding agents in the server's box image ({', '.join(AGENTS)}), "
         "their versions, and whether you have set an API key for one of their providers "
         "(`paddock auth set`). Upgrade them with `paddock image build --upgrade-agents`.",
+        run=cmd_agents,
+        json=True,
     )
-    add_json(p)
-    p.set_defaults(run=cmd_agents)
 
 
 def cmd_agents(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ from ..wire.errors import AuthenticationFailed, ConnectionFailed, InvalidRequest
 from ._common import (
     EXIT_ERROR,
     UsageError,
-    add_json,
     box_ref,
     call,
     client,
@@ -46,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock new --type small --ttl 3600",
             "paddock new --name api-tests --ttl 2h --ttl-action delete",
         ),
+        run=cmd_new,
+        json=True,
     )
     p.add_argument("--type", dest="box_type", metavar="TYPE", help="box type (see `paddock types`)")
     p.add_argument(
@@ -118,29 +119,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--agent", help="the box's default agent for `paddock prompt` (default: the server's)"
     )
-    add_json(p)
-    p.set_defaults(run=cmd_new)
-
-    p = sub.add_parser("ls", help="list boxes", description="List boxes; * marks the current one.")
-    p.add_argument("-q", "--quiet", action="store_true", help="only names, one per line")
-    p.add_argument("--mine", action="store_true", help="only your own boxes (for the owner)")
-    add_json(p)
-    p.set_defaults(run=cmd_ls)
 
     p = sub.add_parser(
-        "show", help="show one box", description="Show a box by name, id prefix or `current`."
+        "ls",
+        help="list boxes",
+        description="List boxes; * marks the current one.",
+        run=cmd_ls,
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
-    add_json(p)
-    p.set_defaults(run=cmd_show)
+    p.add_argument("-q", "--quiet", action="store_true", help="only names, one per line")
+    p.add_argument("--mine", action="store_true", help="only your own boxes (for the owner)")
+
+    p = sub.add_parser(
+        "show",
+        help="show one box",
+        description="Show a box by name, id prefix or `current`.",
+        run=cmd_show,
+        box="one",
+        json=True,
+    )
 
     p = sub.add_parser(
         "use",
         help="make a box the current one",
         description="Make BOX the current box: the one `current` stands for in every command.",
+        run=cmd_use,
+        box="one",
     )
-    p.add_argument("box", metavar="BOX")
-    p.set_defaults(run=cmd_use)
 
     p = sub.add_parser(
         "stop",
@@ -148,10 +153,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Stop one or more boxes. A box's files (all of its filesystem) are kept "
         "in a snapshot; running processes and memory are not. `paddock resume` brings it "
         "back. Each box is reported; the exit code is 1 if any could not be stopped.",
+        run=cmd_stop,
+        box="some",
+        json=True,
     )
-    p.add_argument("boxes", nargs="+", metavar="BOX")
-    add_json(p)
-    p.set_defaults(run=cmd_stop)
 
     p = sub.add_parser(
         "resume",
@@ -159,10 +164,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Start one or more stopped boxes again, with their files as they were "
         "(processes start fresh; the TTL clock starts again). A running box is left as it is. "
         "Each box is reported; the exit code is 1 if any could not be resumed.",
+        run=cmd_resume,
+        box="some",
+        json=True,
     )
-    p.add_argument("boxes", nargs="+", metavar="BOX")
-    add_json(p)
-    p.set_defaults(run=cmd_resume)
 
     p = sub.add_parser(
         "rm",
@@ -170,18 +175,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Delete one or more boxes with their files and snapshots. A running box "
         "needs --force. Pull what you need first (`paddock pull`). Each box is reported; the "
         "exit code is 1 if any could not be deleted.",
+        run=cmd_rm,
+        box="some",
     )
-    p.add_argument("boxes", nargs="+", metavar="BOX")
     p.add_argument("-f", "--force", action="store_true", help="delete even if it is running")
-    p.set_defaults(run=cmd_rm)
 
     p = sub.add_parser(
         "extend",
         help="give a box a new TTL, counted from now",
         description="Give a box a new TTL counted from now (0: no limit); a stopped box's "
         "clock starts when it resumes.",
+        run=cmd_extend,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument(
         "--ttl",
         type=_ttl,
@@ -189,8 +196,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="SECONDS",
         help="new TTL (0: never); also 90m, 2h",
     )
-    add_json(p)
-    p.set_defaults(run=cmd_extend)
 
     p = sub.add_parser(
         "logs",
@@ -205,23 +210,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock logs --server",
             "paddock logs --server -n 500 --json",
         ),
+        run=cmd_logs,
+        json=True,
     )
     p.add_argument("box", metavar="BOX", nargs="?", help="default: the current box")
     p.add_argument(
         "-n", "--tail", type=_count, default=0, metavar="N", help="only the last N lines"
     )
     p.add_argument("--server", action="store_true", help="paddockd's own log (owner)")
-    add_json(p)
-    p.set_defaults(run=cmd_logs)
 
     p = sub.add_parser(
         "types",
         help="list box types and their limits",
         description="The box types this server offers: CPUs, memory, processes, and what each "
         "is for (`paddock new --type TYPE`).",
+        run=cmd_types,
+        json=True,
     )
-    add_json(p)
-    p.set_defaults(run=cmd_types)
 
 
 def _print_box(box: Box, as_json: bool) -> None:

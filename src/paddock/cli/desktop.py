@@ -9,7 +9,7 @@ import webbrowser
 from datetime import datetime
 from pathlib import Path
 
-from ._common import UsageError, add_json, box_ref, call, client, examples
+from ._common import UsageError, box_ref, call, client, examples
 from ._output import emit_json, note
 
 USAGE = """paddock desktop BOX [--print-url] [--view-only] [--size WxH] [--json]
@@ -35,16 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock desktop current type 'hello world'",
             "paddock desktop current key ctrl+s",
         ),
+        run=cmd_desktop,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("action", nargs="?", choices=["click", "type", "key"], help="an input action")
     p.add_argument("args", nargs="*", metavar="ARG", help="click: X Y; type: TEXT; key: COMBO")
     p.add_argument("--button", type=int, default=1, help="click: 1 left, 2 middle, 3 right")
     p.add_argument("--print-url", action="store_true", help="print the link, open no browser")
     p.add_argument("--view-only", action="store_true", help="a watch-only link")
     p.add_argument("--size", metavar="WxH", help="set the desktop's size, e.g. 1920x1080")
-    add_json(p)
-    p.set_defaults(run=cmd_desktop)
 
     p = sub.add_parser(
         "screenshot",
@@ -55,13 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock screenshot current -o app.png --size 1280x800",
             "paddock screenshot current -o - | display",
         ),
+        run=cmd_screenshot,
+        box="one",
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument(
         "-o", "--output", metavar="FILE", help="where (default BOX-TIME.png; - for stdout)"
     )
     p.add_argument("--size", metavar="WxH", help="resize the desktop first, e.g. 1280x800")
-    p.set_defaults(run=cmd_screenshot)
 
 
 def cmd_desktop(args: argparse.Namespace) -> int:

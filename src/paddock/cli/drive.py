@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import Drive
-from ._common import add_json, call, examples, megabytes, nested
+from ._common import call, examples, megabytes, nested
 from ._output import binary_size, emit_json, note, table
 
 
@@ -27,25 +27,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "when it is full, writes in the box fail with 'No space left on device' and "
         "nothing else on the server notices. Without, it grows within the server's disk.",
         epilog=examples("paddock drive create cache", "paddock drive create datasets --size 20g"),
+        run=cmd_create,
     )
     c.add_argument("name", metavar="NAME")
     c.add_argument(
         "--size", type=megabytes, metavar="SIZE", help="the most it holds, e.g. 20g or 512m"
     )
-    c.set_defaults(run=cmd_create)
-    ls = drive.add_parser(
-        "ls", help="your drives (the owner: everyone's), their size and the boxes using them"
+    drive.add_parser(
+        "ls",
+        help="your drives (the owner: everyone's), their size and the boxes using them",
+        run=cmd_ls,
+        json=True,
     )
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
-    rm = drive.add_parser("rm", help="delete a drive and its data (refused while in use)")
+    rm = drive.add_parser(
+        "rm", help="delete a drive and its data (refused while in use)", run=cmd_rm
+    )
     rm.add_argument("name", metavar="NAME")
     rm.add_argument(
         "--owner",
         metavar="USER",
         help="the owner: delete USER's drive (a removed account's: the id `drive ls` shows)",
     )
-    rm.set_defaults(run=cmd_rm)
 
 
 def cmd_create(args: argparse.Namespace) -> int:

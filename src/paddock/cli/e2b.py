@@ -7,7 +7,7 @@ import shlex
 
 from .._config import ClientConfig
 from ..wire.keys import e2b_key
-from ._common import UsageError, add_json, examples, nested
+from ._common import UsageError, examples, nested
 from ._output import emit_json, note
 
 
@@ -30,12 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--with-token (it is a credential; a token of its own is better: `paddock token "
         "create e2b`).",
         epilog=examples("paddock e2b env", 'eval "$(paddock e2b env --with-token)"'),
+        run=cmd_env,
+        json=True,
     )
     env.add_argument(
         "--with-token", action="store_true", help="include E2B_API_KEY (this CLI's token)"
     )
-    add_json(env)
-    env.set_defaults(run=cmd_env)
 
 
 def variables(url: str, token: str | None) -> dict[str, str]:

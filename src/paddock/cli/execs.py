@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..wire.errors import InvalidRequest
-from ._common import UsageError, box_ref, call, client, examples
+from ._common import UsageError, box_ref, call, client, examples, pairs
 from ._output import note
 
 TYPE_CHECKING = False
@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock exec --desktop current -- xfce4-terminal",
             "paddock exec --desktop --wait current -- xdotool getdisplaygeometry",
         ),
+        run=cmd_exec,
     )
     p.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (implies -i)")
     p.add_argument(
@@ -77,27 +78,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command and its arguments"
     )
-    p.set_defaults(run=cmd_exec)
 
     p = sub.add_parser(
         "shell",
         help="an interactive shell in a box",
         description="Open a login shell (bash) in a box with a terminal.",
+        run=cmd_shell,
     )
     p.add_argument("-u", "--user", help="user (default abc)")
     p.add_argument("--wake", action="store_true", help="start the box first if it is stopped")
     p.add_argument("box", metavar="BOX", nargs="?", default="current")
-    p.set_defaults(run=cmd_shell)
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--env takes KEY=VALUE, not {pair!r}")
-        env[key] = value
-    return env
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
@@ -108,7 +98,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         return _on_desktop(args, cmd)
     if args.wait:
         raise UsageError("--wait goes with --desktop (a plain exec always waits)")
-    options: dict[str, Any] = {"env": _env(args.env), "workdir": args.workdir, "user": args.user}
+    options: dict[str, Any] = {"env": pairs(args.env), "workdir": args.workdir, "user": args.user}
     if args.wake:
         options["wake"] = True
     if args.detach:
@@ -204,7 +194,7 @@ def _on_desktop(args: argparse.Namespace, cmd: list[str]) -> int:
     result = call(
         args,
         lambda c: c.exec_desktop(
-            ref, cmd, wait=args.wait, env=_env(args.env), workdir=args.workdir
+            ref, cmd, wait=args.wait, env=pairs(args.env), workdir=args.workdir
         ),
     )
     sys.stdout.write(result.stdout)

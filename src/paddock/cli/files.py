@@ -6,7 +6,7 @@ import argparse
 import os
 
 from .._placement import RULES
-from ._common import UsageError, add_json, box_ref, client, examples
+from ._common import UsageError, box_ref, client, examples
 from ._output import ProgressLine, binary_size, emit_json, note
 
 PULL_SAFETY = (
@@ -29,16 +29,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock push current . --to /config/project",
             "paddock push current notes.txt --to /config/",
         ),
+        run=cmd_push,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("sources", nargs="+", metavar="SRC", help="local files or folders")
     p.add_argument(
         "--to", required=True, metavar="DEST", help="path in the box (relative: under /config)"
     )
     _push_options(p)
     _exclude_option(p)
-    add_json(p)
-    p.set_defaults(run=cmd_push)
 
     p = sub.add_parser(
         "pull",
@@ -49,13 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock pull current /config/project/dist/. --to ./site --force",
             "paddock pull current /config/project --to . --exclude .venv/",
         ),
+        run=cmd_pull,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("src", metavar="SRC", help="path in the box (relative: under /config)")
     p.add_argument("--to", default=".", metavar="DEST", help="local destination (default: .)")
     _pull_options(p)
-    add_json(p)
-    p.set_defaults(run=cmd_pull)
 
     p = sub.add_parser(
         "cp",
@@ -69,13 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock cp current:/config/project/dist .",
             "paddock cp ./src/. current:/config/project",
         ),
+        run=cmd_cp,
+        json=True,
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="SRC... DEST, one side BOX:PATH")
     _push_options(p, " (into a box)")
     _pull_options(p, " (out of a box)")
     _exclude_option(p)
-    add_json(p)
-    p.set_defaults(run=cmd_cp)
 
 
 def _exclude_option(p: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import UsageError, add_json, box_ref, call, examples, seconds_arg
+from ._common import UsageError, box_ref, call, examples, seconds_arg
 from ._output import emit_json, note, table, until
 
 
@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock host ls current --json",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        run=cmd_host,
+        json=True,
     )
     p.add_argument("words", nargs="+", metavar="BOX PORT | ls [BOX] | rm ID")
     p.add_argument("--public", action="store_true", help="open to anyone with the URL")
@@ -37,8 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="DURATION",
         help="end it after this long, e.g. 2h (default: until removed)",
     )
-    add_json(p)
-    p.set_defaults(run=cmd_host)
 
 
 def cmd_host(args: argparse.Namespace) -> int:

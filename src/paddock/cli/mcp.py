@@ -10,7 +10,7 @@ from ..wire.errors import PaddockError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
+    sub.add_parser(
         "mcp",
         help="run an MCP server (stdio) exposing Paddock to MCP-capable agents",
         description="Serve Paddock's operations as MCP tools over stdio: new, ls, exec, push, "
@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "Uses the server and token of `paddock login` (or PADDOCK_URL/PADDOCK_TOKEN). "
         "Needs the `mcp` package: pip install 'paddock[mcp]'.",
         epilog="to add it to Claude Code:\n  claude mcp add paddock -- paddock mcp",
+        run=cmd_mcp,
     )
-    p.set_defaults(run=cmd_mcp)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import argparse
 from datetime import datetime, timezone
 
 from ..wire.errors import NotFound
-from ._common import add_json, call, client, examples, megabytes, nested, seconds_arg
+from ._common import call, client, examples, megabytes, nested, seconds_arg
 from ._output import emit_json, listing, note, reply, since, until
 
 TYPE_CHECKING = False
@@ -25,13 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "An invitation is a one-time link, valid 7 days.",
     )
     members = nested(p)
-    inv = members.add_parser("invite", help="print a one-time link that creates an account")
+    inv = members.add_parser(
+        "invite", help="print a one-time link that creates an account", run=cmd_invite, json=True
+    )
     inv.add_argument("--role", choices=["member", "owner"], default="member")
-    add_json(inv)
-    inv.set_defaults(run=cmd_invite)
-    ls = members.add_parser("ls", help="everyone with an account")
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
+    members.add_parser("ls", help="everyone with an account", run=cmd_ls, json=True)
     lim = members.add_parser(
         "limits",
         help="set what a member may claim: boxes, CPUs, memory",
@@ -43,19 +41,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock members limits ana --max-cpus none",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        run=cmd_limits,
+        json=True,
     )
     lim.add_argument("username", metavar="USER")
     lim.add_argument("--max-boxes", type=_limit(int, "a number of boxes"), metavar="N|none")
     lim.add_argument("--max-cpus", type=_limit(float, "a number of CPUs"), metavar="N|none")
     lim.add_argument("--max-memory", type=_memory, metavar="SIZE|none", help="e.g. 8g, 512m")
-    add_json(lim)
-    lim.set_defaults(run=cmd_limits)
     rm = members.add_parser(
-        "rm", help="remove an account: sessions end, tokens are revoked, boxes stop (kept)"
+        "rm",
+        help="remove an account: sessions end, tokens are revoked, boxes stop (kept)",
+        run=cmd_rm,
+        json=True,
     )
     rm.add_argument("username", metavar="USER")
-    add_json(rm)
-    rm.set_defaults(run=cmd_rm)
 
     t = sub.add_parser(
         "token",
@@ -64,10 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "A revoked token stops working at once.",
     )
     token = nested(t)
-    tls = token.add_parser("ls", help="your tokens (the owner: all), never their secrets")
-    add_json(tls)
-    tls.set_defaults(run=cmd_token_ls)
-    tc = token.add_parser("create", help="a new token, printed once on stdout")
+    token.add_parser(
+        "ls", help="your tokens (the owner: all), never their secrets", run=cmd_token_ls, json=True
+    )
+    tc = token.add_parser(
+        "create", help="a new token, printed once on stdout", run=cmd_token_create, json=True
+    )
     tc.add_argument("name", metavar="NAME", help="what it is for, e.g. ci or laptop")
     tc.add_argument(
         "--expires",
@@ -80,11 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="one that reads /metrics and nothing else, for a Prometheus scraper (the owner)",
     )
-    add_json(tc)
-    tc.set_defaults(run=cmd_token_create)
-    trm = token.add_parser("rm", help="revoke a token (at once)")
+    trm = token.add_parser("rm", help="revoke a token (at once)", run=cmd_token_rm)
     trm.add_argument("token_id", metavar="ID")
-    trm.set_defaults(run=cmd_token_rm)
 
 
 def cmd_invite(args: argparse.Namespace) -> int:

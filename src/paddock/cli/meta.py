@@ -18,16 +18,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "version",
         help="the CLI's version, and the server's",
         description="Print the CLI's version, then the server's when it answers.",
+        run=cmd_version,
     )
-    p.set_defaults(run=cmd_version)
 
     p = sub.add_parser(
         "help",
         help="the help of a command (`paddock help snapshots rm`)",
         description="Print the help of a command or subcommand, as `--help` does.",
+        run=cmd_help,
     )
     p.add_argument("words", nargs="*", metavar="COMMAND", help="e.g. `exec`, `network log`")
-    p.set_defaults(run=cmd_help)
 
     p = sub.add_parser(
         "completion",
@@ -39,9 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "  bash: echo 'eval \"$(paddock completion bash)\"' >> ~/.bashrc\n"
         "  zsh:  echo 'eval \"$(paddock completion zsh)\"' >> ~/.zshrc\n"
         "  fish: paddock completion fish > ~/.config/fish/completions/paddock.fish",
+        run=cmd_completion,
     )
     p.add_argument("shell", choices=SHELLS)
-    p.set_defaults(run=cmd_completion)
 
 
 def cmd_version(args: argparse.Namespace) -> int:

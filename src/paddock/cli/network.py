@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..wire.errors import InvalidRequest
-from ._common import UsageError, add_json, box_ref, call, client, examples, nested
+from ._common import UsageError, box_ref, call, client, examples, nested
 from ._output import emit_json, note
 
 if TYPE_CHECKING:
@@ -48,8 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Show a box's egress policy, or set it: allow-all, deny-all, or allow "
         "TARGET... (IPv4 addresses, CIDRs, domains, *.domains). --add and --remove edit the "
         "allowlist it has; removing what is not there is an error.",
+        run=cmd_policy,
+        box="one",
+        json=True,
     )
-    policy.add_argument("box", metavar="BOX")
     policy.add_argument("mode", nargs="?", choices=MODES, metavar="MODE", help=", ".join(MODES))
     policy.add_argument("targets", nargs="*", metavar="TARGET", help="with allow: the allowlist")
     policy.add_argument(
@@ -58,31 +60,29 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     policy.add_argument(
         "--remove", nargs="+", default=[], metavar="TARGET", help="with allow: remove from it"
     )
-    add_json(policy)
-    policy.set_defaults(run=cmd_policy)
 
     log = network.add_parser(
         "log",
         help="what a box looked up and tried to reach, with the verdicts",
         description="The box's egress log: every name it looked up and every destination it "
         "tried, allowed or refused, oldest first.",
+        run=cmd_log,
+        box="one",
+        json=True,
     )
-    log.add_argument("box", metavar="BOX")
     log.add_argument("-f", "--follow", action="store_true", help="keep printing new entries")
     log.add_argument("--limit", type=int, default=0, metavar="N", help="only the last N entries")
-    add_json(log)
-    log.set_defaults(run=cmd_log)
 
-    suggest = network.add_parser(
+    network.add_parser(
         "suggest",
         help="an allowlist covering what a box used",
         description="Propose an allowlist covering what the box's egress log shows it used: "
         "the names it resolved (three or more siblings become *.parent) and /32s for "
         "addresses it reached without a name.",
+        run=cmd_suggest,
+        box="one",
+        json=True,
     )
-    suggest.add_argument("box", metavar="BOX")
-    add_json(suggest)
-    suggest.set_defaults(run=cmd_suggest)
 
 
 MODES = ("allow-all", "deny-all", "allow")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ._common import add_json, box_ref, client, examples, set_current
+from ._common import box_ref, client, examples, set_current
 from ._output import ProgressLine, binary_size, emit_json, note
 
 
@@ -22,12 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock export api-tests -o api-tests.paddock",
             "paddock export api-tests:before-upgrade -o before.paddock",
         ),
+        run=cmd_export,
+        json=True,
     )
     p.add_argument("box", metavar="BOX[:SNAP]", help="a box, or a box and a snapshot id or label")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write")
     p.add_argument("-f", "--force", action="store_true", help="replace FILE if it exists")
-    add_json(p)
-    p.set_defaults(run=cmd_export)
 
     p = sub.add_parser(
         "import",
@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock import api-tests.paddock",
             "paddock import before.paddock --name api-tests-before --type large",
         ),
+        run=cmd_import,
+        json=True,
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--name", help="the new box's name (default: the exported box's)")
@@ -50,8 +52,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="if this server lacks the image the box was made over, lay its files over this "
         "server's box image (sound between servers of the same Paddock version)",
     )
-    add_json(p)
-    p.set_defaults(run=cmd_import)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

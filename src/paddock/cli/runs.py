@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ._common import AGENTS, UsageError, add_json, box_ref, call, client, examples, nested
+from ._common import AGENTS, UsageError, box_ref, call, client, examples, nested
 from ._output import duration, emit_json, listing, note, since
 
 if TYPE_CHECKING:
@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock prompt current --detach 'upgrade the dependencies'",
         ),
         intermixed=True,
+        run=cmd_prompt,
+        box="one",
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument(
         "instruction", nargs="*", metavar="INSTRUCTION", help="its words (default: stdin)"
     )
@@ -45,7 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--json", action="store_true", help="stream the agent's structured events (JSON lines)"
     )
-    p.set_defaults(run=cmd_prompt)
 
     p = sub.add_parser(
         "runs",
@@ -55,14 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "  paddock runs follow RUN | show RUN [--json] | stop RUN",
     )
     runs = nested(p, default="ls")
-    ls = runs.add_parser(
+    runs.add_parser(
         "ls",
         help="a box's runs (the default)",
         description="A box's agent runs: agent, status, start, duration, instruction.",
+        run=cmd_runs,
+        box="one",
+        json=True,
     )
-    ls.add_argument("box", metavar="BOX")
-    add_json(ls)
-    ls.set_defaults(run=cmd_runs)
     follow = runs.add_parser(
         "follow",
         help="print a run's output so far, then the rest until it ends",
@@ -76,17 +76,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print a run's output so far (without waiting)",
         description="A run's output so far (a running run is not waited for); --json: the "
         "run's record instead.",
+        json=True,
     )
     show.add_argument("run_id", metavar="RUN")
-    add_json(show)
     show.set_defaults(run=cmd_follow, live=False)
     stop = runs.add_parser(
         "stop",
         help="stop a run",
         description="Stop a run: TERM, then KILL after 5 s, to the agent and all it started.",
+        run=cmd_stop,
     )
     stop.add_argument("run_id", metavar="RUN")
-    stop.set_defaults(run=cmd_stop)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:

@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Store a secret on the server, encrypted, bound to the hosts given. Its value "
         "is read from a hidden prompt, or from stdin with --from-stdin; never from the command "
         "line. Setting an existing secret without a new value (--keep-value) changes its hosts.",
+        run=cmd_set,
+        json=True,
     )
     s.add_argument("name", metavar="NAME", help="the box's variable, e.g. GITHUB_TOKEN")
     s.add_argument(
@@ -64,21 +66,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument(
         "--keep-value", action="store_true", help="keep the stored value (change the hosts)"
     )
-    add_json(s)
-    s.set_defaults(run=cmd_set)
-    ls = secret.add_parser(
-        "ls", help="your secrets", description="Your secrets: hosts, boxes, last use."
+    secret.add_parser(
+        "ls",
+        help="your secrets",
+        description="Your secrets: hosts, boxes, last use.",
+        run=cmd_ls,
+        json=True,
     )
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
     rm = secret.add_parser(
         "rm",
         help="remove a secret (and detach it from every box)",
         description="Remove a secret from the server; the boxes it was attached to lose it "
         "(their placeholders are refused from then on).",
+        run=cmd_rm,
     )
     rm.add_argument("name", metavar="NAME")
-    rm.set_defaults(run=cmd_rm)
     add_attachments(secret, "secret", "NAME", "its placeholder ($NAME in its commands)")
     log = secret.add_parser(
         "log",
@@ -87,10 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "gateway, newest first: the box, the host, the request's method and path (never its "
         "query), the host's answer, and refusals (a placeholder sent from another box, to a "
         "host it is not bound to, after it was detached).",
+        run=cmd_log,
     )
     log.add_argument("name", metavar="NAME", nargs="?", help="only this secret's")
     add_log_options(log)
-    log.set_defaults(run=cmd_log)
 
 
 def add_attachments(sub: argparse._SubParsersAction, noun: str, metavar: str, gets: str) -> None:  # type: ignore[type-arg]
@@ -100,8 +102,8 @@ def add_attachments(sub: argparse._SubParsersAction, noun: str, metavar: str, ge
             action,
             help=f"{what} your {metavar.lower()}'s {noun}",
             description=f"{what.capitalize()} {gets}, from its next command on.",
+            box="one",
         )
-        a.add_argument("box", metavar="BOX")
         a.add_argument("name", metavar=metavar)
         a.set_defaults(run=cmd_attach, method=f"{action}_{noun}", noun=noun)
 

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._config import ClientConfig
-from ._common import UsageError, add_json, client, examples, nested
+from ._common import UsageError, client, examples, nested
 from ._output import binary_size, emit_json, note
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock login https://paddock.example.com",
             "paddock login http://127.0.0.1:7423 --token-stdin < token.txt",
         ),
+        run=cmd_login,
     )
     p.add_argument("server_url", metavar="URL", help="e.g. https://paddock.example.com")
     p.add_argument("--token-stdin", action="store_true", help="read the token from stdin")
@@ -38,16 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="log in in a browser even without a terminal (print the link, wait for approval)",
     )
-    p.set_defaults(run=cmd_login)
 
     p = sub.add_parser(
         "status",
         help="server, engine, runtime profile and capacity",
         description="The server's version, its box engine and runtime profile, the box image, "
         "box counts, and capacity used and left. Exits 1 when the engine is down.",
+        run=cmd_status,
+        json=True,
     )
-    add_json(p)
-    p.set_defaults(run=cmd_status)
 
     p = sub.add_parser(
         "image",
@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="The image every box starts from, built on the server.",
     )
     image = nested(p)
-    b = image.add_parser("build", help="build (or refresh) the box image on the server")
+    b = image.add_parser(
+        "build", help="build (or refresh) the box image on the server", run=cmd_image_build
+    )
     b.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     b.add_argument("--rebuild-base", action="store_true", help="make a fresh base with mmdebstrap")
     b.add_argument(
@@ -64,7 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="move the coding agents (Claude Code, Codex, ...) to their latest versions",
     )
     b.add_argument("-q", "--quiet", action="store_true", help="print only the result")
-    b.set_defaults(run=cmd_image_build)
 
 
 def _token(from_stdin: bool) -> str:

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..wire.models import Setting
-from ._common import add_json, call, examples, nested
+from ._common import call, examples, nested
 from ._output import binary_size, listing, reply
 
 
@@ -30,28 +30,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ),
     )
     cmds = nested(p, default="ls")
-    ls = cmds.add_parser("ls", help="every setting, its value and where it comes from")
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
-    get = cmds.add_parser("get", help="one setting, with what it takes")
+    cmds.add_parser(
+        "ls", help="every setting, its value and where it comes from", run=cmd_ls, json=True
+    )
+    get = cmds.add_parser("get", help="one setting, with what it takes", run=cmd_get, json=True)
     get.add_argument("key", metavar="KEY")
-    add_json(get)
-    get.set_defaults(run=cmd_get)
     put = cmds.add_parser(
         "set",
         help="change a setting",
         description="Change a setting. VALUE as `get` says it takes: a duration (seconds, "
         "or 90m, 2h, 1d), a number, a choice, a list (a,b), sizes (small=2,medium=1) or a "
         "box type as JSON.",
+        run=cmd_set,
+        json=True,
     )
     put.add_argument("key", metavar="KEY")
     put.add_argument("value", metavar="VALUE")
-    add_json(put)
-    put.set_defaults(run=cmd_set)
-    reset = cmds.add_parser("reset", help="back to paddockd.toml's value (or the default)")
+    reset = cmds.add_parser(
+        "reset", help="back to paddockd.toml's value (or the default)", run=cmd_reset, json=True
+    )
     reset.add_argument("key", metavar="KEY")
-    add_json(reset)
-    reset.set_defaults(run=cmd_reset)
 
 
 def _shown(value: object) -> str:

@@ -29,13 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         epilog=examples(
             "paddock skill install", "paddock skill install --agent claude", "paddock skill --print"
         ),
+        run=cmd_skill,
     )
     p.add_argument("action", nargs="?", choices=["install"], help="install it")
     p.add_argument(
         "--agent", choices=sorted(LOCATIONS), action="append", help="only for this agent"
     )
     p.add_argument("--print", action="store_true", help="print the skill to stdout")
-    p.set_defaults(run=cmd_skill)
 
 
 def skill_text() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import Box
-from ._common import UsageError, add_json, box_ref, call, client, nested
+from ._common import UsageError, box_ref, call, client, nested
 from ._output import binary_size, emit_json, note, since, table
 
 
@@ -16,11 +16,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Take a snapshot of a box's filesystem now. A running box is paused "
         "only while its changes are written. Snapshots keep files only: not memory, not "
         "running processes, not /var/lib/docker, not named drives.",
+        run=cmd_snapshot,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("--name", dest="label", metavar="LABEL", help="a label to restore or fork by")
-    add_json(p)
-    p.set_defaults(run=cmd_snapshot)
 
     p = sub.add_parser(
         "snapshots",
@@ -30,35 +30,35 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "  paddock snapshots rm BOX SNAP",
     )
     snapshots = nested(p, default="ls")
-    ls = snapshots.add_parser(
+    snapshots.add_parser(
         "ls",
         help="list a box's snapshots (the default)",
         description="List a box's snapshots, newest first: id, label, kind, age, size; * marks "
         "the one its files were last saved to.",
+        run=cmd_snapshots,
+        box="one",
+        json=True,
     )
-    ls.add_argument("box", metavar="BOX")
-    add_json(ls)
-    ls.set_defaults(run=cmd_snapshots)
     rm = snapshots.add_parser(
         "rm",
         help="delete a snapshot",
         description="Delete a box's snapshot. The one a box's files stand on (or a fork's) "
         "is refused until it is not needed.",
+        run=cmd_snapshots_rm,
+        box="one",
     )
-    rm.add_argument("box", metavar="BOX")
     rm.add_argument("snap", metavar="SNAP", help="snapshot id or label")
-    rm.set_defaults(run=cmd_snapshots_rm)
 
     p = sub.add_parser(
         "restore",
         help="rewind a box to a snapshot",
         description="Return a box's files to a snapshot. The box keeps its name, type, TTL "
         "and drives; drive contents are not rolled back. A running box restarts.",
+        run=cmd_restore,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("--snapshot", required=True, metavar="SNAP", help="snapshot id or label")
-    add_json(p)
-    p.set_defaults(run=cmd_restore)
 
     p = sub.add_parser(
         "fork",
@@ -66,8 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Make a new box from a box's current files (taken live) or one of its "
         "snapshots. The two change independently afterwards; the fork keeps the type, TTL "
         "and drives; the current box stays as it was (`paddock use NEW` switches).",
+        run=cmd_fork,
+        box="one",
+        json=True,
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("--name", help="name of the new box (generated if absent)")
     p.add_argument("--snapshot", metavar="SNAP", help="fork from this snapshot instead")
     p.add_argument("--type", metavar="TYPE", help="box type of the fork (default: the source's)")
@@ -78,8 +80,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="make N forks at once, all or none (named PREFIX-1 .. PREFIX-N)",
     )
     p.add_argument("--name-prefix", metavar="PREFIX", help="with --count: the forks' names' prefix")
-    add_json(p)
-    p.set_defaults(run=cmd_fork)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._config import config_path
-from ._common import UsageError, add_json, box_ref, call, client, examples, nested
+from ._common import UsageError, box_ref, call, client, examples, nested
 from ._output import emit_json, listing, note, since
 
 if TYPE_CHECKING:
@@ -49,12 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock ssh current -- uname -a",
             "paddock ssh -u root current -- apt-get install -y postgresql",
         ),
+        run=cmd_ssh,
+        box="one",
     )
-    s.add_argument("box", metavar="BOX")
     s.add_argument("-u", "--user", help="log in as this user (default: the box user, abc)")
     s.add_argument("--wake", action="store_true", help="resume the box first if it is stopped")
     s.add_argument("remote", nargs=argparse.REMAINDER, metavar="-- COMMAND")
-    s.set_defaults(run=cmd_ssh)
 
     c = sub.add_parser(
         "ssh-config",
@@ -68,20 +68,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "/config/project`). A box made again under an old name has a new host key: run "
         "this again for it.",
         epilog=examples("paddock ssh-config --write", "paddock ssh-config current"),
+        run=cmd_config,
+        box="any",
     )
-    c.add_argument("boxes", nargs="*", metavar="BOX")
     c.add_argument("--write", action="store_true", help="include it from ~/.ssh/config")
-    c.set_defaults(run=cmd_config)
 
     p = sub.add_parser(
         "ssh-proxy",
         help="what ssh runs to reach a box (ProxyCommand); not for people",
         description="Carries one SSH connection between stdin/stdout and the box's sshd, "
         "over the API with your token. `paddock ssh-config` writes it into the config.",
+        run=cmd_proxy,
+        box="one",
     )
-    p.add_argument("box", metavar="BOX")
     p.add_argument("--wake", action="store_true", help="resume the box first if it is stopped")
-    p.set_defaults(run=cmd_proxy)
 
     k = sub.add_parser(
         "ssh-key",
@@ -96,17 +96,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ),
     )
     key = nested(k)
-    a = key.add_parser("add", help="register a public key", description="Register one.")
+    a = key.add_parser(
+        "add", help="register a public key", description="Register one.", run=cmd_key_add, json=True
+    )
     a.add_argument("file", nargs="?", metavar="PUBKEY", help="default: ~/.ssh/id_ed25519.pub")
     a.add_argument("--name", help="what to call it (default: its comment, else the file name)")
-    add_json(a)
-    a.set_defaults(run=cmd_key_add)
-    ls = key.add_parser("ls", help="your keys", description="Your registered keys.")
-    add_json(ls)
-    ls.set_defaults(run=cmd_key_ls)
-    rm = key.add_parser("rm", help="remove a key", description="Remove a registered key.")
+    key.add_parser(
+        "ls", help="your keys", description="Your registered keys.", run=cmd_key_ls, json=True
+    )
+    rm = key.add_parser(
+        "rm", help="remove a key", description="Remove a registered key.", run=cmd_key_rm
+    )
     rm.add_argument("name", metavar="NAME")
-    rm.set_defaults(run=cmd_key_rm)
 
     f = sub.add_parser(
         "forward",
@@ -118,10 +119,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock forward current 5432",
             "paddock forward current 8080:3000 9229",
         ),
+        run=cmd_forward,
+        box="one",
     )
-    f.add_argument("box", metavar="BOX")
     f.add_argument("ports", nargs="+", metavar="[LOCAL:]PORT")
-    f.set_defaults(run=cmd_forward)
 
 
 # -- the CLI's files: its key pair, the pinned host keys, the config ----------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import BoxStats
-from ._common import add_json, box_ref, call, examples
+from ._common import box_ref, call, examples
 from ._output import binary_size, reply, table
 
 
@@ -19,10 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "drive ls`) and processes. Without BOX: all your boxes; stopped boxes show their "
         "state only.",
         epilog=examples("paddock stats", "paddock stats current --json"),
+        run=cmd_stats,
+        json=True,
     )
     p.add_argument("box", metavar="BOX", nargs="?", help="one box (default: all)")
-    add_json(p)
-    p.set_defaults(run=cmd_stats)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

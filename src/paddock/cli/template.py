@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._common import UsageError, add_json, box_ref, call, client, examples, nested, seconds_arg
+from ._common import UsageError, box_ref, call, client, examples, nested, pairs, seconds_arg
 from ._output import ProgressLine, binary_size, listing, note, reply, since
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "boxes start at each boot. The log streams here; Ctrl-C leaves the build running "
         "(`paddock template logs NAME`).",
         intermixed=True,
+        run=cmd_build,
     )
     b.add_argument("name", metavar="NAME")
     b.add_argument("context", nargs="?", default=".", metavar="CONTEXT")
@@ -69,48 +70,47 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     _add_gives(b)
     b.add_argument("-d", "--detach", action="store_true", help="start it and return")
-    b.set_defaults(run=cmd_build)
     c = tpl.add_parser(
         "create",
         help="a template of a box's files",
         description="A template of a box's files as they are now, or as one of its snapshots "
         "keeps them (BOX:SNAPSHOT): files only, as snapshots are.",
+        run=cmd_create,
+        json=True,
     )
     c.add_argument("name", metavar="NAME")
     c.add_argument("--from", dest="source", required=True, metavar="BOX[:SNAPSHOT]")
     _add_gives(c)
-    add_json(c)
-    c.set_defaults(run=cmd_create)
-    ls = tpl.add_parser(
+    tpl.add_parser(
         "ls",
         help="your templates (the default)",
         description="Your templates "
         "and the shared ones: status, size, what they build on, if stale.",
+        run=cmd_ls,
+        json=True,
     )
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
-    show = tpl.add_parser("show", help="a template", description="A template, all of it.")
+    show = tpl.add_parser(
+        "show", help="a template", description="A template, all of it.", run=cmd_show, json=True
+    )
     show.add_argument("name", metavar="NAME")
-    add_json(show)
-    show.set_defaults(run=cmd_show)
     logs = tpl.add_parser(
         "logs",
         help="a template's last build log",
         description="The last build's log; with --follow, live until it ends.",
+        run=cmd_logs,
     )
     logs.add_argument("name", metavar="NAME")
     logs.add_argument("-f", "--follow", action="store_true")
-    logs.set_defaults(run=cmd_logs)
     rb = tpl.add_parser(
         "rebuild",
         help="build again on today's box image",
         description="Build a template again from its Dockerfile and context (kept by the "
         "server), on today's box image: for templates marked stale after the box image or "
         "their base changed. --all: every stale template of yours.",
+        run=cmd_rebuild,
     )
     rb.add_argument("name", nargs="?", metavar="NAME")
     rb.add_argument("--all", action="store_true", help="every stale template of yours")
-    rb.set_defaults(run=cmd_rebuild)
     for verb, shared in (("share", True), ("unshare", False)):
         s = tpl.add_parser(
             verb,
@@ -124,9 +124,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "rm",
         help="delete a template",
         description="Delete one of your templates; boxes made from it keep their files.",
+        run=cmd_rm,
     )
     rm.add_argument("name", metavar="NAME")
-    rm.set_defaults(run=cmd_rm)
 
 
 def _add_gives(p: argparse.ArgumentParser) -> None:
@@ -138,16 +138,6 @@ def _add_gives(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-ttl", type=seconds_arg("TTL", zero="no limit"), metavar="TTL")
     p.add_argument("--default-network", choices=["allow-all", "deny-all"])
     p.add_argument("--default-drive", action="append", default=[], metavar="NAME[:ro]")
-
-
-def _pairs(words: list[str]) -> dict[str, str]:
-    found = {}
-    for word in words:
-        name, eq, value = word.partition("=")
-        if not eq or not name:
-            raise UsageError(f"{word!r}: use NAME=VALUE")
-        found[name] = value
-    return found
 
 
 def _defaults(args: argparse.Namespace) -> dict[str, Any]:
@@ -168,12 +158,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             args.context,
             dockerfile=args.file,
             base=args.base,
-            build_args=_pairs(args.build_arg),
+            build_args=pairs(args.build_arg, "--build-arg"),
             box_type=args.box_type,
             network="allowlist" if args.allow else args.network,
             allow=args.allow,
             timeout=args.timeout,
-            env=_pairs(args.env),
+            env=pairs(args.env),
             start_cmd=args.start_cmd,
             defaults=_defaults(args),
             progress=progress,
@@ -206,7 +196,7 @@ def cmd_create(args: argparse.Namespace) -> int:
             args.name,
             box_ref(box),
             snapshot=snapshot or None,
-            env=_pairs(args.env),
+            env=pairs(args.env),
             start_cmd=args.start_cmd,
             defaults=_defaults(args),
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..wire.models import Webhook, WebhookDelivery
-from ._common import add_json, call, examples, nested
+from ._common import call, examples, nested
 from ._output import emit_json, listing, note, since
 
 EVENTS = (
@@ -34,28 +34,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "paddock webhook add http://127.0.0.1:9000/paddock",
             "paddock webhook add http://127.0.0.1:9000/ci --events box.stopped,box.error",
         ),
+        run=cmd_add,
+        json=True,
     )
     add.add_argument("hook_url", metavar="URL")
     add.add_argument(
         "--events", default="", metavar="TYPES", help="comma-separated event types (default: all)"
     )
-    add_json(add)
-    add.set_defaults(run=cmd_add)
-    ls = hook.add_parser("ls", help="your webhooks (the owner: everyone's)")
-    add_json(ls)
-    ls.set_defaults(run=cmd_ls)
-    rm = hook.add_parser("rm", help="remove a webhook (its pending deliveries go too)")
+    hook.add_parser("ls", help="your webhooks (the owner: everyone's)", run=cmd_ls, json=True)
+    rm = hook.add_parser("rm", help="remove a webhook (its pending deliveries go too)", run=cmd_rm)
     rm.add_argument("id", metavar="ID")
-    rm.set_defaults(run=cmd_rm)
-    test = hook.add_parser("test", help="send a webhook.test event now and show the answer")
+    test = hook.add_parser(
+        "test", help="send a webhook.test event now and show the answer", run=cmd_test, json=True
+    )
     test.add_argument("id", metavar="ID")
-    add_json(test)
-    test.set_defaults(run=cmd_test)
-    log = hook.add_parser("log", help="a webhook's last deliveries, newest first")
+    log = hook.add_parser(
+        "log", help="a webhook's last deliveries, newest first", run=cmd_log, json=True
+    )
     log.add_argument("id", metavar="ID")
     log.add_argument("-n", "--limit", type=int, default=50, metavar="N", help="at most N (1-200)")
-    add_json(log)
-    log.set_defaults(run=cmd_log)
 
 
 def cmd_add(args: argparse.Namespace) -> int:

@@ -223,21 +223,18 @@ async def info(sandbox_id: str, request: Request, svc: Svc, user: Caller) -> dic
 
 
 @router.delete("/sandboxes/{sandbox_id}", status_code=204)
-async def kill(sandbox_id: str, svc: Svc, user: Caller) -> Response:
+async def kill(sandbox_id: str, svc: Svc, user: Caller) -> None:
     await svc.kill(user, sandbox_id)
-    return Response(status_code=204)
 
 
 @router.post("/sandboxes/{sandbox_id}/timeout", status_code=204)
-async def set_timeout(sandbox_id: str, body: Timeout, svc: Svc, user: Caller) -> Response:
+async def set_timeout(sandbox_id: str, body: Timeout, svc: Svc, user: Caller) -> None:
     await svc.set_timeout(user, sandbox_id, body.timeout)
-    return Response(status_code=204)
 
 
 @router.post("/sandboxes/{sandbox_id}/pause", status_code=204)
-async def pause(sandbox_id: str, svc: Svc, user: Caller) -> Response:
+async def pause(sandbox_id: str, svc: Svc, user: Caller) -> None:
     await svc.pause(user, sandbox_id)
-    return Response(status_code=204)
 
 
 @router.post("/v2/sandboxes/{sandbox_id}/connect")
@@ -279,15 +276,13 @@ async def get_volume(volume_id: str, svc: Svc, user: Caller) -> dict[str, Any]:
 
 
 @router.delete("/volumes/{volume_id}", status_code=204)
-async def delete_volume(volume_id: str, svc: Svc, user: Caller) -> Response:
+async def delete_volume(volume_id: str, svc: Svc, user: Caller) -> None:
     await svc.delete_volume(user, volume_id)
-    return Response(status_code=204)
 
 
 @router.put("/sandboxes/{sandbox_id}/network", status_code=204)
-async def update_network(sandbox_id: str, body: dict[str, Any], svc: Svc, user: Caller) -> Response:
+async def update_network(sandbox_id: str, body: dict[str, Any], svc: Svc, user: Caller) -> None:
     await svc.update_network(user, sandbox_id, body)
-    return Response(status_code=204)
 
 
 def _unix(seconds: int | None) -> datetime | None:
@@ -352,7 +347,6 @@ async def snapshots(
 
 
 @router.delete("/templates/{template_id}", status_code=204)
-async def delete_template(template_id: str, svc: Svc, user: Caller) -> Response:
+async def delete_template(template_id: str, svc: Svc, user: Caller) -> None:
     """E2B deletes a snapshot as a template: a snapshot's id, or a template's name."""
     await svc.delete_template(user, template_id)
-    return Response(status_code=204)

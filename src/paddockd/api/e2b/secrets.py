@@ -82,6 +82,5 @@ async def update(secret: str, body: SecretUpdate, svc: Svc, user: Caller) -> dic
 
 
 @router.delete("/secrets/{secret}", status_code=204)
-async def destroy(secret: str, svc: Svc, user: Caller) -> Response:
+async def destroy(secret: str, svc: Svc, user: Caller) -> None:
     await _of(svc).delete(user, secret)
-    return Response(status_code=204)

@@ -76,12 +76,11 @@ async def assign_tags(body: TagAssignment, svc: Svc, user: Caller) -> dict[str, 
 
 
 @router.delete("/templates/tags", status_code=204)
-async def remove_tags(svc: Svc, user: Caller, body: TagRemoval | None = None) -> Response:
+async def remove_tags(svc: Svc, user: Caller, body: TagRemoval | None = None) -> None:
     if body is None:  # no body: the SDK deleting a template named `tags`
         await svc.delete_template(user, "tags")
     else:
         await svc.templates_of().untag(user, body.name, body.tags)
-    return Response(status_code=204)
 
 
 @router.get("/templates/{template_id}/tags")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -100,9 +100,8 @@ async def set_metadata(
 @router.delete("/path", status_code=204)
 async def remove(
     volume_id: str, request: Request, path: Path, authorization: Auth = ""
-) -> Response:
+) -> None:
     await _content(request).remove(volume_id, authorization, path)
-    return Response(status_code=204)
 
 
 @router.get("/file")

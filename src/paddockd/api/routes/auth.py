@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 
 from paddock.wire.models import (
     AgentInfo,
@@ -88,9 +88,8 @@ async def key_log(
 
 
 @router.delete("/auth/{provider}", status_code=204, summary="Forget your key for a provider")
-async def delete_credential(provider: str, svc: Svc, caller: Caller) -> Response:
+async def delete_credential(provider: str, svc: Svc, caller: Caller) -> None:
     await svc.credentials.delete(provider, caller)
-    return Response(status_code=204)
 
 
 @router.get("/boxes/{ref}/auth", response_model=BoxAuth, summary="Providers attached to a box")

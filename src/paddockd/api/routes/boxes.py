@@ -119,6 +119,5 @@ async def box_logs(
 
 
 @router.delete("/{ref}", status_code=204, summary="Delete a box, its container and snapshots")
-async def delete_box(ref: str, svc: Svc, caller: Caller, force: bool = False) -> Response:
+async def delete_box(ref: str, svc: Svc, caller: Caller, force: bool = False) -> None:
     await svc.boxes.delete(ref, force, caller)
-    return Response(status_code=204)

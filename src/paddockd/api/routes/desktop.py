@@ -60,11 +60,10 @@ async def screenshot(ref: str, svc: Svc, caller: Caller, size: str | None = None
 
 
 @router.post("/{ref}/desktop/input", status_code=204, summary="Click, type or press keys")
-async def desktop_input(ref: str, body: DesktopAction, svc: Svc, caller: Caller) -> Response:
+async def desktop_input(ref: str, body: DesktopAction, svc: Svc, caller: Caller) -> None:
     await svc.desktop.act(
         ref, body.action, body.x, body.y, body.button, body.text, body.keys, caller
     )
-    return Response(status_code=204)
 
 
 @page_router.get("/desktop/{box_id}", response_class=HTMLResponse, include_in_schema=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 
 from paddock.wire.models import Drive, DriveCreate, DriveList
 
@@ -56,6 +56,5 @@ async def delete_drive(
             "account's owner_id; yours if not given",
         ),
     ] = None,
-) -> Response:
+) -> None:
     await svc.drives.remove(name, caller, owner)
-    return Response(status_code=204)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends
 
 from paddock.wire.models import (
     Invite,
@@ -73,9 +73,8 @@ async def create_token(body: TokenCreate, svc: Svc, caller: Caller) -> NewToken:
 
 
 @router.delete("/tokens/{token_id}", status_code=204, summary="Revoke a token (at once)")
-async def delete_token(token_id: str, svc: Svc, caller: Caller) -> Response:
+async def delete_token(token_id: str, svc: Svc, caller: Caller) -> None:
     await svc.user_tokens.revoke(caller, token_id)
-    return Response(status_code=204)
 
 
 @admin.post(

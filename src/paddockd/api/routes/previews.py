@@ -54,9 +54,8 @@ async def list_previews(svc: Svc, caller: Caller) -> PreviewList:
 
 
 @router.delete("/previews/{preview_id}", status_code=204, summary="End a preview: its URL dies")
-async def delete_preview(preview_id: str, svc: Svc, caller: Caller) -> Response:
+async def delete_preview(preview_id: str, svc: Svc, caller: Caller) -> None:
     await svc.previews.delete(preview_id, caller)
-    return Response(status_code=204)
 
 
 @public.get("/previews/allowed", include_in_schema=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 
 from paddock.wire.models import BoxSecrets, CredentialUseList, Secret, SecretList, SecretSet
 
@@ -67,9 +67,8 @@ async def set_secret(name: str, body: SecretSet, svc: Svc, caller: Caller) -> Se
 
 
 @router.delete("/secrets/{name}", status_code=204, summary="Forget a secret")
-async def delete_secret(name: str, svc: Svc, caller: Caller) -> Response:
+async def delete_secret(name: str, svc: Svc, caller: Caller) -> None:
     await svc.secrets.delete(name, caller)
-    return Response(status_code=204)
 
 
 @router.get("/boxes/{ref}/secrets", response_model=BoxSecrets, summary="Secrets attached to a box")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 
 from paddock.wire.models import Box as BoxModel
 from paddock.wire.models import (
@@ -62,9 +62,8 @@ async def take_snapshot(ref: str, body: SnapshotCreate, svc: Svc, caller: Caller
 
 
 @router.delete("/{ref}/snapshots/{snap}", status_code=204, summary="Delete a snapshot")
-async def delete_snapshot(ref: str, snap: str, svc: Svc, caller: Caller) -> Response:
+async def delete_snapshot(ref: str, snap: str, svc: Svc, caller: Caller) -> None:
     await svc.snapshots.remove(ref, snap, caller)
-    return Response(status_code=204)
 
 
 @router.post("/{ref}/restore", response_model=BoxModel, summary="Rewind a box to a snapshot")

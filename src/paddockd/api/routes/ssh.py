@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 
 from paddock.wire.models import NewSshKey, SshHostKey, SshKey, SshKeyList
 
@@ -44,9 +44,8 @@ async def add_ssh_key(name: str, body: NewSshKey, svc: Svc, caller: Caller) -> S
 
 
 @router.delete("/ssh-keys/{name}", status_code=204, summary="Remove one of your SSH keys")
-async def delete_ssh_key(name: str, svc: Svc, caller: Caller) -> Response:
+async def delete_ssh_key(name: str, svc: Svc, caller: Caller) -> None:
     await svc.ssh.delete_key(name, caller)
-    return Response(status_code=204)
 
 
 @router.get(

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from paddock.wire.models import Template as TemplateModel
@@ -187,6 +187,5 @@ async def share_template(name: str, body: TemplateShare, svc: Svc, caller: Calle
 
 
 @router.delete("/{name}", status_code=204, summary="Delete one of your templates")
-async def delete_template(name: str, svc: Svc, caller: Caller) -> Response:
+async def delete_template(name: str, svc: Svc, caller: Caller) -> None:
     await svc.templates.delete(name, caller)
-    return Response(status_code=204)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 
 from paddock.wire.models import (
     NewWebhook,
@@ -71,9 +71,8 @@ async def list_webhooks(svc: Svc, caller: Caller) -> WebhookList:
 
 
 @router.delete("/webhooks/{hook_id}", status_code=204, summary="Remove a webhook")
-async def delete_webhook(hook_id: str, svc: Svc, caller: Caller) -> Response:
+async def delete_webhook(hook_id: str, svc: Svc, caller: Caller) -> None:
     await svc.webhooks.remove(hook_id, caller)
-    return Response(status_code=204)
 
 
 @router.post(

@@ -217,7 +217,7 @@ async def _download(request: Request, t: Target) -> Response:
 
 
 @router.get("/sandbox/health")
-async def health(request: Request) -> None:
+async def health(request: Request) -> Response:
     # As E2B's proxy answers for a paused or gone sandbox: 502, which the SDK's
     # `is_running()` reads as "not running".
     try:
@@ -228,3 +228,4 @@ async def health(request: Request) -> None:
         message = f"sandbox {sandbox} was not found ({exc.message})"
         body = {"code": 502, "message": message, "error_code": exc.code}
         return JSONResponse(body, status_code=502)
+    return Response(status_code=204)

@@ -40,6 +40,13 @@ class NetworkRules(Protocol):
         (box id -> why): their traffic is dropped until a later sync succeeds."""
         ...
 
+    async def sync_box(self, box_id: str, box: BoxAddress | None) -> dict[str, str] | None:
+        """Enforce one box's policy (`box`), or none for it (None), every other box's as
+        the last sync left it: what a create, a claim, a start, a policy change or a delete
+        needs, at a cost that does not grow with the boxes. Returns what `sync` does for
+        this box, or None where only a full `sync` can do it."""
+        ...
+
     def box_at(self, ip: str) -> BoxAddress | None:
         """The box enforced at this address, if any."""
         ...

@@ -13,6 +13,8 @@ class FakeNetwork:
         self.intercepted: dict[tuple[str, str], int] = {}
         self.pending: list[Flow] = []
         self.syncs = 0
+        self.box_syncs = 0  # of them, one box's alone
+        self.box_refuses = False  # one box's alone is left to a full sync
         self.forgotten: list[str] = []
         # Box ids whose isolation the next syncs report as failed, with the reason.
         self.failing: dict[str, str] = {}
@@ -21,6 +23,19 @@ class FakeNetwork:
         self.syncs += 1
         self.enforced = {b.ip: b for b in boxes}
         return {b.box_id: self.failing[b.box_id] for b in boxes if b.box_id in self.failing}
+
+    async def sync_box(self, box_id: str, box: BoxAddress | None) -> dict[str, str] | None:
+        self.syncs += 1
+        self.box_syncs += 1
+        if self.box_refuses:
+            return None
+        self.enforced = {ip: b for ip, b in self.enforced.items() if b.box_id != box_id}
+        if box is None:
+            return {}
+        if box.ip in self.enforced:
+            return None  # another box's address: the full sync sorts it out
+        self.enforced[box.ip] = box
+        return {box_id: self.failing[box_id]} if box_id in self.failing else {}
 
     def box_at(self, ip: str) -> BoxAddress | None:
         return self.enforced.get(ip)

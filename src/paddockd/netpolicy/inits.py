@@ -68,6 +68,14 @@ class Inits:
             self._held[cid] = (pid, fd)
         return self._held[cid][0]
 
+    def alive(self, cid: str) -> bool:
+        """Whether the container's init kept by an earlier `pid` still lives."""
+        held = self._held.get(cid)
+        return held is not None and not _exited(held[1])
+
+    def drop(self, cid: str) -> None:
+        self._forget(cid)
+
     def close(self) -> None:
         for cid in list(self._held):
             self._forget(cid)

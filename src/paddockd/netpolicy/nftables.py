@@ -425,16 +425,92 @@ class NftablesPolicy:
     async def closed(self) -> list[Closed]:
         return await anyio.to_thread.run_sync(self._closed)
 
+    async def sync_box(self, box_id: str, box: BoxAddress | None) -> dict[str, str] | None:
+        """Only this box's rules, where it came, changed or went and every other box is as
+        the last sync left it (a claim, a start, a policy change, a delete): its elements
+        in one transaction, so the cost does not grow with the boxes. `box` None: it has
+        no running container now. Returns what `sync` does for it, or None where only a
+        full `sync` can do it (none ran yet, another box holds its address, its port is
+        not found, the kernel refused the change: a flushed ruleset, say)."""
+
+        def work() -> dict[str, str] | None:
+            with self._lock:
+                return self._sync_box(box_id, box)
+
+        return await anyio.to_thread.run_sync(work)
+
+    def _sync_box(self, box_id: str, box: BoxAddress | None) -> dict[str, str] | None:
+        if self._applied is None:
+            return None
+        bridge, before, bound, refused, builds, shut = self._applied
+        old = next((b for b in before if b.box_id == box_id), None)
+        others = tuple(b for b in before if b.box_id != box_id)
+        ports = dict(bound)
+        if old is not None:
+            ports.pop(old.ip, None)
+            if box is None or box.container_id != old.container_id:
+                self._inits.drop(old.container_id)
+        if box is not None:
+            if any(b.ip == box.ip for b in others):
+                return None
+            port = self._port_of(box, old, dict(bound))
+            if port is None:
+                return None
+            ports[box.ip] = port
+        after = (*others, box) if box is not None else others
+        timed = {name: dict(kept) for name, kept in self._timed.items()}
+        _, dropped = self._leaving(list(after))
+        shape = (bridge, after, tuple(sorted(ports.items())), refused, builds, shut)
+        # Each box's elements are its own (no two boxes share an address, checked above):
+        # the change is the difference of this box's alone.
+        was = box_elements([old] if old else [], dict(bound))
+        if self._step(shape, dropped, was, box_elements([box] if box else [], ports)):
+            return {}
+        # The kernel still holds the last shape: what it admitted stays known, for the
+        # full sync to carry or drop.
+        self._timed = timed
+        return None
+
+    def _port_of(
+        self, box: BoxAddress, old: BoxAddress | None, bound: dict[str, str]
+    ) -> str | None:
+        """The box's bridge port: the one it had, where it is the same container at the
+        same address and that container's init still lives; else found as `sync` finds
+        every box's (new ports isolated on the way)."""
+        same = old is not None and (old.container_id, old.ip, old.mac) == (
+            box.container_id,
+            box.ip,
+            box.mac,
+        )
+        if same and box.ip in bound and self._inits.alive(box.container_id):
+            return bound[box.ip]
+        if not box.container_id or not box.mac:
+            return None
+        ports = bridge_ports(self._bridge)
+        for port in ports:
+            if not port.isolated:
+                isolate(port.name)
+        with NamespaceIds() as ids:
+            found = self._ports_of(box.container_id, _by_namespace(ports), ids)
+        return found[0] if len(found) == 1 else None
+
+    def _leaving(
+        self, boxes: list[BoxAddress]
+    ) -> tuple[dict[str, dict[tuple[str, str], int]], dict[str, set[tuple[str, str]]]]:
+        """What the timed sets carry over to `boxes` (`_carried`), and what the kernel may
+        still hold that no box may keep: a leaving box's admissions."""
+        held = {name: set(timed) for name, timed in self._timed.items()}
+        left = self._carried(boxes)
+        dropped = {name: keys - set(self._timed[name]) for name, keys in held.items()}
+        return left, dropped
+
     def _sync(self, boxes: list[BoxAddress]) -> dict[str, str]:
         if not self._restored:
             # Admissions made before paddockd restarted are still valid for their TTL.
             for name, timed in self._timed.items():
                 timed.update(self._read_timed(name))
             self._restored = True
-        held = {name: set(timed) for name, timed in self._timed.items()}
-        left = self._carried(boxes)
-        # What the kernel may still hold that no box may keep: a leaving box's admissions.
-        dropped = {name: keys - set(self._timed[name]) for name, keys in held.items()}
+        left, dropped = self._leaving(boxes)
         mac = pin_bridge(self._bridge)
         ports = bridge_ports(self._bridge)
         bound, failed = self._bind(boxes, ports)
@@ -524,23 +600,32 @@ class NftablesPolicy:
             return False
         if len({b.ip for b in after[1]}) != len(after[1]):
             return False
-        staying = {(b.ip, b.box_id) for b in after[1]}
-        if any((b.ip, b.box_id) not in staying for b in before[1]):
+        was = box_elements(before[1], dict(before[2]))
+        return self._step(shape, dropped, was, box_elements(after[1], dict(after[2])))
+
+    def _step(
+        self,
+        shape: RulesShape,
+        dropped: dict[str, set[tuple[str, str]]] | None,
+        was: dict[tuple[str, str], set[str]],
+        now: dict[tuple[str, str], set[str]],
+    ) -> bool:
+        """From the last shape to `shape` by changing the box sets' elements from `was`
+        to `now` (all of them, or those of the one box that changed) in one transaction."""
+        assert self._applied is not None
+        staying = {(b.ip, b.box_id) for b in shape[1]}
+        if any((b.ip, b.box_id) not in staying for b in self._applied[1]):
             # A box left its address: its last flows are read while the address is still
             # its own, as a rewrite reads them before it empties the sets.
             self._pending.extend(self._read_flows())
-        script = forgotten(self.table, dropped or {}) + changes(
-            self.table,
-            box_elements(before[1], dict(before[2])),
-            box_elements(after[1], dict(after[2])),
-        )
+        script = forgotten(self.table, dropped or {}) + changes(self.table, was, now)
         try:
             if script:
                 self._nft.run(script)
         except PaddockError:
             return False  # one transaction: the kernel's rules are still the last shape
         self._applied = shape
-        self._boxes = {b.ip: b for b in after[1]}
+        self._boxes = {b.ip: b for b in shape[1]}
         return True
 
     def _bind(
@@ -549,10 +634,7 @@ class NftablesPolicy:
         """Each box's bridge port, found from the kernel's view of its container's network
         namespace (never from anything the box says). Returns (box address -> port) and
         (box id -> why no port)."""
-        by_ns: dict[int, list[str]] = {}
-        for port in ports:
-            if port.netnsid is not None:
-                by_ns.setdefault(port.netnsid, []).append(port.name)
+        by_ns = _by_namespace(ports)
         bound: dict[str, str] = {}
         failed: dict[str, str] = {}
         self._inits.keep_only(b.container_id for b in boxes if b.container_id)
@@ -693,6 +775,15 @@ class NftablesPolicy:
                 if new > 0:
                     flows.append(Flow(str(box), str(address), str(proto), int(port), verdict, new))
         return flows
+
+
+def _by_namespace(ports: list[Port]) -> dict[int, list[str]]:
+    """The bridge's ports by the namespace their far end is in."""
+    by_ns: dict[int, list[str]] = {}
+    for port in ports:
+        if port.netnsid is not None:
+            by_ns.setdefault(port.netnsid, []).append(port.name)
+    return by_ns
 
 
 def accept_in_docker_user(bridge: str) -> None:

@@ -533,7 +533,7 @@ class BoxService:
         policy = await self.reachable(policy)
         box = await self._repo.update(await self.resolve(ref, caller), network=policy)
         faults.point("network.saved")
-        await self._reconciler.sync_network()
+        await self._reconciler.sync_box(box.id)
         return box
 
     async def extend(self, ref: str, ttl: int, caller: User | None = None) -> Box:

@@ -151,25 +151,57 @@ class Reconciler:
         whose bridge port could not be locked to it is stopped and marked `error` (its
         traffic is dropped meanwhile); the next pass starts it and tries again."""
         async with self._net_lock:
-            # A deleted box's container may run a moment longer: it reaches nothing.
-            boxes = {b.id: b for b in await self._repo.all() if b.state != BoxState.DELETING}
-            running = [
-                info
-                for info in await self._rt.running({LABEL_INSTANCE: self._instance})
-                if info.running
-                and info.ip
-                and info.box_id in boxes
-                # A restore's old container, going: its box's rules are the new one's.
-                and info.id not in self._retiring
-            ]
-            enforced = [
-                BoxAddress(i.box_id, i.ip, boxes[i.box_id].network, i.id, i.mac) for i in running
-            ]
-            failed = await self._net.sync(enforced)
-            self.isolation_failures = failed
-            for info in running:
-                if info.box_id in failed:
-                    await self._isolation_failed(boxes[info.box_id], info, failed[info.box_id])
+            await self._sync_all()
+
+    async def sync_box(self, box_id: str) -> None:
+        """Enforce one box's policy as it now is (it came, changed or went), the others'
+        as they were: a full sync only where the network layer cannot do one box alone."""
+        async with self._net_lock:
+            box = await self._repo.get(box_id)
+            labels = {LABEL_INSTANCE: self._instance, LABEL_BOX: box_id}
+            running = [i for i in await self._rt.running(labels) if self._enforced(i, box)]
+            info = running[0] if len(running) == 1 else None
+            address = None
+            if box is not None and info is not None:
+                address = BoxAddress(box_id, info.ip, box.network, info.id, info.mac)
+            failed = None if len(running) > 1 else await self._net.sync_box(box_id, address)
+            if failed is None:
+                await self._sync_all()
+                return
+            self.isolation_failures = {
+                k: v for k, v in self.isolation_failures.items() if k != box_id
+            } | failed
+            if box is not None and info is not None and box_id in failed:
+                await self._isolation_failed(box, info, failed[box_id])
+
+    def _enforced(self, info: ContainerInfo, box: Box | None) -> bool:
+        """Whether the rules hold this container as its box's. A deleted box's container
+        may run a moment longer: it reaches nothing; nor does a restore's old container,
+        going (its box's rules are the new one's)."""
+        return (
+            box is not None
+            and box.state != BoxState.DELETING
+            and info.running
+            and bool(info.ip)
+            and info.box_id == box.id
+            and info.id not in self._retiring
+        )
+
+    async def _sync_all(self) -> None:
+        boxes = {b.id: b for b in await self._repo.all()}
+        running = [
+            info
+            for info in await self._rt.running({LABEL_INSTANCE: self._instance})
+            if self._enforced(info, boxes.get(info.box_id))
+        ]
+        enforced = [
+            BoxAddress(i.box_id, i.ip, boxes[i.box_id].network, i.id, i.mac) for i in running
+        ]
+        failed = await self._net.sync(enforced)
+        self.isolation_failures = failed
+        for info in running:
+            if info.box_id in failed:
+                await self._isolation_failed(boxes[info.box_id], info, failed[info.box_id])
 
     async def _isolation_failed(self, box: Box, info: ContainerInfo, why: str) -> None:
         lock = self._locks[box.id]
@@ -212,13 +244,13 @@ class Reconciler:
             if converged and box is None:
                 # Gone: its rules can go a moment later (a box that takes its address next
                 # syncs before it runs).
-                self._background(self.sync_network())
+                self._background(self.sync_box(box_id))
             else:
                 # A box that starts gets a new address: its rules follow it at once.
                 if forgetting is None:
-                    await self.sync_network()
+                    await self.sync_box(box_id)
                 else:
-                    await asyncio.gather(self.sync_network(), forgetting)
+                    await asyncio.gather(self.sync_box(box_id), forgetting)
 
     def _background(self, job: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._logged(job))
@@ -853,8 +885,9 @@ class Reconciler:
                 await self.reconcile(box.id)
             except PaddockError as exc:
                 log.error("box %s could not be reconciled: %s", box.name, exc.message)
-        if not converged:
-            await self.sync_network()  # a converged box's reconcile synced already
+        # Every box at once, whatever the passes of single boxes did: what no box's own
+        # sync sees (a flushed ruleset, the host's networks, a port gone) heals here.
+        await self.sync_network()
         try:
             await self.check_views()
         except PaddockError as exc:

@@ -13,7 +13,9 @@ from dataclasses import replace
 
 import pytest
 
+from paddockd.domain.errors import PaddockError
 from paddockd.domain.network import policy
+from paddockd.netpolicy import nftables
 from paddockd.netpolicy.base import BoxAddress
 from paddockd.netpolicy.nftables import (
     BOX_SETS,
@@ -26,6 +28,7 @@ from paddockd.netpolicy.nftables import (
     ruleset,
     without,
 )
+from paddockd.netpolicy.ports import Port
 
 BRIDGE = Bridge("pdunit0", "10.213.0.1/16", "0a:01:02:03:04:05")
 BOXES = [
@@ -193,6 +196,99 @@ def test_what_is_not_a_box_coming_changing_or_going_takes_a_rewrite() -> None:
     # Two boxes at one address: no set could say whose it is.
     assert not net._changed(_shape([*BOXES, replace(NEW_BOX, ip=BOXES[0].ip)], PORTS))
     assert recorder.scripts == []
+
+
+class _Refusing(_Recorder):
+    def run(self, script: str) -> str:
+        raise PaddockError("nft: No such file or directory (the table was flushed)")
+
+
+def _one_box(net: NftablesPolicy, box_id: str, box: BoxAddress | None) -> dict[str, str] | None:
+    return net._sync_box(box_id, box)
+
+
+def test_one_box_changing_touches_only_its_elements_and_lists_no_port() -> None:
+    net, recorder = _policy_at(BOXES)
+    net._inits.alive = lambda cid: cid == "c3"  # type: ignore[method-assign]
+    changed = replace(BOXES[2], policy=policy("deny-all"))
+    assert _one_box(net, "c", changed) == {}
+    (script,) = recorder.scripts
+    assert "10.213.0.2" not in script and "10.213.0.3" not in script
+    assert "add element inet paddock deny_all { 10.213.0.4 }" in script
+    assert "vethc" not in script  # its port binding stays as it was
+    assert net.box_at(changed.ip) == changed
+    # The same again changes nothing, and sends nothing.
+    assert _one_box(net, "c", changed) == {} and len(recorder.scripts) == 1
+
+
+def test_one_box_coming_is_bound_to_the_port_of_its_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    net, recorder = _policy_at(BOXES)
+    isolated: list[str] = []
+    listed = [Port("vetha", 3, True), Port("vethc", 5, True), Port("vethd", 7, False)]
+    monkeypatch.setattr(nftables, "bridge_ports", lambda bridge: listed)
+    monkeypatch.setattr(nftables, "isolate", isolated.append)
+    monkeypatch.setattr(nftables, "NamespaceIds", lambda: _Ids({4242: 7}))
+    net._inits.pid = lambda cid, fresh=False: 4242 if cid == "c4" else 0  # type: ignore[method-assign]
+    assert _one_box(net, "d", NEW_BOX) == {}
+    assert isolated == ["vethd"]  # a new port is isolated on the way
+    assert 'add element bridge paddock bound { "vethd" . 02:42:0a:d5:00:05 . 10.213.0.5 }' in (
+        recorder.scripts[-1]
+    )
+    assert dict(net._applied[2])[NEW_BOX.ip] == "vethd"  # type: ignore[index]
+    # No port of its namespace (or two): only a full sync can say why.
+    monkeypatch.setattr(nftables, "NamespaceIds", lambda: _Ids({}))
+    other = replace(NEW_BOX, box_id="e", ip="10.213.0.6", container_id="c5")
+    assert _one_box(net, "e", other) is None
+
+
+def test_one_box_leaving_takes_its_admissions_in_the_same_transaction() -> None:
+    net, recorder = _policy_at(BOXES)
+    net._boxes = {b.ip: b for b in BOXES}
+    later = time.monotonic() + 600
+    net._timed["learned"] = {(BOXES[2].ip, "198.18.1.4"): later, (BOXES[0].ip, "198.18.2.8"): later}
+    assert _one_box(net, "c", None) == {}
+    script = recorder.scripts[-1]
+    assert "delete element inet paddock learned { 10.213.0.4 . 198.18.1.4 }" in script
+    assert "delete element inet paddock boxes { 10.213.0.4 }" in script
+    assert "10.213.0.2" not in script
+    assert list(net._timed["learned"]) == [(BOXES[0].ip, "198.18.2.8")]
+    assert net.box_at(BOXES[2].ip) is None
+
+
+def test_one_box_is_left_to_a_full_sync_where_it_alone_cannot_be_done() -> None:
+    # No sync ran yet.
+    net = NftablesPolicy("pdunit0", "10.213.0.1/16", pid_of=lambda cid: 0)
+    assert _one_box(net, "d", NEW_BOX) is None
+    # Another box holds its address.
+    net, recorder = _policy_at(BOXES)
+    assert _one_box(net, "d", replace(NEW_BOX, ip=BOXES[0].ip)) is None
+    assert recorder.scripts == []
+    # The kernel refused the change (a flushed table): what was admitted stays known, for
+    # the full sync to drop with the rules it writes.
+    net, _ = _policy_at(BOXES)
+    last = net._applied
+    net._nft = _Refusing()  # type: ignore[assignment]
+    later = time.monotonic() + 600
+    net._timed["learned"] = {(BOXES[2].ip, "198.18.1.4"): later}
+    assert _one_box(net, "c", None) is None
+    assert (BOXES[2].ip, "198.18.1.4") in net._timed["learned"]
+    assert net._applied == last  # one transaction: the kernel's rules are the last shape
+
+
+class _Ids:
+    def __init__(self, by_pid: dict[int, int]) -> None:
+        self._by_pid = by_pid
+
+    def __enter__(self) -> _Ids:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def of(self, pid: int) -> int | None:
+        return self._by_pid.get(pid)
 
 
 def _in_netns(name: str, script: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from paddockd.domain.errors import (
     PaddockError,
     StorageLow,
 )
+from paddockd.domain.network import policy
 from paddockd.runtime.base import LABEL_INSTANCE, ContainerSpec
 from paddockd.services.activity import Activity
 
@@ -201,6 +202,32 @@ async def test_orphans_of_this_instance_are_removed_others_left_alone(world: Wor
     assert world.network.syncs >= 1
 
 
+async def test_a_box_that_comes_changes_or_goes_syncs_its_own_rules_alone(world: World) -> None:
+    """What one box does costs one box's rules; only the periodic pass syncs them all."""
+    net = world.network
+
+    def held() -> dict[str, str]:
+        return {b.box_id: b.policy.mode for b in net.enforced.values()}
+
+    other = await world.boxes.create("other", None, None, None)
+    await world.reconciler.reconcile_all()
+    full = net.syncs - net.box_syncs
+    box = await world.boxes.create("b", None, None, None)
+    assert held() == {other.id: "allow-all", box.id: "allow-all"}
+    await world.boxes.set_network("b", policy("deny-all"))
+    assert held()[box.id] == "deny-all"
+    await world.boxes.stop("b")
+    assert held() == {other.id: "allow-all"}
+    assert net.syncs - net.box_syncs == full  # not one full sync
+    await world.reconciler.reconcile_all()
+    assert net.syncs - net.box_syncs == full + 1
+    # Where one box's alone cannot be done, the full sync does it.
+    net.box_refuses = True
+    await world.boxes.resume("b")
+    assert net.syncs - net.box_syncs == full + 2
+    assert held() == {other.id: "allow-all", box.id: "deny-all"}
+
+
 async def test_delete_removes_container_snapshots_and_row(world: World) -> None:
     box = await world.boxes.create("b", None, None, None)
     await world.boxes.stop("b")
@@ -364,7 +391,6 @@ async def test_a_reference_is_an_id_then_a_name_then_an_id_prefix(world: World) 
 
 
 async def test_network_policy_follows_the_box_and_changes_live(world: World) -> None:
-    from paddockd.domain.network import policy
 
     box = await world.boxes.create("n", None, None, None, network=policy("deny-all"))
     ip = (await world.runtime.inspect(box.container_id or "")).ip  # type: ignore[union-attr]
@@ -380,7 +406,6 @@ async def test_network_policy_follows_the_box_and_changes_live(world: World) -> 
 async def test_a_stale_network_sync_never_overwrites_a_newer_policy(world: World) -> None:
     import asyncio
 
-    from paddockd.domain.network import policy
 
     box = await world.boxes.create("race", None, None, None)
     ip = (await world.runtime.inspect(box.container_id or "")).ip  # type: ignore[union-attr]

@@ -98,9 +98,7 @@ async def set_metadata(
 
 
 @router.delete("/path", status_code=204)
-async def remove(
-    volume_id: str, request: Request, path: Path, authorization: Auth = ""
-) -> None:
+async def remove(volume_id: str, request: Request, path: Path, authorization: Auth = "") -> None:
     await _content(request).remove(volume_id, authorization, path)
 
 

@@ -32,6 +32,24 @@ def test_a_kept_init_is_used_while_it_lives_and_asked_for_again_once_it_exits() 
     assert inits.pid(HERE) == 0 and asked == [HERE, HERE, HERE]
 
 
+def test_a_kept_init_is_alive_until_it_exits_or_is_dropped() -> None:
+    """What one box's network sync asks before it keeps the box's port."""
+    init = subprocess.Popen(["sleep", "60"])
+    inits = Inits(lambda cid: init.pid)
+    try:
+        assert not inits.alive(HERE)  # never asked for
+        inits.pid(HERE)
+        assert inits.alive(HERE)
+        inits.drop(HERE)
+        assert not inits.alive(HERE)
+        inits.pid(HERE)
+    finally:
+        init.kill()
+        init.wait()
+    assert not inits.alive(HERE)
+    inits.close()
+
+
 def test_containers_no_longer_listed_are_forgotten() -> None:
     init = subprocess.Popen(["sleep", "60"])
     asked: list[str] = []

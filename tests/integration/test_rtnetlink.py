@@ -106,3 +106,59 @@ def test_a_box_is_bound_by_its_init_and_asked_for_again_once_it_exits(bridge: st
         init.wait()
     bound, failed = net._bind([box], ports.bridge_ports(bridge))
     assert asked and bound == {} and "0 ports" in failed["b1"]  # asked anew
+
+
+def _nsid_of(pid: int) -> int:
+    from paddockd.netpolicy.rtnetlink import NamespaceIds
+
+    with NamespaceIds() as ids:
+        found = ids.of(pid)
+    assert found is not None
+    return found
+
+
+def test_a_port_is_found_from_its_namespace_alone_whatever_the_namespace_says(
+    bridge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One box's sync asks its namespace's links which host link is their peer, and takes
+    one only if the host says it is a port of the bridge leading there: links the box
+    makes, even one naming another port's index, change nothing."""
+    import socket
+
+    from paddockd.netpolicy import nftables, rtnetlink
+
+    tag = bridge.removeprefix("pdtbr")
+    ns = f"pdtest-ns-{tag}"
+    init = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "60"])
+    master = socket.if_nametoindex(bridge)
+    try:
+        ports.bridge_ports(bridge)  # the far namespace gets its number, as a sync's dump does
+        for _ in range(50):  # until `ip netns exec` has joined the namespace
+            if ip("netns", "pids", ns).split():
+                break
+            time.sleep(0.05)
+        nsid = _nsid_of(init.pid)
+        found = rtnetlink.port_into(master, nsid)
+        assert found is not None and found.name == f"pdth1{tag}" and found.netnsid == nsid
+        # The box's own links, one of them naming the other port's index as its peer.
+        other = socket.if_nametoindex(f"pdth0{tag}")
+        ip("-n", ns, "link", "add", "pdtx0", "index", str(other), "type", "veth", "peer", "pdtx1")
+        ip("-n", ns, "link", "add", "pdtv0", "type", "veth", "peer", "name", "pdtv1")
+        again = rtnetlink.port_into(master, nsid)
+        assert again is not None and again.name == f"pdth1{tag}"
+        assert rtnetlink.port_into(master, nsid + 1000) is None  # no such namespace
+        # The policy's one-box path takes it so, without listing the bridge's ports.
+        net = NftablesPolicy(bridge, "10.250.77.1/28", pid_of=lambda cid: init.pid)
+        box = BoxAddress("b1", "10.250.77.2", policy("allow-all"), "c1", "02:42:0a:fa:4d:02")
+        with monkeypatch.context() as m:
+            m.setattr(nftables, "bridge_ports", lambda b: pytest.fail("listed every port"))
+            assert net._port_of(box, None, {}) == f"pdth1{tag}"
+        assert {p.name: p.isolated for p in ports.bridge_ports(bridge)}[f"pdth1{tag}"]
+        # More links than are read: the port is not among them, and every port is listed.
+        for i in range(rtnetlink.PEER_LINKS):
+            ip("-n", ns, "link", "add", f"pdtm{i}", "type", "veth", "peer", "name", f"pdtn{i}")
+        assert rtnetlink.port_into(master, nsid) is None
+        assert net._port_of(box, None, {}) == f"pdth1{tag}"
+    finally:
+        init.kill()
+        init.wait()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -38,6 +39,7 @@ import anyio.to_thread
 
 from ..domain.errors import PaddockError
 from ..domain.network import METADATA, NON_PUBLIC, Closed, closed_ranges
+from . import rtnetlink
 from .base import BoxAddress, Flow
 from .conntrack import Conntrack
 from .inits import Inits
@@ -486,13 +488,38 @@ class NftablesPolicy:
             return bound[box.ip]
         if not box.container_id or not box.mac:
             return None
-        ports = bridge_ports(self._bridge)
-        for port in ports:
-            if not port.isolated:
-                isolate(port.name)
         with NamespaceIds() as ids:
+            direct = self._port_into(box.container_id, ids)
+            if direct is not None:
+                return direct
+            # Not found from its namespace (no number for it yet, say): every port.
+            ports = bridge_ports(self._bridge)
+            for port in ports:
+                if not port.isolated:
+                    isolate(port.name)
             found = self._ports_of(box.container_id, _by_namespace(ports), ids)
         return found[0] if len(found) == 1 else None
+
+    def _port_into(self, cid: str, ids: NamespaceIds) -> str | None:
+        """The port leading into the namespace of the container's init, asked of that
+        port alone (`rtnetlink.port_into`: a few messages, whatever the boxes), and
+        isolated if it is not yet."""
+        try:
+            # A kept pid is asked about only while its pidfd says it lives, before and
+            # after: once its init exits the number can go to another box's process.
+            pid = self._inits.pid(cid, fresh=not self._inits.alive(cid))
+            nsid = ids.of(pid) if pid else None
+            index = socket.if_nametoindex(self._bridge)
+        except OSError:
+            return None
+        if not self._inits.alive(cid):
+            return None
+        found = rtnetlink.port_into(index, nsid) if nsid is not None else None
+        if found is None:
+            return None
+        if not found.isolated:
+            isolate(found.name)
+        return found.name
 
     def _leaving(
         self, boxes: list[BoxAddress]

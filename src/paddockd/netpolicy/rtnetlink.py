@@ -26,14 +26,20 @@ _RTM_GETNSID = 90
 _NETNSA_NSID = 1
 _NETNSA_PID = 2
 _IFLA_IFNAME = 3
+_IFLA_LINK = 5
 _IFLA_MASTER = 10
 _IFLA_LINKINFO = 18
 _IFLA_LINK_NETNSID = 37
 _IFLA_EXT_MASK = 29
+_IFLA_TARGET_NETNSID = 46
 _RTEXT_FILTER_SKIP_STATS = 1 << 3
 _IFLA_INFO_SLAVE_DATA = 5
 _IFLA_BRPORT_ISOLATED = 33
 _LINK_ATTRS = frozenset((_IFLA_IFNAME, _IFLA_MASTER, _IFLA_LINKINFO, _IFLA_LINK_NETNSID))
+_PEER = frozenset((_IFLA_LINK,))
+# How many of a box's own links are read for where its port is: a box may make any
+# number, and they are only a hint (what it names is checked on the host's side).
+PEER_LINKS = 16
 _SLAVE = frozenset((_IFLA_INFO_SLAVE_DATA,))
 _ISOLATED = frozenset((_IFLA_BRPORT_ISOLATED,))
 _IFA_ADDRESS = 1
@@ -90,13 +96,14 @@ def _messages(request: bytes) -> list[tuple[int, memoryview]]:
     raise NetlinkError(errno.EAGAIN, "the kernel's answer kept changing while it was read")
 
 
-def _dump(request: bytes) -> tuple[list[tuple[int, memoryview]], bool]:
+def _dump(request: bytes, limit: int | None = None) -> tuple[list[tuple[int, memoryview]], bool]:
+    """The answer's messages, up to `limit` of them (the rest is never read)."""
     answer: list[tuple[int, memoryview]] = []
     interrupted = False
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
         nl.settimeout(2)
         nl.send(request)
-        while True:
+        while limit is None or len(answer) < limit:
             data = memoryview(nl.recv(_RECV))
             offset = 0
             while offset < len(data):
@@ -114,10 +121,11 @@ def _dump(request: bytes) -> tuple[list[tuple[int, memoryview]], bool]:
                     return answer, interrupted
                 answer.append((kind, body))
                 offset += (length + 3) & ~3
+    return answer, interrupted
 
 
-def _request(kind: int, body: bytes) -> bytes:
-    return _HEADER.pack(_HEADER.size + len(body), kind, _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0) + body
+def _request(kind: int, body: bytes, flags: int = _NLM_F_DUMP) -> bytes:
+    return _HEADER.pack(_HEADER.size + len(body), kind, _NLM_F_REQUEST | flags, 1, 0) + body
 
 
 def _attr(kind: int, value: bytes) -> bytes:
@@ -135,30 +143,80 @@ def ports_of(master: int) -> list[Link]:
     body += _attr(_IFLA_EXT_MASK, struct.pack("=I", _RTEXT_FILTER_SKIP_STATS))
     links = []
     for kind, msg in _messages(_request(_RTM_GETLINK, body)):
+        # A kernel that ignored the filter answers with every link.
+        if kind == _RTM_NEWLINK and (link := _port(msg, master)) is not None:
+            links.append(link)
+    return links
+
+
+def port_into(master: int, nsid: int) -> Link | None:
+    """The port of bridge `master` whose far end is in namespace `nsid` (this namespace's
+    number for it), found without listing every port: the namespace's own links name
+    their peers' indexes, and each named is asked for here, and taken only if it is a
+    port of `master` leading to `nsid` (what a box's links say is a hint, never trusted).
+    None where no link there names such a port, or the kernel cannot say."""
+    body = _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
+    body += _attr(_IFLA_TARGET_NETNSID, struct.pack("=i", nsid))
+    body += _attr(_IFLA_EXT_MASK, struct.pack("=I", _RTEXT_FILTER_SKIP_STATS))
+    try:
+        theirs, _ = _dump(_request(_RTM_GETLINK, body), limit=PEER_LINKS)
+    except OSError:
+        return None  # a kernel without target namespaces in dumps, or the namespace gone
+    named = []
+    for kind, msg in theirs:
         if kind != _RTM_NEWLINK or len(msg) < _IFINFO.size:
             continue
-        attrs = attributes(msg, _IFINFO.size, len(msg), _LINK_ATTRS)
-        if _IFLA_IFNAME not in attrs:
-            continue
-        up = attrs.get(_IFLA_MASTER)
-        if up is None or len(up) < 4 or struct.unpack_from("=I", up)[0] != master:
-            continue  # a kernel that ignored the filter
-        nsid = attrs.get(_IFLA_LINK_NETNSID)
-        if nsid is not None and len(nsid) < 4:
-            nsid = None
-        isolated = False
-        if (info := attrs.get(_IFLA_LINKINFO)) is not None:
-            slave = attributes(info, 0, len(info), _SLAVE).get(_IFLA_INFO_SLAVE_DATA)
-            if slave is not None:
-                flag = attributes(slave, 0, len(slave), _ISOLATED).get(_IFLA_BRPORT_ISOLATED)
-                isolated = flag is not None and len(flag) > 0 and bool(flag[0])
-        # A link's name may be any bytes but '/' and NUL: kept as the kernel gave it, so
-        # that it still names the link's sysfs folder.
-        name = bytes(attrs[_IFLA_IFNAME]).split(b"\0", 1)[0].decode(errors="surrogateescape")
-        links.append(
-            Link(name, struct.unpack_from("=i", nsid)[0] if nsid is not None else None, isolated)
-        )
-    return links
+        peer = attributes(msg, _IFINFO.size, len(msg), _PEER).get(_IFLA_LINK)
+        if peer is not None and len(peer) >= 4 and (index := struct.unpack_from("=i", peer)[0]) > 0:
+            named.append(index)
+    found = [
+        link
+        for index in dict.fromkeys(named)
+        if (link := _link_at(index, master)) is not None and link.netnsid == nsid
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _link_at(index: int, master: int) -> Link | None:
+    """Link `index` of this namespace if it is a port of `master`."""
+    body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0)
+    body += _attr(_IFLA_EXT_MASK, struct.pack("=I", _RTEXT_FILTER_SKIP_STATS))
+    try:
+        answer, _ = _dump(_request(_RTM_GETLINK, body, flags=0), limit=1)
+    except OSError:
+        return None  # no such link (ENODEV): gone, or never one
+    for kind, msg in answer:
+        if kind == _RTM_NEWLINK:
+            return _port(msg, master, index)
+    return None
+
+
+def _port(msg: memoryview, master: int, index: int | None = None) -> Link | None:
+    """A link's message as a port of `master` (None if it is not one, or is not link
+    `index`)."""
+    if len(msg) < _IFINFO.size:
+        return None
+    if index is not None and _IFINFO.unpack_from(msg)[2] != index:
+        return None
+    attrs = attributes(msg, _IFINFO.size, len(msg), _LINK_ATTRS)
+    up = attrs.get(_IFLA_MASTER)
+    if _IFLA_IFNAME not in attrs or up is None or len(up) < 4:
+        return None
+    if struct.unpack_from("=I", up)[0] != master:
+        return None
+    nsid = attrs.get(_IFLA_LINK_NETNSID)
+    if nsid is not None and len(nsid) < 4:
+        nsid = None
+    isolated = False
+    if (info := attrs.get(_IFLA_LINKINFO)) is not None:
+        slave = attributes(info, 0, len(info), _SLAVE).get(_IFLA_INFO_SLAVE_DATA)
+        if slave is not None:
+            flag = attributes(slave, 0, len(slave), _ISOLATED).get(_IFLA_BRPORT_ISOLATED)
+            isolated = flag is not None and len(flag) > 0 and bool(flag[0])
+    # A link's name may be any bytes but '/' and NUL: kept as the kernel gave it, so
+    # that it still names the link's sysfs folder.
+    name = bytes(attrs[_IFLA_IFNAME]).split(b"\0", 1)[0].decode(errors="surrogateescape")
+    return Link(name, struct.unpack_from("=i", nsid)[0] if nsid is not None else None, isolated)
 
 
 def ipv4_networks(skip: int | None = None) -> list[str]:

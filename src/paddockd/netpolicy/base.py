@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ..domain.network import Closed, NetworkPolicy
@@ -19,6 +19,10 @@ class BoxAddress:
     # namespace may send only from this MAC and address.
     container_id: str = ""
     mac: str = ""
+    # The engine's word for its init's host pid, where it was asked (0: not known): it
+    # saves asking again, and is checked as an answer to that would be. Not part of what
+    # the rules are made of.
+    pid: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

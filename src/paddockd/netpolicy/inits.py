@@ -46,27 +46,34 @@ class Inits:
         for fd, _ in poller.poll(0):  # a pidfd is readable once its process exited
             self._forget(by_fd[fd])
 
-    def pid(self, cid: str, fresh: bool = False) -> int:
-        """The container's init (0 when it has none): as kept, unless `fresh`."""
+    def pid(self, cid: str, fresh: bool = False, hint: int = 0) -> int:
+        """The container's init (0 when it has none): as kept, unless `fresh`. `hint`:
+        what the engine said of it a moment ago, taken (if its process is in the
+        container's cgroup) instead of asking again."""
         if fresh or cid not in self._held:
             self._forget(cid)
-            pid = self._pid_of(cid)
-            if pid <= 0:
-                return 0
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                return 0  # exited already
-            try:
-                kept = in_container(pid, cid) and not _exited(fd)
-            except BaseException:
-                os.close(fd)
-                raise
-            if not kept:
-                os.close(fd)
-                return 0
-            self._held[cid] = (pid, fd)
+            if hint > 0 and self._keep(cid, hint):
+                return hint
+            return self._keep(cid, self._pid_of(cid))
         return self._held[cid][0]
+
+    def _keep(self, cid: str, pid: int) -> int:
+        if pid <= 0:
+            return 0
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return 0  # exited already
+        try:
+            kept = in_container(pid, cid) and not _exited(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not kept:
+            os.close(fd)
+            return 0
+        self._held[cid] = (pid, fd)
+        return pid
 
     def alive(self, cid: str) -> bool:
         """Whether the container's init kept by an earlier `pid` still lives."""

@@ -489,7 +489,7 @@ class NftablesPolicy:
         if not box.container_id or not box.mac:
             return None
         with NamespaceIds() as ids:
-            direct = self._port_into(box.container_id, ids)
+            direct = self._port_into(box.container_id, ids, box.pid)
             if direct is not None:
                 return direct
             # Not found from its namespace (no number for it yet, say): every port.
@@ -500,14 +500,14 @@ class NftablesPolicy:
             found = self._ports_of(box.container_id, _by_namespace(ports), ids)
         return found[0] if len(found) == 1 else None
 
-    def _port_into(self, cid: str, ids: NamespaceIds) -> str | None:
+    def _port_into(self, cid: str, ids: NamespaceIds, hint: int = 0) -> str | None:
         """The port leading into the namespace of the container's init, asked of that
         port alone (`rtnetlink.port_into`: a few messages, whatever the boxes), and
         isolated if it is not yet."""
         try:
             # A kept pid is asked about only while its pidfd says it lives, before and
             # after: once its init exits the number can go to another box's process.
-            pid = self._inits.pid(cid, fresh=not self._inits.alive(cid))
+            pid = self._inits.pid(cid, fresh=not self._inits.alive(cid), hint=hint)
             nsid = ids.of(pid) if pid else None
             index = socket.if_nametoindex(self._bridge)
         except OSError:

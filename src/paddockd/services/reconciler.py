@@ -163,7 +163,7 @@ class Reconciler:
             info = running[0] if len(running) == 1 else None
             address = None
             if box is not None and info is not None:
-                address = BoxAddress(box_id, info.ip, box.network, info.id, info.mac)
+                address = BoxAddress(box_id, info.ip, box.network, info.id, info.mac, info.pid)
             failed = None if len(running) > 1 else await self._net.sync_box(box_id, address)
             if failed is None:
                 await self._sync_all()

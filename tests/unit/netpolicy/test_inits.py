@@ -50,6 +50,21 @@ def test_a_kept_init_is_alive_until_it_exits_or_is_dropped() -> None:
     inits.close()
 
 
+def test_the_engines_recent_word_is_taken_for_an_init_and_checked_as_its_answer() -> None:
+    init = subprocess.Popen(["sleep", "60"])
+    asked: list[str] = []
+    inits = Inits(lambda cid: asked.append(cid) or init.pid)
+    try:
+        assert inits.pid(HERE, hint=init.pid) == init.pid and asked == []
+        assert inits.alive(HERE)
+    finally:
+        init.kill()
+        init.wait()
+    # A hint whose process is gone is not taken: the engine is asked.
+    assert inits.pid(HERE, fresh=True, hint=init.pid) == 0 and asked == [HERE]
+    inits.close()
+
+
 def test_containers_no_longer_listed_are_forgotten() -> None:
     init = subprocess.Popen(["sleep", "60"])
     asked: list[str] = []

@@ -230,11 +230,12 @@ def test_one_box_coming_is_bound_to_the_port_of_its_namespace(
     monkeypatch.setattr(nftables, "bridge_ports", lambda bridge: listed)
     monkeypatch.setattr(nftables, "isolate", isolated.append)
     monkeypatch.setattr(nftables, "NamespaceIds", lambda: _Ids({4242: 7}))
-    net._inits.pid = lambda cid, fresh=False: 4242 if cid == "c4" else 0  # type: ignore[method-assign]
+    net._inits.pid = lambda cid, fresh=False, hint=0: 4242 if cid == "c4" else 0  # type: ignore[method-assign]
     assert _one_box(net, "d", NEW_BOX) == {}
     assert isolated == ["vethd"]  # a new port is isolated on the way
-    assert 'add element bridge paddock bound { "vethd" . 02:42:0a:d5:00:05 . 10.213.0.5 }' in (
-        recorder.scripts[-1]
+    assert (
+        'add element bridge paddock bound { "vethd" . 02:42:0a:d5:00:05 . 10.213.0.5 }'
+        in (recorder.scripts[-1])
     )
     assert dict(net._applied[2])[NEW_BOX.ip] == "vethd"  # type: ignore[index]
     # No port of its namespace (or two): only a full sync can say why.

@@ -406,7 +406,6 @@ async def test_network_policy_follows_the_box_and_changes_live(world: World) -> 
 async def test_a_stale_network_sync_never_overwrites_a_newer_policy(world: World) -> None:
     import asyncio
 
-
     box = await world.boxes.create("race", None, None, None)
     ip = (await world.runtime.inspect(box.container_id or "")).ip  # type: ignore[union-attr]
     real_sync = world.network.sync

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from paddockd.netpolicy.inits import Inits, first_container, in_container
 
@@ -11,8 +14,22 @@ from paddockd.netpolicy.inits import Inits, first_container, in_container
 HERE = first_container(Path("/proc/self/cgroup").read_text()) or "c1"
 
 
-def test_a_kept_init_is_used_while_it_lives_and_asked_for_again_once_it_exits() -> None:
-    init = subprocess.Popen(["sleep", "60"])
+@pytest.fixture
+def init() -> Iterator[subprocess.Popen[bytes]]:
+    """A process standing in for a container's init."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    end(proc)
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()  # its pid is free for any process from here on
+
+
+def test_a_kept_init_is_used_while_it_lives_and_asked_for_again_once_it_exits(
+    init: subprocess.Popen[bytes],
+) -> None:
     asked: list[str] = []
 
     def pid_of(cid: str) -> int:
@@ -20,65 +37,51 @@ def test_a_kept_init_is_used_while_it_lives_and_asked_for_again_once_it_exits() 
         return init.pid if init.poll() is None else 0
 
     inits = Inits(pid_of)
-    try:
-        assert inits.pid(HERE) == init.pid
-        inits.keep_only([HERE])
-        assert inits.pid(HERE) == init.pid and asked == [HERE]
-        assert inits.pid(HERE, fresh=True) == init.pid and asked == [HERE, HERE]
-    finally:
-        init.kill()
-        init.wait()  # its pid is free for any process from here on
+    assert inits.pid(HERE) == init.pid
+    inits.keep_only([HERE])
+    assert inits.pid(HERE) == init.pid and asked == [HERE]
+    assert inits.pid(HERE, fresh=True) == init.pid and asked == [HERE, HERE]
+    end(init)
     inits.keep_only([HERE])
     assert inits.pid(HERE) == 0 and asked == [HERE, HERE, HERE]
 
 
-def test_a_kept_init_is_alive_until_it_exits_or_is_dropped() -> None:
+def test_a_kept_init_is_alive_until_it_exits_or_is_dropped(init: subprocess.Popen[bytes]) -> None:
     """What one box's network sync asks before it keeps the box's port."""
-    init = subprocess.Popen(["sleep", "60"])
     inits = Inits(lambda cid: init.pid)
-    try:
-        assert not inits.alive(HERE)  # never asked for
-        inits.pid(HERE)
-        assert inits.alive(HERE)
-        inits.drop(HERE)
-        assert not inits.alive(HERE)
-        inits.pid(HERE)
-    finally:
-        init.kill()
-        init.wait()
+    assert not inits.alive(HERE)  # never asked for
+    inits.pid(HERE)
+    assert inits.alive(HERE)
+    inits.drop(HERE)
+    assert not inits.alive(HERE)
+    inits.pid(HERE)
+    end(init)
     assert not inits.alive(HERE)
     inits.close()
 
 
-def test_the_engines_recent_word_is_taken_for_an_init_and_checked_as_its_answer() -> None:
-    init = subprocess.Popen(["sleep", "60"])
+def test_the_engines_recent_word_is_taken_for_an_init_and_checked_as_its_answer(
+    init: subprocess.Popen[bytes],
+) -> None:
     asked: list[str] = []
     inits = Inits(lambda cid: asked.append(cid) or init.pid)
-    try:
-        assert inits.pid(HERE, hint=init.pid) == init.pid and asked == []
-        assert inits.alive(HERE)
-    finally:
-        init.kill()
-        init.wait()
+    assert inits.pid(HERE, hint=init.pid) == init.pid and asked == []
+    assert inits.alive(HERE)
+    end(init)
     # A hint whose process is gone is not taken: the engine is asked.
     assert inits.pid(HERE, fresh=True, hint=init.pid) == 0 and asked == [HERE]
     inits.close()
 
 
-def test_containers_no_longer_listed_are_forgotten() -> None:
-    init = subprocess.Popen(["sleep", "60"])
+def test_containers_no_longer_listed_are_forgotten(init: subprocess.Popen[bytes]) -> None:
     asked: list[str] = []
     inits = Inits(lambda cid: asked.append(cid) or init.pid)
-    try:
-        inits.pid(HERE)
-        inits.keep_only([])
-        inits.pid(HERE)
-        assert asked == [HERE, HERE]
-        assert inits.pid("gone") == init.pid  # pid_of answers for any name here
-        inits.close()
-    finally:
-        init.kill()
-        init.wait()
+    inits.pid(HERE)
+    inits.keep_only([])
+    inits.pid(HERE)
+    assert asked == [HERE, HERE]
+    assert inits.pid("gone") == init.pid  # pid_of answers for any name here
+    inits.close()
 
 
 def test_a_container_without_an_init_is_not_kept() -> None:

@@ -228,3 +228,66 @@ def test_ipv6_never_reaches_the_host(server: Server, make_box: object) -> None:
     listener.close()
     bridge_v6 = Path(f"/proc/sys/net/ipv6/conf/{server.bridge}/disable_ipv6")
     assert bridge_v6.read_text().strip() == "1"
+
+
+def test_links_a_box_makes_never_bind_it_to_another_boxs_port(
+    server: Server, make_box: object
+) -> None:
+    """One box's sync finds its port from the links of the box's own namespace, which the
+    box controls: the thief makes a link whose peer names the victim's host port (and a
+    few others). The port found for the thief is still its own, and after the server
+    syncs the thief (a policy change) both bindings are as the engine made them."""
+    from paddockd.domain.network import policy
+    from paddockd.netpolicy import nftables, ports, rtnetlink
+    from paddockd.netpolicy.base import BoxAddress
+
+    victim = make_box()  # type: ignore[operator]
+    thief = make_box("--network", "deny-all")  # type: ignore[operator]
+    api = docker.APIClient(base_url=f"unix://{ENGINE_SOCKET}")
+
+    def container(box: str) -> tuple[str, int]:
+        with server.client() as c:
+            data = api.inspect_container(f"paddock-{c.get_box(box).id}")
+        return str(data["Id"]), int(data["State"]["Pid"])
+
+    def port_of(pid: int) -> str:
+        with rtnetlink.NamespaceIds() as ids:
+            nsid = ids.of(pid)
+        (port,) = [p.name for p in ports.bridge_ports(server.bridge) if p.netnsid == nsid]
+        return port
+
+    thief_cid, thief_pid = container(thief)
+    victim_port, thief_port = port_of(container(victim)[1]), port_of(thief_pid)
+    index = socket.if_nametoindex(victim_port)
+    root(
+        server,
+        thief,
+        f"ip link add pdx0 index {index} type veth peer name pdx1; "
+        "for i in 1 2 3; do ip link add pdy$i type veth peer name pdz$i; done",
+    )
+    assert f"{index}: pdx0" in root(server, thief, "ip -o link show pdx0")
+    thief_ip, thief_mac = engine_view(server, thief)
+    net = nftables.NftablesPolicy(server.bridge, f"{server.gateway}/24", pid_of=lambda c: 0)
+    box = BoxAddress("t", thief_ip, policy("deny-all"), thief_cid, thief_mac, thief_pid)
+    assert net._port_of(box, None, {}) == thief_port != victim_port
+    server.cli("network", thief, "allow", "allowed.test", check=True)
+    victim_ip, victim_mac = engine_view(server, victim)
+    held = bound(server)
+    assert held[victim_port] == (victim_mac, victim_ip)
+    assert held[thief_port] == (thief_mac, thief_ip)
+
+
+def bound(server: Server) -> dict[str, tuple[str, str]]:
+    """The bridge table's port bindings: port -> (MAC, address)."""
+    out = subprocess.run(
+        ["nft", "-j", "list", "set", "bridge", server.table, "bound"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = [r["set"] for r in json.loads(out)["nftables"] if "set" in r]
+    found = {}
+    for elem in rows[0].get("elem", []):
+        port, mac, ip = elem.get("elem", elem)["concat"]
+        found[str(port)] = (str(mac), str(ip))
+    return found

@@ -13,7 +13,7 @@ from ..wire.errors import InvalidRequest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any, NoReturn, TypeVar
+    from typing import Any, Literal, NoReturn, TypeVar
 
     from .. import Client
 
@@ -198,7 +198,7 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         name: str,
         *,
         run: Callable[[argparse.Namespace], int] | None = None,
-        box: str | None = None,
+        box: Literal["one", "some", "any"] | None = None,
         json: bool = False,
         **kwargs: Any,
     ) -> argparse.ArgumentParser:

@@ -35,7 +35,7 @@ class Inits:
         """Forget all but these containers, and any whose init exited."""
         wanted = set(cids)
         for cid in [c for c in self._held if c not in wanted]:
-            self._forget(cid)
+            self.drop(cid)
         if not self._held:
             return
         poller = select.poll()
@@ -44,14 +44,14 @@ class Inits:
             poller.register(fd, select.POLLIN)
             by_fd[fd] = cid
         for fd, _ in poller.poll(0):  # a pidfd is readable once its process exited
-            self._forget(by_fd[fd])
+            self.drop(by_fd[fd])
 
     def pid(self, cid: str, fresh: bool = False, hint: int = 0) -> int:
         """The container's init (0 when it has none): as kept, unless `fresh`. `hint`:
         what the engine said of it a moment ago, taken (if its process is in the
         container's cgroup) instead of asking again."""
         if fresh or cid not in self._held:
-            self._forget(cid)
+            self.drop(cid)
             if hint > 0 and self._keep(cid, hint):
                 return hint
             return self._keep(cid, self._pid_of(cid))
@@ -80,14 +80,12 @@ class Inits:
         held = self._held.get(cid)
         return held is not None and not _exited(held[1])
 
-    def drop(self, cid: str) -> None:
-        self._forget(cid)
-
     def close(self) -> None:
         for cid in list(self._held):
-            self._forget(cid)
+            self.drop(cid)
 
-    def _forget(self, cid: str) -> None:
+    def drop(self, cid: str) -> None:
+        """Forget the container's init (its pidfd closed)."""
         held = self._held.pop(cid, None)
         if held is not None:
             with contextlib.suppress(OSError):
